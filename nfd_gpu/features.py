@@ -1,0 +1,60 @@
+"""NFD's feature model, in the exact JSON shape of ``NodeFeature.spec.features``.
+
+::
+
+    {
+      "flags":      {"<domain>.<feature>": {"elements": {"<name>": {}}}},
+      "attributes": {"<domain>.<feature>": {"elements": {"<name>": "<string>"}}},
+      "instances":  {"<domain>.<feature>": {"elements": [{"attributes": {"<k>": "<string>"}}]}},
+    }
+
+Feature names are lower case (NFD lower-cases the feature name of every rule term,
+so an upper-case name could never match). All values are strings.
+This module is the contract between discovery, the rule engine and the sinks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+Features = dict[str, dict[str, Any]]
+
+
+def empty() -> Features:
+    """A feature set with no features."""
+    return {"flags": {}, "attributes": {}, "instances": {}}
+
+
+def add_flags(features: Features, name: str, elements: Iterable[str]) -> None:
+    """Add (union) flag elements to feature ``name``."""
+    elems = features["flags"].setdefault(name, {"elements": {}})["elements"]
+    for e in elements:
+        elems[e] = {}
+
+
+def add_attributes(features: Features, name: str, elements: Mapping[str, str]) -> None:
+    """Add attribute elements to feature ``name`` (later values win)."""
+    features["attributes"].setdefault(name, {"elements": {}})["elements"].update(
+        {k: str(v) for k, v in elements.items()}
+    )
+
+
+def add_instances(
+    features: Features, name: str, instances: Iterable[Mapping[str, str]]
+) -> None:
+    """Append instances to feature ``name``."""
+    elems = features["instances"].setdefault(name, {"elements": []})["elements"]
+    for inst in instances:
+        elems.append({"attributes": {k: str(v) for k, v in inst.items()}})
+
+
+def merge(into: Features, other: Features) -> None:
+    """Merge ``other`` into ``into`` the way nfd-master merges NodeFeature objects:
+    flags are unioned, attributes overwritten per key, instances appended."""
+    for name, fs in other.get("flags", {}).items():
+        add_flags(into, name, fs.get("elements", {}))
+    for name, fs in other.get("attributes", {}).items():
+        add_attributes(into, name, fs.get("elements", {}))
+    for name, fs in other.get("instances", {}).items():
+        add_instances(into, name, (i.get("attributes", {}) for i in fs.get("elements", [])))
