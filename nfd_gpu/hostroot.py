@@ -17,7 +17,8 @@ from collections.abc import Callable
 
 MAX_READ = 64 * 1024
 
-_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+# O_NONBLOCK: a FIFO planted in a tree must not hang the scan (no effect on regular files).
+_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
 class HostRoot:

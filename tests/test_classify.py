@@ -1,0 +1,83 @@
+"""Counting rules (LABELS.md): what is and is not a GPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from nfd_gpu.discovery.gpus import classify, gpu_mode, is_gpu_function
+from nfd_gpu.model import PciDevice
+
+
+def dev(vendor: str, device: str, cls: str, **kw: object) -> PciDevice:
+    return PciDevice(
+        address=str(kw.pop("address", "0000:01:00.0")),
+        class_id=cls,
+        vendor=vendor,
+        device=device,
+        **kw,
+    )  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("vendor", "device", "cls", "is_gpu"),
+    [
+        ("10de", "2330", "030200", True),  # H100 3D controller
+        ("10de", "2684", "030000", True),  # RTX 4090 VGA
+        ("1002", "740f", "120000", True),  # MI210 processing accelerator
+        ("1002", "74a1", "120000", True),  # MI300X
+        ("8086", "56c0", "038000", True),  # Flex 170 display controller
+        ("8086", "a780", "030000", True),  # UHD 770 iGPU
+        ("8086", "7d1d", "120000", False),  # Meteor Lake NPU: accelerator class, not a GPU
+        ("10de", "22a3", "068000", False),  # NVSwitch bridge
+        ("10de", "22ba", "040300", False),  # GPU HDMI audio
+        ("1a03", "2000", "030000", False),  # ASPEED BMC VGA
+        ("102b", "0536", "030000", False),  # Matrox server VGA
+        ("1234", "1111", "030000", False),  # QEMU VGA
+        ("1af4", "1050", "030000", False),  # virtio-gpu
+        ("1013", "00b8", "030000", False),  # Cirrus
+        ("15ad", "0405", "030000", False),  # VMware SVGA
+        ("15b3", "101d", "020000", False),  # NIC
+    ],
+)
+def test_counting_rules(vendor: str, device: str, cls: str, is_gpu: bool) -> None:
+    assert is_gpu_function(dev(vendor, device, cls)) is is_gpu
+
+
+def test_host_vfs_are_vfs_not_gpus() -> None:
+    pf = dev(
+        "8086",
+        "56c0",
+        "038000",
+        address="0000:4d:00.0",
+        sriov_totalvfs=31,
+        sriov_numvfs=1,
+        virtfns=("0000:4d:00.1",),
+    )
+    vf = dev("8086", "56c0", "038000", address="0000:4d:00.1", physfn="0000:4d:00.0")
+    switch = dev("10de", "22a3", "068000", address="0000:05:00.0")
+    gpus, vfs, switches = classify([pf, vf, switch])
+    assert gpus == [pf] and vfs == [vf] and switches == ["0000:05:00.0"]
+
+
+def test_guest_vf_without_physfn_is_the_gpu() -> None:
+    vf = dev("1002", "74b5", "120000")  # MI300X VF inside a VM
+    gpus, vfs, _ = classify([vf])
+    assert gpus == [vf] and vfs == []
+
+
+@pytest.mark.parametrize(
+    ("driver", "numvfs", "vf_drivers", "mode"),
+    [
+        ("nvidia", None, (), "container"),
+        ("amdgpu", 0, (), "container"),
+        ("vfio-pci", None, (), "pf-passthrough"),
+        ("gim", 4, ("vfio-pci",), "vf-passthrough"),
+        ("i915", 8, ("vfio-pci",), "vf-passthrough"),
+        ("i915", 8, ("i915",), "container"),
+        (None, None, (), None),
+    ],
+)
+def test_mode(
+    driver: str | None, numvfs: int | None, vf_drivers: tuple[str, ...], mode: str | None
+) -> None:
+    assert gpu_mode(driver, numvfs, vf_drivers) == mode

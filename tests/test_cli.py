@@ -1,0 +1,88 @@
+"""The CLI as users run it: a subprocess, exit codes, formats, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import yaml
+
+from tests.conftest import ALL_FIXTURES, fixture_root, nfd_gpu_cmd
+
+
+def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        nfd_gpu_cmd() + args, capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+
+
+def test_scan_labels_sorted(subprocess_env: dict[str, str]) -> None:
+    p = run(["scan", "--root", str(fixture_root("hgx-h100"))], subprocess_env)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    keys = [line.partition("=")[0] for line in lines]
+    assert keys == sorted(keys)
+    assert "gpu.feature.node.kubernetes.io/count=8" in lines
+
+
+def test_scan_json_shape(subprocess_env: dict[str, str]) -> None:
+    p = run(["scan", "--root", str(fixture_root("broken")), "--format", "json"], subprocess_env)
+    assert p.returncode == 0
+    assert "Traceback" not in p.stderr
+    doc = json.loads(p.stdout)
+    assert set(doc) == {"labels", "features", "gpus", "warnings"}
+    assert doc["warnings"]
+    assert set(doc["features"]) == {"flags", "attributes", "instances"}
+
+
+def test_scan_yaml_and_table(subprocess_env: dict[str, str]) -> None:
+    p = run(["scan", "--root", str(fixture_root("mi210-8x")), "-f", "yaml"], subprocess_env)
+    assert p.returncode == 0
+    doc = yaml.safe_load(p.stdout)
+    assert doc["labels"]["gpu.feature.node.kubernetes.io/count"] == "8"
+    p = run(["scan", "--root", str(fixture_root("mi210-8x")), "-f", "table"], subprocess_env)
+    assert p.returncode == 0
+    assert p.stdout.count("AMD Instinct MI210") == 8
+    assert "8 GPU(s)" in p.stdout
+
+
+def test_env_root(subprocess_env: dict[str, str]) -> None:
+    env = dict(subprocess_env, NFD_GPU_ROOT=str(fixture_root("passthrough-host")))
+    p = run(["scan"], env)
+    assert "gpu.feature.node.kubernetes.io/mode=pf-passthrough" in p.stdout.splitlines()
+
+
+def test_every_fixture_exits_zero_without_traceback(subprocess_env: dict[str, str]) -> None:
+    for name in ALL_FIXTURES:
+        p = run(["scan", "--root", str(fixture_root(name)), "-f", "json"], subprocess_env)
+        assert p.returncode == 0, (name, p.stderr)
+        assert "Traceback" not in p.stderr
+
+
+def test_bad_root_is_one_line_exit_2(subprocess_env: dict[str, str], tmp_path: object) -> None:
+    p = run(["scan", "--root", "/definitely/not/here"], subprocess_env)
+    assert p.returncode == 2
+    assert p.stderr.strip().count("\n") == 0
+    assert "/definitely/not/here" in p.stderr and "not a directory" in p.stderr
+
+
+def test_bad_flag_is_one_line_exit_2(subprocess_env: dict[str, str]) -> None:
+    for args in (["scan", "--bogus"], ["scan", "--format", "xml"], ["nosuchcommand"]):
+        p = run(args, subprocess_env)
+        assert p.returncode == 2, args
+        assert p.stderr.strip().count("\n") == 0, p.stderr
+        assert "error" in p.stderr
+
+
+def test_version_and_help(subprocess_env: dict[str, str]) -> None:
+    p = run(["version"], subprocess_env)
+    assert p.returncode == 0 and p.stdout.startswith("nfd-gpu ")
+    for args in (["--help"], ["scan", "--help"], ["version", "--help"]):
+        p = run(args, subprocess_env)
+        assert p.returncode == 0 and "Usage" in p.stdout, args
+
+
+def test_scan_host_root(subprocess_env: dict[str, str]) -> None:
+    p = run(["scan", "--root", "/"], subprocess_env)
+    assert p.returncode == 0
+    assert "Traceback" not in p.stderr

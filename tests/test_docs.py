@@ -1,0 +1,29 @@
+"""docs/labels.md is generated from the code's label table; every emitted key is documented."""
+
+from __future__ import annotations
+
+import pytest
+
+from nfd_gpu.labels.neutral import NAMESPACE, documented, render_docs
+from nfd_gpu.scan import run_scan
+from tests.conftest import ALL_FIXTURES, REPO, fixture_root
+
+
+def test_labels_doc_is_generated() -> None:
+    assert (REPO / "docs/labels.md").read_text() == render_docs(), (
+        "docs/labels.md is stale: run `python -m nfd_gpu.labels.neutral > docs/labels.md`"
+    )
+
+
+@pytest.mark.parametrize("name", ALL_FIXTURES)
+def test_every_neutral_label_is_documented(name: str) -> None:
+    for key in run_scan(fixture_root(name)).labels:
+        ns, _, short = key.partition("/")
+        assert ns == NAMESPACE
+        assert documented(short), key
+
+
+def test_readme_commands_exist() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "nfd-gpu scan --root tests/fixtures/sysfs/hgx-h100" in readme
+    assert "bash scripts/test.sh" in readme

@@ -1,0 +1,93 @@
+"""Golden label maps for every fixture, plus the acceptance facts of each fixture."""
+
+from __future__ import annotations
+
+import pytest
+
+from nfd_gpu.scan import run_scan
+from tests.conftest import ALL_FIXTURES, GOLDEN, fixture_root
+
+G = "gpu.feature.node.kubernetes.io"
+
+
+def read_golden(name: str) -> dict[str, str]:
+    out = {}
+    for line in (GOLDEN / f"{name}.labels").read_text().splitlines():
+        k, _, v = line.partition("=")
+        out[k] = v
+    return out
+
+
+@pytest.mark.parametrize("name", ALL_FIXTURES)
+def test_golden_labels(name: str) -> None:
+    assert run_scan(fixture_root(name)).labels == read_golden(name)
+
+
+def test_every_fixture_has_a_golden_file() -> None:
+    assert sorted(p.stem for p in GOLDEN.glob("*.labels")) == ALL_FIXTURES
+
+
+def test_hgx_h100() -> None:
+    r = run_scan(fixture_root("hgx-h100"))
+    labels = r.labels
+    assert labels[f"{G}/count"] == "8"
+    assert labels[f"{G}/vendor"] == "nvidia"
+    assert labels[f"{G}/product"] == "NVIDIA-H100-80GB-HBM3"
+    assert labels[f"{G}/family"] == "hopper"
+    assert labels[f"{G}/compute.major"] == "9"
+    assert labels[f"{G}/interconnect.nvswitch"] == "true"
+    # The ASPEED BMC VGA and the four NVSwitches are seen but never counted.
+    addrs = {g.address for g in r.snapshot.gpus}
+    assert "0000:02:00.0" not in addrs
+    assert len(r.snapshot.nvswitches) == 4
+    assert not addrs & set(r.snapshot.nvswitches)
+    assert {g.numa_node for g in r.snapshot.gpus} == {0, 1}
+    assert r.warnings == []
+
+
+def test_mi210() -> None:
+    labels = run_scan(fixture_root("mi210-8x")).labels
+    assert labels[f"{G}/count"] == "8"
+    assert labels[f"{G}/vendor"] == "amd"
+    assert labels[f"{G}/family"] == "cdna2"
+    assert labels[f"{G}/amd.gfx"] == "gfx90a"
+
+
+def test_flex170_counts_pf_once_and_reports_vfs() -> None:
+    r = run_scan(fixture_root("flex170-sriov"))
+    assert r.labels[f"{G}/count"] == "1"
+    assert r.labels[f"{G}/sriov.capable"] == "true"
+    assert r.labels[f"{G}/sriov.vfs"] == "8"
+    (gpu,) = r.snapshot.gpus
+    assert len(gpu.vfs) == 8
+    assert gpu.sriov_totalvfs == 31
+
+
+def test_passthrough_mode() -> None:
+    labels = run_scan(fixture_root("passthrough-host")).labels
+    assert labels[f"{G}/mode"] == "pf-passthrough"
+    assert labels[f"{G}/driver"] == "vfio-pci"
+
+
+def test_vm_has_no_gpu_labels() -> None:
+    r = run_scan(fixture_root("vm-no-gpu"))
+    assert not [k for k in r.labels if k.startswith(f"{G}/")]
+    assert len(r.snapshot.pci) == 6
+
+
+def test_workstation_audio_function_not_counted() -> None:
+    r = run_scan(fixture_root("workstation-rtx4090"))
+    assert r.labels[f"{G}/count"] == "2"  # RTX 4090 + Intel iGPU, not the HDMI audio
+    assert r.labels[f"{G}/nvidia.count"] == "1"
+    assert r.labels[f"{G}/intel.count"] == "1"
+    assert r.labels[f"{G}/vendor"] == "mixed"
+    assert "0000:01:00.1" not in {g.address for g in r.snapshot.gpus}
+
+
+def test_broken_tree_warns() -> None:
+    r = run_scan(fixture_root("broken"))
+    text = "\n".join(r.warnings)
+    assert "is a directory, expected a file" in text
+    assert "not a hex id" in text
+    assert "not a PCI address" in text
+    assert "0000:09:00.0: skipped" in text  # dangling device link

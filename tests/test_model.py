@@ -1,0 +1,53 @@
+"""Snapshot JSON round-trip and the feature shape."""
+
+from __future__ import annotations
+
+import pytest
+
+from nfd_gpu.featuremap import snapshot_features
+from nfd_gpu.model import Snapshot
+from nfd_gpu.scan import run_scan
+from tests.conftest import ALL_FIXTURES, fixture_root
+
+
+@pytest.mark.parametrize("name", ALL_FIXTURES)
+def test_snapshot_json_round_trip(name: str) -> None:
+    snap = run_scan(fixture_root(name)).snapshot
+    again = Snapshot.from_json(snap.to_json())
+    assert again == snap
+    assert snapshot_features(again) == snapshot_features(snap)
+
+
+def test_pci_device_in_nfd_shape() -> None:
+    feats = run_scan(fixture_root("hgx-h100")).features
+    insts = feats["instances"]["pci.device"]["elements"]
+    h100 = [i["attributes"] for i in insts if i["attributes"]["device"] == "2330"]
+    assert len(h100) == 8
+    assert h100[0] == {
+        "class": "0302",
+        "vendor": "10de",
+        "device": "2330",
+        "subsystem_vendor": "10de",
+        "subsystem_device": "16c1",
+    }
+    nic = [i["attributes"] for i in insts if i["attributes"]["device"] == "101d"]
+    assert nic[0]["sriov_totalvfs"] == "8"
+
+
+def test_gpu_features() -> None:
+    feats = run_scan(fixture_root("mi210-8x")).features
+    devs = feats["instances"]["gpu.device"]["elements"]
+    assert len(devs) == 8
+    a = devs[0]["attributes"]
+    assert a["vendor"] == "amd" and a["gfx"] == "gfx90a" and a["family"] == "cdna2"
+    assert a["class"] == "1200" and a["driver"] == "amdgpu"
+    node = feats["attributes"]["gpu.node"]["elements"]
+    assert node["count"] == "8" and node["amd.gfx"] == "gfx90a"
+    assert "amdgpu" in feats["flags"]["kernel.loadedmodule"]["elements"]
+
+
+def test_no_gpu_node_has_no_gpu_features() -> None:
+    feats = run_scan(fixture_root("vm-no-gpu")).features
+    assert "gpu.device" not in feats["instances"]
+    assert "gpu.node" not in feats["attributes"]
+    assert len(feats["instances"]["pci.device"]["elements"]) == 6

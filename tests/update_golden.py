@@ -1,0 +1,27 @@
+#!/usr/bin/env python3
+"""Regenerate tests/golden/*.labels from the fixtures. Review the diff before committing:
+a golden file is a claim about what the fixture's hardware must produce."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from nfd_gpu.scan import run_scan  # noqa: E402
+
+
+def main() -> None:
+    for root in sorted((HERE / "fixtures" / "sysfs").iterdir()):
+        if not root.is_dir():
+            continue
+        labels = run_scan(root).labels
+        text = "".join(f"{k}={labels[k]}\n" for k in sorted(labels))
+        (HERE / "golden" / f"{root.name}.labels").write_text(text)
+        print(f"{root.name}: {len(labels)} labels")
+
+
+if __name__ == "__main__":
+    main()
