@@ -174,15 +174,17 @@ def go_value_string(value: object) -> str:
 # ------------------------------------------------------------------ validation
 
 
-def validate_expression(expr: MatchExpression) -> None:
+def validate_expression(expr: MatchExpression, allow_match_any: bool = False) -> None:
     """Strict, load-time check of an expression (what ``rules check`` reports).
 
     Raises ExpressionError for: unknown operator, wrong value count, invalid
     regexp, non-integer value for an integer comparison, an empty or reversed
-    range, an invalid version, an unknown ``type``.
+    range, an invalid version, an unknown ``type``. The internal MatchAny op
+    ``""`` is not in the CRD enum; it is accepted only with ``allow_match_any``
+    (NFD's legacy ``custom`` source API allows it).
     """
     op, values = expr.op, expr.value
-    if op not in _ALL_OPS:
+    if op not in _ALL_OPS or (op == MATCH_ANY and not allow_match_any):
         raise ExpressionError(f"unknown operator {op!r} (expected one of {', '.join(OPS)})")
     if expr.type not in VALUE_TYPES:
         raise ExpressionError(f"unknown type {expr.type!r} (only 'version' is defined)")
