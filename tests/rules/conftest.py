@@ -39,7 +39,8 @@ def feats(
         "flags": {k: {"elements": {e: {} for e in v}} for k, v in (flags or {}).items()},
         "attributes": {k: {"elements": dict(v)} for k, v in (attributes or {}).items()},
         "instances": {
-            k: {"elements": [{"attributes": dict(i)} for i in v]} for k, v in (instances or {}).items()
+            k: {"elements": [{"attributes": dict(i)} for i in v]}
+            for k, v in (instances or {}).items()
         },
     }
 

@@ -14,27 +14,51 @@ BROKEN = DATA / "broken"
 
 # file -> (rule named in the line, field named in the line, what is wrong)
 EXPECTED = {
-    "unknown-op.yaml": ("bad-op", "matchFeatures[0].matchExpressions.vendor", "unknown operator 'Equals'"),
+    "unknown-op.yaml": (
+        "bad-op",
+        "matchFeatures[0].matchExpressions.vendor",
+        "unknown operator 'Equals'",
+    ),
     "value-count.yaml": (
         "gt-two-values",
         "matchFeatures[0].matchExpressions.memory-mib",
         "needs exactly 1 value (have 2)",
     ),
-    "bad-regex.yaml": ("bad-regex", "matchFeatures[0].matchExpressions.device", "invalid regexp '^74(a'"),
+    "bad-regex.yaml": (
+        "bad-regex",
+        "matchFeatures[0].matchExpressions.device",
+        "invalid regexp '^74(a'",
+    ),
     "bad-label.yaml": ("bad-label-name", "labels", "invalid name 'example.com/gpu tier'"),
     "bad-label-value.yaml": ("bad-value", "labels", "invalid value 'NVIDIA H100 80GB'"),
-    "denied-namespace.yaml": ("kubernetes-io-label", "labels", "namespace 'node.kubernetes.io' is not allowed"),
+    "denied-namespace.yaml": (
+        "kubernetes-io-label",
+        "labels",
+        "namespace 'node.kubernetes.io' is not allowed",
+    ),
     "template-syntax.yaml": ("unclosed-range", "labelsTemplate", "missing {{end}} for range"),
-    "template-unknown-func.yaml": ("env-is-removed", "labelsTemplate", "function 'env' not defined"),
+    "template-unknown-func.yaml": (
+        "env-is-removed",
+        "labelsTemplate",
+        "function 'env' not defined",
+    ),
     "unknown-field.yaml": ("typo-field", "label", "unknown field"),
-    "unknown-term-field.yaml": ("typo-in-term", "matchFeatures[0].matchExpression", "unknown field"),
+    "unknown-term-field.yaml": (
+        "typo-in-term",
+        "matchFeatures[0].matchExpression",
+        "unknown field",
+    ),
     "unquoted-number.yaml": (
         "number-value",
         "matchFeatures[0].matchExpressions.vendor.value",
         "must be a list of strings",
     ),
     "reversed-range.yaml": ("point-range", "matchExpressions.memory-mib", "value[0] < value[1]"),
-    "bad-version.yaml": ("driver-version", "matchExpressions.nvidia.driver.version", "invalid version"),
+    "bad-version.yaml": (
+        "driver-version",
+        "matchExpressions.nvidia.driver.version",
+        "invalid version",
+    ),
     "bad-taint.yaml": ("taint-effect", "taints[0]", "invalid effect 'NoWay'"),
     "missing-name.yaml": ("broken-object rules[0]", "name", "missing"),
     "bad-feature-name.yaml": ("no-domain", "matchFeatures[0].feature", "not of the form"),

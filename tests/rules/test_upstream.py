@@ -53,7 +53,9 @@ def test_intel_gpu_rule_needs_a_driver_module(tmp_path: Path) -> None:
 
 def test_amd_rules_on_mi210_node() -> None:
     ref = need_reference()
-    out = _rules_test(str(ref / "amd" / "gpu-nfd-default-rule.yaml"), str(DATA / "features" / "mi210.yaml"))
+    out = _rules_test(
+        str(ref / "amd" / "gpu-nfd-default-rule.yaml"), str(DATA / "features" / "mi210.yaml")
+    )
     assert out["labels"] == {
         "feature.node.kubernetes.io/amd-gpu": "true",
         "feature.node.kubernetes.io/amd-gpu-mi210": "true",
@@ -63,7 +65,9 @@ def test_amd_rules_on_mi210_node() -> None:
 
 def test_amd_rules_on_intel_node_give_nothing() -> None:
     ref = need_reference()
-    out = _rules_test(str(ref / "amd" / "gpu-nfd-default-rule.yaml"), str(DATA / "features" / "flex170.yaml"))
+    out = _rules_test(
+        str(ref / "amd" / "gpu-nfd-default-rule.yaml"), str(DATA / "features" / "flex170.yaml")
+    )
     assert out["labels"] == {}
 
 
@@ -71,8 +75,14 @@ def test_labels_format() -> None:
     ref = need_reference()
     res = runner.invoke(
         rules_app,
-        ["test", str(ref / "amd" / "gpu-nfd-default-rule.yaml"), "--features",
-         str(DATA / "features" / "mi210.yaml"), "--format", "labels"],
+        [
+            "test",
+            str(ref / "amd" / "gpu-nfd-default-rule.yaml"),
+            "--features",
+            str(DATA / "features" / "mi210.yaml"),
+            "--format",
+            "labels",
+        ],
     )
     assert res.exit_code == 0
     assert res.stdout.splitlines() == [

@@ -100,7 +100,10 @@ def _end_to_end(v: dict[str, Any]) -> None:
     if kind == "custom_validate":
         if v["op"] == "":
             pytest.skip("MatchAny is not in the NodeFeatureRule CRD enum; checked directly")
-        term = {"feature": "test.attr", "matchExpressions": {"k": {"op": v["op"], "value": v["value"]}}}
+        term = {
+            "feature": "test.attr",
+            "matchExpressions": {"k": {"op": v["op"], "value": v["value"]}},
+        }
         doc = {"rules": [_rule(term)]}
         try:
             ruleset_from_documents([doc], strict=True)
