@@ -12,6 +12,7 @@ values resolved and everything validated (rejected items are reported in
 from __future__ import annotations
 
 import logging
+from functools import lru_cache
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -218,6 +219,15 @@ def resolve_dynamic(value: str, features: Features) -> str:
     return str(elems[element])
 
 
+@lru_cache(maxsize=65536)
+def _label_problem(name: str, value: str, extra_ns: tuple[str, ...]) -> str | None:
+    try:
+        check_label(name, value, extra_ns=extra_ns)
+    except ValidationError as e:
+        return str(e)
+    return None
+
+
 def evaluate(
     rules: RuleSet,
     features: Features,
@@ -265,7 +275,9 @@ def evaluate(
         try:
             if v.startswith("@"):
                 v = resolve_dynamic(v, feats)
-            check_label(k, v, extra_ns=extra_label_ns)
+            problem = _label_problem(k, v, tuple(extra_label_ns))
+            if problem is not None:
+                raise ValidationError(problem)
         except ValidationError as e:
             errors.append((rule_name, f"ignoring label {k}={v}: {e}"))
             continue

@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 def go_atoi(s: str) -> int:
     """Go ``strconv.Atoi``: optional sign and decimal digits, 64-bit range."""
-    if not _INT_RE.fullmatch(s):
+    if not (s.isascii() and s.isdigit()) and not _INT_RE.fullmatch(s):
         raise ExpressionError(f"not a number {s!r}")
     n = int(s)
     if not _INT64_MIN <= n <= _INT64_MAX:
@@ -252,32 +253,44 @@ def _compare_op(op: str, values: tuple[str, ...], vtype: str) -> Callable[[str],
 
         return bad_type
 
+    count_error: ExpressionError | None = None
+    bound_error: ExpressionError | None = None
+    bounds: list[Any] = []
+    if len(values) != want:
+        count_error = ExpressionError(
+            f"invalid expression, 'value' field must contain exactly {want} "
+            f"element(s) for Op {op!r} (have {list(values)})"
+        )
+    else:
+        try:
+            bounds = [conv(v) for v in values]
+            if want == 2 and vtype == "" and bounds[0] >= bounds[1]:
+                bound_error = ExpressionError(
+                    f"invalid expression, value[0] must be less than value[1] for Op {op!r} "
+                    f"(have {list(values)})"
+                )
+        except ExpressionError as e:
+            bound_error = e
+
     def run(s: str) -> bool:
-        if len(values) != want:
-            raise ExpressionError(
-                f"invalid expression, 'value' field must contain exactly {want} "
-                f"element(s) for Op {op!r} (have {list(values)})"
-            )
-        x = conv(s)
-        bounds = [conv(v) for v in values]
-        if want == 2 and vtype == "" and bounds[0] >= bounds[1]:  # type: ignore[operator]
-            raise ExpressionError(
-                f"invalid expression, value[0] must be less than value[1] for Op {op!r} "
-                f"(have {list(values)})"
-            )
+        if count_error is not None:
+            raise count_error
+        x: Any = conv(s)
+        if bound_error is not None:
+            raise bound_error
         lo = bounds[0]
         if op == "Gt":
-            return x > lo  # type: ignore[operator]
+            return bool(x > lo)
         if op == "Ge":
-            return x >= lo  # type: ignore[operator]
+            return bool(x >= lo)
         if op == "Lt":
-            return x < lo  # type: ignore[operator]
+            return bool(x < lo)
         if op == "Le":
-            return x <= lo  # type: ignore[operator]
+            return bool(x <= lo)
         hi = bounds[1]
         if op == "GtLt":
-            return lo < x < hi  # type: ignore[operator]
-        return lo <= x <= hi  # type: ignore[operator]
+            return bool(lo < x < hi)
+        return bool(lo <= x <= hi)
 
     return run
 
@@ -317,8 +330,15 @@ def compile_expression(expr: MatchExpression) -> Evaluator:
         inner = lambda s: s not in vs  # noqa: E731
     elif op == "InRegexp":
 
-        def regexp(s: str) -> bool:
+        try:
             pats = [compile_go_regexp(v) for v in values]
+            re_error: ExpressionError | None = None
+        except ExpressionError as e:
+            pats, re_error = [], e
+
+        def regexp(s: str) -> bool:
+            if re_error is not None:
+                raise re_error
             return any(p.search(s) is not None for p in pats)
 
         inner = regexp
@@ -395,21 +415,21 @@ def match_get_values(
     return ok, out
 
 
-def _instance_attrs(instance: Mapping[str, object]) -> Mapping[str, str]:
-    attrs = instance.get("attributes")
-    return attrs if isinstance(attrs, Mapping) else {}
+def _instance_attrs(instance: Mapping[str, Any]) -> Mapping[str, str]:
+    attrs: Mapping[str, str] = instance.get("attributes") or {}
+    return attrs
 
 
 def match_get_instances(
     exprs: ExpressionSet,
-    instances: Iterable[Mapping[str, object]] | None,
+    instances: Iterable[Mapping[str, Any]] | None,
     fail_fast: bool = True,
 ) -> tuple[bool, list[MatchedElement]]:
     """NFD ``MatchGetInstances``: instances matching *all* expressions, in input order."""
     out: list[MatchedElement] = []
     compiled = [(name, compile_expression(e)) for name, e in exprs]
     for inst in instances or ():
-        attrs = _instance_attrs(inst)
+        attrs: Mapping[str, str] = inst.get("attributes") or {}
         ok = True
         for name, ev in compiled:
             v = attrs.get(name)
@@ -418,7 +438,7 @@ def match_get_instances(
                 if fail_fast:
                     break
         if ok:
-            out.append(dict(attrs))
+            out.append(attrs)  # type: ignore[arg-type]  # read-only template input
     return bool(out), out
 
 
@@ -443,7 +463,7 @@ def match_value_names(
 
 
 def match_instance_attribute_names(
-    expr: MatchExpression, instances: Iterable[Mapping[str, object]] | None
+    expr: MatchExpression, instances: Iterable[Mapping[str, Any]] | None
 ) -> tuple[bool, list[MatchedElement]]:
     """NFD ``MatchInstanceAttributeNames``: instances with any matching attribute name."""
     out: list[MatchedElement] = []
@@ -458,7 +478,7 @@ def match_multi(
     exprs: ExpressionSet,
     keys: Collection[str] | None,
     values: Mapping[str, str] | None,
-    instances: Sequence[Mapping[str, object]] | None,
+    instances: Sequence[Mapping[str, Any]] | None,
     fail_fast: bool = True,
 ) -> tuple[bool, list[MatchedElement]]:
     """NFD ``MatchMulti``: flags and attributes as a union (``DoesNotExist`` must
@@ -502,7 +522,7 @@ def match_names_multi(
     expr: MatchExpression,
     keys: Collection[str] | None,
     values: Mapping[str, str] | None,
-    instances: Sequence[Mapping[str, object]] | None,
+    instances: Sequence[Mapping[str, Any]] | None,
 ) -> tuple[bool, list[MatchedElement]]:
     """NFD ``MatchNamesMulti``: ``matchName`` over flag, attribute and instance names."""
     ev = compile_expression(expr)
