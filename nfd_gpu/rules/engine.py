@@ -12,9 +12,9 @@ values resolved and everything validated (rejected items are reported in
 from __future__ import annotations
 
 import logging
-from functools import lru_cache
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from nfd_gpu.features import Features

@@ -324,12 +324,11 @@ def compile_expression(expr: MatchExpression) -> Evaluator:
         inner = empty
     elif op == "In":
         vs = frozenset(values)
-        inner = vs.__contains__
+        return lambda valid, value: valid and value is not None and value in vs
     elif op == "NotIn":
         vs = frozenset(values)
-        inner = lambda s: s not in vs  # noqa: E731
+        return lambda valid, value: valid and value is not None and value not in vs
     elif op == "InRegexp":
-
         try:
             pats = [compile_go_regexp(v) for v in values]
             re_error: ExpressionError | None = None
