@@ -1,0 +1,280 @@
+"""Rule engine benchmark: 1,000 NodeFeatureRule rules on a 16-GPU node.
+
+Usage: python benchmarks/rules.py [--runs N]
+
+Prints the median evaluation time of N runs (target: under 50 ms) and, when
+``nfd_gpu.scan.run_scan`` is importable, the median scan time of a fixture
+root next to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from nfd_gpu.features import Features, add_attributes, add_flags, add_instances, empty
+from nfd_gpu.rules import evaluate, ruleset_from_documents
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def node_features(gpus: int = 16) -> Features:
+    """A 16x H100 node: gpu.device and pci.device instances, gpu.node, modules."""
+    f = empty()
+    add_flags(
+        f, "kernel.loadedmodule", ["nvidia", "nvidia_uvm", "nvidia_modeset", "ast", "mlx5_core"]
+    )
+    add_attributes(
+        f,
+        "gpu.node",
+        {
+            "count": str(gpus),
+            "vendor": "nvidia",
+            "family": "hopper",
+            "memory-mib": "81559",
+            "compute.major": "9",
+            "compute.minor": "0",
+            "mig.capable": "true",
+            "driver": "nvidia",
+            "nvidia.driver.version": "550.54.15",
+        },
+    )
+    add_instances(
+        f,
+        "gpu.device",
+        [
+            {
+                "address": f"0000:{0x18 + i:02x}:00.0",
+                "vendor": "nvidia",
+                "vendor_id": "10de",
+                "device_id": "2330",
+                "class": "0302",
+                "product": "NVIDIA-H100-80GB-HBM3",
+                "family": "hopper",
+                "memory_mib": "81559",
+                "compute_major": "9",
+                "compute_minor": "0",
+                "driver": "nvidia",
+                "numa_node": str(i // 8),
+                "mig_capable": "true",
+                "pcie_gen": "5",
+                "pcie_width": "16",
+            }
+            for i in range(gpus)
+        ],
+    )
+    pci = [
+        {
+            "class": "0302",
+            "vendor": "10de",
+            "device": "2330",
+            "subsystem_vendor": "10de",
+            "subsystem_device": "16c1",
+        }
+        for _ in range(gpus)
+    ]
+    pci += [
+        {
+            "class": "0680",
+            "vendor": "10de",
+            "device": "22a3",
+            "subsystem_vendor": "10de",
+            "subsystem_device": "1796",
+        }
+        for _ in range(4)
+    ]
+    pci += [
+        {
+            "class": "0200",
+            "vendor": "15b3",
+            "device": "1021",
+            "subsystem_vendor": "15b3",
+            "subsystem_device": "0041",
+            "sriov_totalvfs": "16",
+        }
+        for _ in range(8)
+    ]
+    pci.append(
+        {
+            "class": "0300",
+            "vendor": "1a03",
+            "device": "2000",
+            "subsystem_vendor": "1a03",
+            "subsystem_device": "2000",
+        }
+    )
+    add_instances(f, "pci.device", pci)
+    return f
+
+
+def make_rules(n: int = 1000) -> list[dict[str, Any]]:
+    """A mix like real rule sets: PCI ID lists, per-GPU instance matches, node
+    attributes, regexps, version compares, templates and rule.matched lookups."""
+    rules: list[dict[str, Any]] = []
+    for i in range(n):
+        kind = i % 5
+        name = f"rule-{i:04d}"
+        if kind == 0:
+            rules.append(
+                {
+                    "name": name,
+                    "labels": {f"vendor.example.com/pci-{i}": "true"},
+                    "matchFeatures": [
+                        {
+                            "feature": "pci.device",
+                            "matchExpressions": {
+                                "vendor": {"op": "In", "value": ["10de"]},
+                                "device": {"op": "In", "value": [f"{0x2300 + i % 64:04x}", "2330"]},
+                                "class": {"op": "InRegexp", "value": ["^03"]},
+                            },
+                        }
+                    ],
+                }
+            )
+        elif kind == 1:
+            rules.append(
+                {
+                    "name": name,
+                    "labels": {f"vendor.example.com/big-{i}": "true"},
+                    "matchFeatures": [
+                        {
+                            "feature": "gpu.device",
+                            "matchExpressions": {
+                                "memory_mib": {"op": "Ge", "value": [str(1024 * (i % 96))]},
+                                "compute_major": {"op": "GeLe", "value": ["8", "10"]},
+                            },
+                        }
+                    ],
+                }
+            )
+        elif kind == 2:
+            rules.append(
+                {
+                    "name": name,
+                    "vars": {f"v{i}": "true"},
+                    "matchFeatures": [
+                        {
+                            "feature": "gpu.node",
+                            "matchExpressions": {
+                                "family": {"op": "In", "value": ["hopper", "blackwell"]},
+                                "nvidia.driver.version": {
+                                    "op": "Gt",
+                                    "value": ["535.0"],
+                                    "type": "version",
+                                },
+                            },
+                        },
+                        {
+                            "feature": "kernel.loadedmodule",
+                            "matchExpressions": {"nvidia": {"op": "Exists"}},
+                        },
+                    ],
+                }
+            )
+        elif kind == 3:
+            rules.append(
+                {
+                    "name": name,
+                    "labelsTemplate": f"vendor.example.com/count-{i}={{{{ len .gpu.device }}}}",
+                    "matchFeatures": [
+                        {
+                            "feature": "gpu.device",
+                            "matchExpressions": {"vendor": {"op": "In", "value": ["nvidia"]}},
+                        }
+                    ],
+                }
+            )
+        else:
+            rules.append(
+                {
+                    "name": name,
+                    "labels": {f"vendor.example.com/chain-{i}": "true"},
+                    "matchAny": [
+                        {
+                            "matchFeatures": [
+                                {
+                                    "feature": "rule.matched",
+                                    "matchExpressions": {f"v{i - 2}": {"op": "IsTrue"}},
+                                }
+                            ]
+                        },
+                        {
+                            "matchFeatures": [
+                                {
+                                    "feature": "pci.device",
+                                    "matchExpressions": {"vendor": {"op": "In", "value": ["1002"]}},
+                                }
+                            ]
+                        },
+                    ],
+                }
+            )
+    return rules
+
+
+def _median_ms(fn: Any, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--runs", type=int, default=21)
+    ap.add_argument("--rules", type=int, default=1000)
+    ap.add_argument("--gpus", type=int, default=16)
+    args = ap.parse_args()
+
+    feats = node_features(args.gpus)
+    doc = {
+        "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+        "kind": "NodeFeatureRule",
+        "metadata": {"name": "bench"},
+        "spec": {"rules": make_rules(args.rules)},
+    }
+    t0 = time.perf_counter()
+    ruleset = ruleset_from_documents([doc])
+    load_ms = (time.perf_counter() - t0) * 1000
+    out = evaluate(ruleset, feats)
+    assert not out.errors, out.errors[:3]
+    eval_ms = _median_ms(lambda: evaluate(ruleset, feats), args.runs)
+
+    scan_cell = "not available (nfd_gpu.scan not importable)"
+    try:
+        from nfd_gpu.scan import run_scan  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        pass
+    else:
+        fixtures = sorted(
+            p for p in (REPO / "tests" / "fixtures" / "sysfs").glob("*") if p.is_dir()
+        )
+        if fixtures:
+            root = fixtures[0]
+            scan_ms = _median_ms(lambda: run_scan(root), args.runs)
+            scan_cell = f"{scan_ms:.2f} ms ({root.name})"
+        else:
+            scan_cell = "not available (no fixture under tests/fixtures/sysfs)"
+
+    rows = [
+        ("rules", str(ruleset.rule_count)),
+        ("GPUs on node", str(args.gpus)),
+        ("labels / vars produced", f"{len(out.labels)} / {len(out.vars)}"),
+        ("load + validate (once)", f"{load_ms:.1f} ms"),
+        (f"evaluate, median of {args.runs}", f"{eval_ms:.2f} ms (target < 50 ms)"),
+        (f"scan, median of {args.runs}", scan_cell),
+    ]
+    w = max(len(r[0]) for r in rows)
+    print(f"{'metric':<{w}} | value")
+    print(f"{'-' * w}-+-{'-' * 40}")
+    for k, v in rows:
+        print(f"{k:<{w}} | {v}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,532 @@
+"""NFD match expressions: operators, value checks and the set matchers.
+
+Semantics follow NFD's ``pkg/apis/nfd/nodefeaturerule`` (see
+``reference/nfd.md`` §3.3-§3.5): an unknown op is always an error; ``""``
+(MatchAny), ``Exists`` and ``DoesNotExist`` check their value count and
+decide at once; every other operator returns ``False`` *without error* when the
+element is missing or has no value (a flag), and only raises when it actually
+compares a value.
+
+Matched elements (template input) are plain dicts: ``{"Name": k}`` for flags,
+``{"Name": k, "Value": v}`` for attributes, the instance attribute map itself
+for instances.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+OPS: tuple[str, ...] = (
+    "In",
+    "NotIn",
+    "InRegexp",
+    "Exists",
+    "DoesNotExist",
+    "Gt",
+    "Ge",
+    "Lt",
+    "Le",
+    "GtLt",
+    "GeLe",
+    "IsTrue",
+    "IsFalse",
+)
+MATCH_ANY = ""
+_ALL_OPS = frozenset((*OPS, MATCH_ANY))
+_NO_VALUE_OPS = frozenset(("", "Exists", "DoesNotExist", "IsTrue", "IsFalse"))
+_ONE_VALUE_OPS = frozenset(("Gt", "Ge", "Lt", "Le"))
+_TWO_VALUE_OPS = frozenset(("GtLt", "GeLe"))
+_LIST_OPS = frozenset(("In", "NotIn", "InRegexp"))
+VALUE_TYPES = ("", "version")
+
+MatchedElement = dict[str, str]
+
+
+class ExpressionError(ValueError):
+    """A match expression that cannot be evaluated (NFD returns an error)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MatchExpression:
+    """One ``{op, value, type}`` expression."""
+
+    op: str
+    value: tuple[str, ...] = ()
+    type: str = ""
+
+    def __str__(self) -> str:
+        vals = " ".join(self.value)
+        return f"{{op: {self.op or '(any)'}, value: [{vals}]}}"
+
+
+# --------------------------------------------------------------------- helpers
+
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def go_atoi(s: str) -> int:
+    """Go ``strconv.Atoi``: optional sign and decimal digits, 64-bit range."""
+    if not (s.isascii() and s.isdigit()) and not _INT_RE.fullmatch(s):
+        raise ExpressionError(f"not a number {s!r}")
+    n = int(s)
+    if not _INT64_MIN <= n <= _INT64_MAX:
+        raise ExpressionError(f"number out of range {s!r}")
+    return n
+
+
+_SEMVER_RE = re.compile(
+    r"v?([0-9]+)(\.[0-9]+)?(\.[0-9]+)?"
+    r"(-([0-9A-Za-z\-]+(\.[0-9A-Za-z\-]+)*))?"
+    r"(\+([0-9A-Za-z\-]+(\.[0-9A-Za-z\-]+)*))?"
+)
+_UINT64_MAX = 2**64 - 1
+
+
+def parse_version(s: str) -> tuple[int, int, int]:
+    """Masterminds/semver v3 ``NewVersion`` (loose), prerelease and build dropped."""
+    m = _SEMVER_RE.fullmatch(s)
+    if m is None:
+        raise ExpressionError(f"invalid version {s!r}")
+    parts = [m.group(1), (m.group(2) or ".0")[1:], (m.group(3) or ".0")[1:]]
+    nums = [int(p) for p in parts]
+    if any(n > _UINT64_MAX for n in nums):
+        raise ExpressionError(f"invalid version {s!r}: number out of range")
+    pre = m.group(5)
+    if pre:
+        for seg in pre.split("."):
+            if seg.isdigit() and len(seg) > 1 and seg[0] == "0":
+                raise ExpressionError(f"invalid version {s!r}: segment starts with 0")
+    return nums[0], nums[1], nums[2]
+
+
+def translate_go_regexp(pattern: str) -> str:
+    """Translate an RE2 pattern into Python ``re`` syntax with the same meaning.
+
+    Differences handled: ``$`` (outside ``(?m)``) and ``\\z`` mean end of text;
+    Python-only constructs (lookaround, backreferences) are rejected like RE2 does.
+    """
+    multiline = bool(re.match(r"\(\?[a-zA-Z]*m", pattern))
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    in_class = False
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            if i + 1 >= n:
+                raise ExpressionError(f"invalid regexp {pattern!r}: trailing backslash")
+            d = pattern[i + 1]
+            if not in_class and d.isdigit() and d != "0":
+                raise ExpressionError(f"invalid regexp {pattern!r}: backreferences not supported")
+            out.append("\\Z" if (d == "z" and not in_class) else c + d)
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+            out.append(c)
+            i += 1
+            continue
+        if c == "[":
+            in_class = True
+            out.append(c)
+            i += 1
+            if i < n and pattern[i] == "^":
+                out.append("^")
+                i += 1
+            if i < n and pattern[i] == "]":
+                out.append("\\]")
+                i += 1
+            continue
+        if c == "(" and pattern.startswith(("(?=", "(?!", "(?<=", "(?<!"), i):
+            raise ExpressionError(f"invalid regexp {pattern!r}: lookaround not supported")
+        if c == "$" and not multiline:
+            out.append("\\Z")
+            i += 1
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+@lru_cache(maxsize=4096)
+def compile_go_regexp(pattern: str) -> re.Pattern[str]:
+    """Compile an RE2 pattern (cached); raises ExpressionError when invalid."""
+    try:
+        return re.compile(translate_go_regexp(pattern))
+    except re.error as e:
+        raise ExpressionError(f"invalid regexp {pattern!r}: {e}") from None
+
+
+def go_value_string(value: object) -> str:
+    """Render a value like Go's ``fmt.Sprintf("%v")`` for the scalar inputs NFD sees."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+# ------------------------------------------------------------------ validation
+
+
+def validate_expression(expr: MatchExpression, allow_match_any: bool = False) -> None:
+    """Strict, load-time check of an expression (what ``rules check`` reports).
+
+    Raises ExpressionError for: unknown operator, wrong value count, invalid
+    regexp, non-integer value for an integer comparison, an empty or reversed
+    range, an invalid version, an unknown ``type``. The internal MatchAny op
+    ``""`` is not in the CRD enum; it is accepted only with ``allow_match_any``
+    (NFD's legacy ``custom`` source API allows it).
+    """
+    op, values = expr.op, expr.value
+    if op not in _ALL_OPS or (op == MATCH_ANY and not allow_match_any):
+        raise ExpressionError(f"unknown operator {op!r} (expected one of {', '.join(OPS)})")
+    if expr.type not in VALUE_TYPES:
+        raise ExpressionError(f"unknown type {expr.type!r} (only 'version' is defined)")
+    if op in _NO_VALUE_OPS:
+        if values:
+            raise ExpressionError(f"operator {op} takes no values (have {len(values)})")
+        return
+    if op in _LIST_OPS:
+        if not values:
+            raise ExpressionError(f"operator {op} needs at least one value")
+        if op == "InRegexp":
+            for v in values:
+                compile_go_regexp(v)
+        return
+    want = 1 if op in _ONE_VALUE_OPS else 2
+    if len(values) != want:
+        raise ExpressionError(
+            f"operator {op} needs exactly {want} value{'s' if want > 1 else ''} "
+            f"(have {len(values)})"
+        )
+    if expr.type == "version":
+        for v in values:
+            parse_version(v)
+        return
+    nums = [go_atoi(v) for v in values]
+    if want == 2 and nums[0] >= nums[1]:
+        raise ExpressionError(
+            f"operator {op} needs value[0] < value[1] (have {nums[0]}, {nums[1]})"
+        )
+
+
+# ------------------------------------------------------------------ evaluation
+
+Evaluator = Callable[[bool, "str | None"], bool]
+
+
+def _fail(msg: str) -> Evaluator:
+    def ev(valid: bool, value: str | None) -> bool:
+        raise ExpressionError(msg)
+
+    return ev
+
+
+def _guarded(inner: Callable[[str], bool]) -> Evaluator:
+    def ev(valid: bool, value: str | None) -> bool:
+        if not valid or value is None:
+            return False
+        return inner(value)
+
+    return ev
+
+
+def _compare_op(op: str, values: tuple[str, ...], vtype: str) -> Callable[[str], bool]:
+    want = 1 if op in _ONE_VALUE_OPS else 2
+    conv: Callable[[str], object]
+    if vtype == "version":
+        conv = parse_version
+    elif vtype == "":
+        conv = go_atoi
+    else:
+        msg = f"invalid type {vtype!r} for Op {op!r}"
+
+        def bad_type(s: str) -> bool:
+            raise ExpressionError(msg)
+
+        return bad_type
+
+    count_error: ExpressionError | None = None
+    bound_error: ExpressionError | None = None
+    bounds: list[Any] = []
+    if len(values) != want:
+        count_error = ExpressionError(
+            f"invalid expression, 'value' field must contain exactly {want} "
+            f"element(s) for Op {op!r} (have {list(values)})"
+        )
+    else:
+        try:
+            bounds = [conv(v) for v in values]
+            if want == 2 and vtype == "" and bounds[0] >= bounds[1]:
+                bound_error = ExpressionError(
+                    f"invalid expression, value[0] must be less than value[1] for Op {op!r} "
+                    f"(have {list(values)})"
+                )
+        except ExpressionError as e:
+            bound_error = e
+
+    def run(s: str) -> bool:
+        if count_error is not None:
+            raise count_error
+        x: Any = conv(s)
+        if bound_error is not None:
+            raise bound_error
+        lo = bounds[0]
+        if op == "Gt":
+            return bool(x > lo)
+        if op == "Ge":
+            return bool(x >= lo)
+        if op == "Lt":
+            return bool(x < lo)
+        if op == "Le":
+            return bool(x <= lo)
+        hi = bounds[1]
+        if op == "GtLt":
+            return bool(lo < x < hi)
+        return bool(lo <= x <= hi)
+
+    return run
+
+
+@lru_cache(maxsize=16384)
+def compile_expression(expr: MatchExpression) -> Evaluator:
+    """Turn an expression into ``f(valid, value) -> bool`` with NFD's exact
+    error-versus-false behaviour (errors are raised only when NFD raises)."""
+    op, values = expr.op, expr.value
+    if op not in _ALL_OPS:
+        return _fail(f"invalid Op {op!r}")
+    if op in ("", "Exists", "DoesNotExist"):
+        if values:
+            return _fail(
+                f"invalid expression, 'value' field must be empty for Op {op!r} "
+                f"(have {list(values)})"
+            )
+        if op == "":
+            return lambda valid, value: True
+        if op == "Exists":
+            return lambda valid, value: valid
+        return lambda valid, value: not valid
+
+    inner: Callable[[str], bool]
+    if op in _LIST_OPS and not values:
+        msg = f"invalid expression, 'value' field must be non-empty for Op {op!r}"
+
+        def empty(s: str) -> bool:
+            raise ExpressionError(msg)
+
+        inner = empty
+    elif op == "In":
+        vs = frozenset(values)
+        return lambda valid, value: valid and value is not None and value in vs
+    elif op == "NotIn":
+        vs = frozenset(values)
+        return lambda valid, value: valid and value is not None and value not in vs
+    elif op == "InRegexp":
+        try:
+            pats = [compile_go_regexp(v) for v in values]
+            re_error: ExpressionError | None = None
+        except ExpressionError as e:
+            pats, re_error = [], e
+
+        def regexp(s: str) -> bool:
+            if re_error is not None:
+                raise re_error
+            return any(p.search(s) is not None for p in pats)
+
+        inner = regexp
+    elif op in _ONE_VALUE_OPS or op in _TWO_VALUE_OPS:
+        inner = _compare_op(op, values, expr.type)
+    else:  # IsTrue / IsFalse
+        if values:
+            msg = f"invalid expression, 'value' field must be empty for Op {op!r}"
+
+            def nonempty(s: str) -> bool:
+                raise ExpressionError(msg)
+
+            inner = nonempty
+        else:
+            want = "true" if op == "IsTrue" else "false"
+            inner = want.__eq__
+    return _guarded(inner)
+
+
+def evaluate_match_expression(expr: MatchExpression, valid: bool, value: object) -> bool:
+    """NFD ``evaluateMatchExpression``: one expression against one (maybe missing) value."""
+    return compile_expression(expr)(valid, None if value is None else go_value_string(value))
+
+
+def evaluate_keys(expr: MatchExpression, name: str, keys: Collection[str] | None) -> bool:
+    """NFD ``evaluateMatchExpressionKeys``: element ``name`` of a flag feature."""
+    return compile_expression(expr)(keys is not None and name in keys, None)
+
+
+def evaluate_values(expr: MatchExpression, name: str, values: Mapping[str, str] | None) -> bool:
+    """NFD ``evaluateMatchExpressionValues``: element ``name`` of an attribute feature."""
+    if values is None or name not in values:
+        return compile_expression(expr)(False, None)
+    return compile_expression(expr)(True, values[name])
+
+
+# --------------------------------------------------------------- set matchers
+
+ExpressionSet = Sequence[tuple[str, MatchExpression]]
+
+
+def _by_name(e: MatchedElement) -> str:
+    return e["Name"]
+
+
+def match_get_keys(
+    exprs: ExpressionSet, keys: Collection[str] | None
+) -> tuple[bool, list[MatchedElement] | None]:
+    """NFD ``MatchGetKeys``: AND over expressions on a flag feature."""
+    out: list[MatchedElement] = []
+    for name, e in exprs:
+        if not evaluate_keys(e, name, keys):
+            return False, None
+        out.append({"Name": name})
+    out.sort(key=_by_name)
+    return True, out
+
+
+def match_get_values(
+    exprs: ExpressionSet, values: Mapping[str, str] | None, fail_fast: bool = True
+) -> tuple[bool, list[MatchedElement] | None]:
+    """NFD ``MatchGetValues``: AND over expressions on an attribute feature."""
+    out: list[MatchedElement] = []
+    ok = True
+    vals = values or {}
+    for name, e in exprs:
+        if evaluate_values(e, name, values):
+            out.append({"Name": name, "Value": vals.get(name, "")})
+        else:
+            if fail_fast:
+                return False, None
+            ok = False
+    out.sort(key=_by_name)
+    return ok, out
+
+
+def _instance_attrs(instance: Mapping[str, Any]) -> Mapping[str, str]:
+    attrs: Mapping[str, str] = instance.get("attributes") or {}
+    return attrs
+
+
+def match_get_instances(
+    exprs: ExpressionSet,
+    instances: Iterable[Mapping[str, Any]] | None,
+    fail_fast: bool = True,
+) -> tuple[bool, list[MatchedElement]]:
+    """NFD ``MatchGetInstances``: instances matching *all* expressions, in input order."""
+    out: list[MatchedElement] = []
+    compiled = [(name, compile_expression(e)) for name, e in exprs]
+    for inst in instances or ():
+        attrs: Mapping[str, str] = inst.get("attributes") or {}
+        ok = True
+        for name, ev in compiled:
+            v = attrs.get(name)
+            if not ev(v is not None, v):
+                ok = False
+                if fail_fast:
+                    break
+        if ok:
+            out.append(attrs)  # type: ignore[arg-type]  # read-only template input
+    return bool(out), out
+
+
+def match_key_names(
+    expr: MatchExpression, keys: Collection[str] | None
+) -> tuple[bool, list[MatchedElement]]:
+    """NFD ``MatchKeyNames``: the expression against each flag element name."""
+    ev = compile_expression(expr)
+    out = [{"Name": k} for k in (keys or ()) if ev(True, k)]
+    out.sort(key=_by_name)
+    return bool(out), out
+
+
+def match_value_names(
+    expr: MatchExpression, values: Mapping[str, str] | None
+) -> tuple[bool, list[MatchedElement]]:
+    """NFD ``MatchValueNames``: the expression against each attribute element name."""
+    ev = compile_expression(expr)
+    out = [{"Name": k, "Value": v} for k, v in (values or {}).items() if ev(True, k)]
+    out.sort(key=_by_name)
+    return bool(out), out
+
+
+def match_instance_attribute_names(
+    expr: MatchExpression, instances: Iterable[Mapping[str, Any]] | None
+) -> tuple[bool, list[MatchedElement]]:
+    """NFD ``MatchInstanceAttributeNames``: instances with any matching attribute name."""
+    out: list[MatchedElement] = []
+    for inst in instances or ():
+        attrs = _instance_attrs(inst)
+        if match_value_names(expr, attrs)[0]:
+            out.append(dict(attrs))
+    return bool(out), out
+
+
+def match_multi(
+    exprs: ExpressionSet,
+    keys: Collection[str] | None,
+    values: Mapping[str, str] | None,
+    instances: Sequence[Mapping[str, Any]] | None,
+    fail_fast: bool = True,
+) -> tuple[bool, list[MatchedElement]]:
+    """NFD ``MatchMulti``: flags and attributes as a union (``DoesNotExist`` must
+    hold in both), instances separately; the term matches if either side does."""
+    elems: list[MatchedElement] = []
+    is_match = keys is not None or values is not None
+    for name, e in exprs:
+        mk = mv = False
+        if keys is not None:
+            mk = evaluate_keys(e, name, keys)
+            if mk:
+                elems.append({"Name": name})
+            elif e.op == "DoesNotExist":
+                is_match = False
+                if not fail_fast:
+                    continue
+                elems = []
+                break
+        if values is not None:
+            mv = evaluate_values(e, name, values)
+            if mv:
+                elems.append({"Name": name, "Value": values.get(name, "")})
+            elif e.op == "DoesNotExist":
+                is_match = False
+                if not fail_fast:
+                    continue
+                elems = []
+                break
+        if not mk and not mv:
+            is_match = False
+            if not fail_fast:
+                continue
+            elems = []
+            break
+    elems.sort(key=_by_name)
+    mi, ielems = match_get_instances(exprs, instances, fail_fast)
+    return is_match or mi, elems + ielems
+
+
+def match_names_multi(
+    expr: MatchExpression,
+    keys: Collection[str] | None,
+    values: Mapping[str, str] | None,
+    instances: Sequence[Mapping[str, Any]] | None,
+) -> tuple[bool, list[MatchedElement]]:
+    """NFD ``MatchNamesMulti``: ``matchName`` over flag, attribute and instance names."""
+    ev = compile_expression(expr)
+    out: list[MatchedElement] = [{"Name": k} for k in (keys or ()) if ev(True, k)]
+    out.extend({"Name": k, "Value": v} for k, v in (values or {}).items() if ev(True, k))
+    out.sort(key=_by_name)
+    out.extend(match_instance_attribute_names(expr, instances)[1])
+    return bool(out), out

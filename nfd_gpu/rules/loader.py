@@ -1,0 +1,391 @@
+"""Load and validate NodeFeatureRule YAML/JSON (a file or a directory of them).
+
+Accepted documents: ``apiVersion: nfd.k8s-sigs.io/v1alpha1`` ``kind:
+NodeFeatureRule`` objects, a ``kind: List`` of them, or a bare mapping with a
+``rules:`` list (its object name is the file name). Other kinds (e.g. a
+``Kustomization`` next to the rules) are skipped with a warning. Helm template
+control lines (a whole line such as ``{{- if .Values.x }}``) outside YAML are
+dropped when the file does not parse as YAML otherwise.
+
+Every problem is reported as one ``file: rule: message`` line, where the
+message names the field (``matchFeatures[0].matchExpressions.vendor.op``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nfd_gpu.rules.expressions import ExpressionError, MatchExpression, validate_expression
+from nfd_gpu.rules.model import Rule, RuleError, RuleObject, RuleSet, Taint, Term
+from nfd_gpu.rules.template import TemplateError
+from nfd_gpu.rules.template import parse as parse_template
+from nfd_gpu.rules.validate import (
+    ValidationError,
+    add_namespace,
+    check_annotation,
+    check_extended_resource,
+    check_label,
+    check_taint,
+)
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "nfd.k8s-sigs.io/v1alpha1"
+KIND = "NodeFeatureRule"
+RULE_SUFFIXES = (".yaml", ".yml", ".json")
+
+_RULE_FIELDS = {
+    "name",
+    "labels",
+    "labelsTemplate",
+    "annotations",
+    "vars",
+    "varsTemplate",
+    "taints",
+    "extendedResources",
+    "matchFeatures",
+    "matchAny",
+}
+_TERM_FIELDS = {"feature", "matchExpressions", "matchName"}
+_EXPR_FIELDS = {"op", "value", "type"}
+_TAINT_FIELDS = {"key", "value", "effect", "timeAdded"}
+_HELM_LINE = re.compile(r"^\{\{-?.*-?\}\}\s*$")
+
+
+class _Problem(Exception):
+    def __init__(self, where: str, msg: str):
+        super().__init__(f"{where}: {msg}" if where else msg)
+
+
+def _str_map(v: Any, where: str) -> dict[str, str]:
+    if v is None:
+        return {}
+    if not isinstance(v, Mapping):
+        raise _Problem(where, "must be a map of strings")
+    out: dict[str, str] = {}
+    for k, val in v.items():
+        if not isinstance(k, str) or not isinstance(val, str):
+            raise _Problem(
+                f"{where}.{k}", f"value must be a string (got {type(val).__name__}; quote it)"
+            )
+        out[k] = val
+    return out
+
+
+def _unknown(d: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    for k in d:
+        if k not in allowed:
+            hint = ", ".join(sorted(allowed))
+            raise _Problem(f"{where}{'.' if where else ''}{k}", f"unknown field (allowed: {hint})")
+
+
+def _expression(v: Any, where: str, strict: bool) -> MatchExpression:
+    if not isinstance(v, Mapping):
+        raise _Problem(where, "must be a map with 'op' (and 'value', 'type')")
+    _unknown(v, _EXPR_FIELDS, where)
+    op = v.get("op")
+    if not isinstance(op, str):
+        raise _Problem(f"{where}.op", "missing or not a string")
+    raw = v.get("value")
+    if raw is None:
+        values: tuple[str, ...] = ()
+    elif isinstance(raw, list) and all(isinstance(x, str) for x in raw):
+        values = tuple(raw)
+    else:
+        raise _Problem(f"{where}.value", "must be a list of strings (quote numbers)")
+    vtype = v.get("type", "") or ""
+    if not isinstance(vtype, str):
+        raise _Problem(f"{where}.type", "must be a string")
+    expr = MatchExpression(op, values, vtype)
+    if strict:
+        try:
+            validate_expression(expr)
+        except ExpressionError as e:
+            raise _Problem(where, str(e)) from None
+    return expr
+
+
+def _terms(v: Any, where: str, strict: bool) -> tuple[Term, ...]:
+    if not isinstance(v, list):
+        raise _Problem(where, "must be a list of feature terms")
+    out: list[Term] = []
+    for i, t in enumerate(v):
+        w = f"{where}[{i}]"
+        if not isinstance(t, Mapping):
+            raise _Problem(w, "must be a map with 'feature'")
+        _unknown(t, _TERM_FIELDS, w)
+        feature = t.get("feature")
+        if not isinstance(feature, str) or not feature:
+            raise _Problem(f"{w}.feature", "missing or not a string")
+        dom, dot, nam = feature.partition(".")
+        if strict and (not dot or not dom or not nam):
+            raise _Problem(f"{w}.feature", f"{feature!r} is not of the form <domain>.<feature>")
+        exprs: tuple[tuple[str, MatchExpression], ...] | None = None
+        if "matchExpressions" in t:
+            me = t["matchExpressions"]
+            if me is None:
+                me = {}
+            if not isinstance(me, Mapping):
+                raise _Problem(f"{w}.matchExpressions", "must be a map of name: {op, value}")
+            exprs = tuple(
+                (str(k), _expression(e, f"{w}.matchExpressions.{k}", strict)) for k, e in me.items()
+            )
+        name = None
+        if t.get("matchName") is not None:
+            name = _expression(t["matchName"], f"{w}.matchName", strict)
+        out.append(Term(feature, exprs, name))
+    return tuple(out)
+
+
+def _template(v: Any, where: str, strict: bool) -> Any:
+    if v is None or v == "":
+        return None
+    if not isinstance(v, str):
+        raise _Problem(where, "must be a string")
+    try:
+        return parse_template(v)
+    except TemplateError as e:
+        if strict:
+            raise _Problem(where, f"template syntax: {e}") from None
+        return e
+
+
+def _check_names(rule: Rule, where: str) -> None:
+    for k, v in add_namespace(rule.labels).items():
+        try:
+            check_label(k, "0" if v.startswith("@") else v)
+        except ValidationError as e:
+            raise _Problem(f"{where}labels", str(e)) from None
+    for k, v in add_namespace(rule.annotations).items():
+        try:
+            check_annotation(k, v)
+        except ValidationError as e:
+            raise _Problem(f"{where}annotations", str(e)) from None
+    for k, v in add_namespace(rule.extended_resources).items():
+        try:
+            check_extended_resource(k, "0" if v.startswith("@") else v)
+        except ValidationError as e:
+            raise _Problem(f"{where}extendedResources", str(e)) from None
+    for i, t in enumerate(rule.taints):
+        try:
+            check_taint(t.key, t.value, t.effect)
+        except ValidationError as e:
+            raise _Problem(f"{where}taints[{i}]", str(e)) from None
+
+
+def parse_rule(d: Any, strict: bool = True) -> Rule:
+    """Parse one ``spec.rules[]`` entry; raises ``_Problem`` naming the field."""
+    if not isinstance(d, Mapping):
+        raise _Problem("", "rule must be a map")
+    _unknown(d, _RULE_FIELDS, "")
+    name = d.get("name")
+    if not isinstance(name, str) or not name:
+        raise _Problem("name", "missing or empty")
+    taints: list[Taint] = []
+    raw_taints = d.get("taints") or []
+    if not isinstance(raw_taints, list):
+        raise _Problem("taints", "must be a list")
+    for i, t in enumerate(raw_taints):
+        if not isinstance(t, Mapping):
+            raise _Problem(f"taints[{i}]", "must be a map with key, value, effect")
+        _unknown(t, _TAINT_FIELDS, f"taints[{i}]")
+        taints.append(
+            Taint(str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
+        )
+    match_any: list[tuple[Term, ...]] = []
+    raw_any = d.get("matchAny") or []
+    if not isinstance(raw_any, list):
+        raise _Problem("matchAny", "must be a list of {matchFeatures: [...]}")
+    for i, elem in enumerate(raw_any):
+        w = f"matchAny[{i}]"
+        if not isinstance(elem, Mapping) or "matchFeatures" not in elem:
+            raise _Problem(w, "must be a map with 'matchFeatures'")
+        _unknown(elem, {"matchFeatures"}, w)
+        match_any.append(_terms(elem["matchFeatures"], f"{w}.matchFeatures", strict))
+    rule = Rule(
+        name=name,
+        labels=_str_map(d.get("labels"), "labels"),
+        labels_template=_template(d.get("labelsTemplate"), "labelsTemplate", strict),
+        vars=_str_map(d.get("vars"), "vars"),
+        vars_template=_template(d.get("varsTemplate"), "varsTemplate", strict),
+        annotations=_str_map(d.get("annotations"), "annotations"),
+        taints=tuple(taints),
+        extended_resources=_str_map(d.get("extendedResources"), "extendedResources"),
+        match_features=_terms(d.get("matchFeatures") or [], "matchFeatures", strict),
+        match_any=tuple(match_any),
+    )
+    if strict:
+        _check_names(rule, "")
+    return rule
+
+
+def _rules_list(rules: Any, source: str, obj: str, strict: bool, problems: list[str]) -> list[Rule]:
+    if not isinstance(rules, list):
+        problems.append(f"{source}: {obj}: spec.rules: must be a list")
+        return []
+    out: list[Rule] = []
+    for i, r in enumerate(rules):
+        label = r.get("name") if isinstance(r, Mapping) and isinstance(r.get("name"), str) else None
+        label = label or f"{obj} rules[{i}]"
+        try:
+            out.append(parse_rule(r, strict))
+        except _Problem as e:
+            problems.append(f"{source}: {label}: {e}")
+    return out
+
+
+def rule_objects_from_documents(
+    docs: Iterable[Any],
+    source: str,
+    strict: bool = True,
+    problems: list[str] | None = None,
+    warnings: list[str] | None = None,
+) -> list[RuleObject]:
+    """Turn parsed YAML documents into rule objects, collecting problem lines."""
+    probs = problems if problems is not None else []
+    warns = warnings if warnings is not None else []
+    objs: list[RuleObject] = []
+    stem = Path(source).stem
+    for n, doc in enumerate(docs):
+        if doc is None:
+            continue
+        if not isinstance(doc, Mapping):
+            probs.append(f"{source}: document {n + 1}: not a NodeFeatureRule object or rules list")
+            continue
+        kind = doc.get("kind")
+        if kind == "List" and isinstance(doc.get("items"), list):
+            objs.extend(rule_objects_from_documents(doc["items"], source, strict, probs, warns))
+            continue
+        if kind is None and "apiVersion" not in doc:
+            if set(doc) != {"rules"}:
+                extra = sorted(set(doc) - {"rules"})
+                if "rules" not in doc:
+                    probs.append(
+                        f"{source}: document {n + 1}: missing 'rules' (or apiVersion/kind)"
+                    )
+                else:
+                    probs.append(f"{source}: document {n + 1}: {extra[0]}: unknown field")
+                continue
+            objs.append(
+                RuleObject(
+                    stem, source, tuple(_rules_list(doc["rules"], source, stem, strict, probs))
+                )
+            )
+            continue
+        if kind != KIND:
+            warns.append(f"{source}: document {n + 1}: skipping kind {kind!r} (not {KIND})")
+            continue
+        api = doc.get("apiVersion")
+        meta = doc.get("metadata") or {}
+        name = meta.get("name") if isinstance(meta, Mapping) else None
+        label = name if isinstance(name, str) and name else f"document {n + 1}"
+        if api != API_VERSION:
+            probs.append(f"{source}: {label}: apiVersion: {api!r} is not {API_VERSION!r}")
+            continue
+        if not isinstance(name, str) or not name:
+            probs.append(f"{source}: {label}: metadata.name: missing")
+            continue
+        for k in doc:
+            if k not in ("apiVersion", "kind", "metadata", "spec", "status"):
+                probs.append(f"{source}: {name}: {k}: unknown field")
+        spec = doc.get("spec")
+        if not isinstance(spec, Mapping) or "rules" not in spec:
+            probs.append(f"{source}: {name}: spec.rules: missing")
+            continue
+        for k in spec:
+            if k != "rules":
+                probs.append(f"{source}: {name}: spec.{k}: unknown field")
+        objs.append(
+            RuleObject(name, source, tuple(_rules_list(spec["rules"], source, name, strict, probs)))
+        )
+    return objs
+
+
+def _strip_helm(text: str) -> str:
+    return "\n".join("" if _HELM_LINE.match(line) else line for line in text.split("\n"))
+
+
+def _yaml_error(e: yaml.YAMLError) -> str:
+    mark = getattr(e, "problem_mark", None)
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    if mark is not None:
+        return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    return str(problem)
+
+
+def parse_documents(text: str, source: str, warnings: list[str]) -> list[Any]:
+    """YAML (or JSON) documents of one file; raises RuleError when unparseable."""
+    try:
+        return list(yaml.safe_load_all(text))
+    except yaml.YAMLError as e:
+        first = e
+    stripped = _strip_helm(text)
+    if stripped != text:
+        try:
+            docs = list(yaml.safe_load_all(stripped))
+        except yaml.YAMLError:
+            pass
+        else:
+            warnings.append(f"{source}: Helm template control lines ignored")
+            return docs
+    raise RuleError([f"{source}: cannot parse YAML: {_yaml_error(first)}"])
+
+
+def rule_files(path: Path) -> list[Path]:
+    """The rule files ``load_rules`` reads for ``path`` (sorted, no hidden files)."""
+    if path.is_dir():
+        return sorted(
+            p
+            for p in path.iterdir()
+            if p.is_file() and not p.name.startswith(".") and p.suffix in RULE_SUFFIXES
+        )
+    return [path]
+
+
+def load_rules(path: str | Path, strict: bool = True) -> RuleSet:
+    """Load a rule file or a directory of rule files.
+
+    Raises RuleError (one ``file: rule: message`` line per problem) when a file
+    cannot be read or parsed, or (``strict``) when any rule is invalid.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise RuleError([f"{p}: no such file or directory"])
+    problems: list[str] = []
+    warnings: list[str] = []
+    objs: list[RuleObject] = []
+    for f in rule_files(p):
+        try:
+            text = f.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            problems.append(f"{f}: cannot read: {e}")
+            continue
+        try:
+            docs = parse_documents(text, str(f), warnings)
+        except RuleError as e:
+            problems.extend(e.problems)
+            continue
+        objs.extend(rule_objects_from_documents(docs, str(f), strict, problems, warnings))
+    for w in warnings:
+        log.info("%s", w)
+    if problems:
+        raise RuleError(problems)
+    return RuleSet(tuple(objs), tuple(warnings))
+
+
+def ruleset_from_documents(
+    docs: Iterable[Any], source: str = "<input>", strict: bool = True
+) -> RuleSet:
+    """Build a RuleSet from already-parsed documents (used by tests and tools)."""
+    problems: list[str] = []
+    warnings: list[str] = []
+    objs = rule_objects_from_documents(list(docs), source, strict, problems, warnings)
+    if problems:
+        raise RuleError(problems)
+    return RuleSet(tuple(objs), tuple(warnings))

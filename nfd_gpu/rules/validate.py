@@ -1,0 +1,131 @@
+"""Kubernetes name/value checks and nfd-master's namespace policy for rule output.
+
+Mirrors ``nfd:pkg/apis/nfd/validate`` and ``nfd-master filterFeatureLabel``
+(``reference/nfd.md`` §4) with nfd-master's default flags: no ``-deny-label-ns``,
+no ``-extra-label-ns``, auto-prefix on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping
+
+FEATURE_NS = "feature.node.kubernetes.io"
+PROFILE_NS = "profile.node.kubernetes.io"
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+_NAME_RE = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN_RE = re.compile(rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*")
+_QUANTITY_RE = re.compile(
+    r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?[0-9]+)?"
+)
+
+
+class ValidationError(ValueError):
+    """A label, annotation, taint or extended resource nfd-master would reject."""
+
+
+def check_qualified_name(name: str) -> None:
+    """k8s ``IsQualifiedName``: ``[prefix/]name``."""
+    prefix, slash, base = name.rpartition("/")
+    if name.count("/") > 1:
+        raise ValidationError(f"invalid name {name!r}: at most one '/' allowed")
+    if slash:
+        if not prefix:
+            raise ValidationError(f"invalid name {name!r}: prefix part must be non-empty")
+        if len(prefix) > 253 or not _DNS1123_SUBDOMAIN_RE.fullmatch(prefix):
+            raise ValidationError(
+                f"invalid name {name!r}: prefix must be a lower-case DNS-1123 subdomain"
+            )
+    if not base:
+        raise ValidationError(f"invalid name {name!r}: name part must be non-empty")
+    if len(base) > 63:
+        raise ValidationError(
+            f"invalid name {name!r}: name part must be no more than 63 characters"
+        )
+    if not _NAME_RE.fullmatch(base):
+        raise ValidationError(
+            f"invalid name {name!r}: name part must consist of alphanumeric characters, "
+            "'-', '_' or '.', and must start and end with an alphanumeric character"
+        )
+
+
+def check_label_value(value: str) -> None:
+    """k8s ``IsValidLabelValue``."""
+    if len(value) > 63:
+        raise ValidationError(f"invalid value {value!r}: must be no more than 63 characters")
+    if value and not _NAME_RE.fullmatch(value):
+        raise ValidationError(
+            f"invalid value {value!r}: must be empty or consist of alphanumeric characters, "
+            "'-', '_' or '.', and must start and end with an alphanumeric character"
+        )
+
+
+def namespace(name: str) -> str:
+    return name.rpartition("/")[0]
+
+
+def _is_nfd_ns(ns: str, allowed: Collection[str]) -> bool:
+    return any(ns == a or ns.endswith("." + a) for a in allowed)
+
+
+def check_namespace(
+    name: str, allowed: Collection[str] = (FEATURE_NS, PROFILE_NS), extra: Collection[str] = ()
+) -> None:
+    """``kubernetes.io`` and ``*.kubernetes.io`` are denied unless an NFD
+    namespace (or a sub-namespace of one) or listed in ``extra``."""
+    ns = namespace(name)
+    if not ns:
+        raise ValidationError(f"unprefixed key {name!r} is not allowed")
+    if ns in extra:
+        return
+    if (ns == "kubernetes.io" or ns.endswith(".kubernetes.io")) and not _is_nfd_ns(ns, allowed):
+        raise ValidationError(f"namespace {ns!r} is not allowed")
+
+
+def check_label(name: str, value: str, extra_ns: Collection[str] = ()) -> None:
+    check_qualified_name(name)
+    check_namespace(name, extra=extra_ns)
+    check_label_value(value)
+
+
+def check_annotation(name: str, value: str) -> None:
+    check_qualified_name(name)
+    check_namespace(name, allowed=(FEATURE_NS,))
+    if len(value) > 1024:
+        raise ValidationError(f"annotation {name!r}: value longer than 1024 characters")
+
+
+def check_extended_resource(name: str, value: str) -> None:
+    check_qualified_name(name)
+    check_namespace(name, allowed=(FEATURE_NS,))
+    if not _QUANTITY_RE.fullmatch(value):
+        raise ValidationError(f"extended resource {name!r}: value {value!r} is not a quantity")
+
+
+def check_taint(key: str, value: str, effect: str) -> None:
+    check_qualified_name(key)
+    check_namespace(key, allowed=(FEATURE_NS,))
+    if value:
+        check_label_value(value)
+    if effect not in TAINT_EFFECTS:
+        raise ValidationError(
+            f"taint {key!r}: invalid effect {effect!r} (expected one of {', '.join(TAINT_EFFECTS)})"
+        )
+
+
+def add_namespace(m: Mapping[str, str], ns: str = FEATURE_NS) -> dict[str, str]:
+    """nfd-master ``addNsToMapKeys``: prefix unprefixed keys; an explicitly
+    prefixed key wins over an unprefixed one that maps to the same name."""
+    out: dict[str, str] = {}
+    for k, v in m.items():
+        if "/" in k:
+            out[k] = v
+    for k, v in m.items():
+        if "/" not in k:
+            nk = f"{ns}/{k}"
+            if nk not in m:
+                out[nk] = v
+    # keep the input order of keys for readable output
+    return {k: out[k] for k in (k if "/" in k else f"{ns}/{k}" for k in m) if k in out}
