@@ -72,12 +72,30 @@ def scan(
     fmt: Annotated[
         Format, typer.Option("--format", "-f", help="Output format.", case_sensitive=False)
     ] = Format.labels,
+    rules: Annotated[
+        str | None,
+        typer.Option(
+            "--rules", envvar="NFD_GPU_RULES", help="NodeFeatureRule file or directory to apply."
+        ),
+    ] = None,
 ) -> None:
     """Scan this host (or --root) and print labels, features and GPUs."""
     from nfd_gpu.scan import run_scan
 
     check_root(root)
-    result = run_scan(root)
+    if rules is not None and not os.path.exists(rules):
+        raise fail(f"--rules {rules}: no such file or directory")
+    try:
+        result = run_scan(root, rules_path=rules)
+    except Exception as exc:
+        from nfd_gpu.rules import RuleError
+
+        if isinstance(exc, RuleError):
+            lines = str(exc).splitlines() or ["invalid rules"]
+            for line in lines[:-1]:
+                typer.echo(f"nfd-gpu: error: {line}", err=True)
+            raise fail(lines[-1]) from None
+        raise
     for w in result.warnings:
         # Warnings go to stderr so `--format labels` stays a clean key=value stream.
         print(f"warning: {w}", file=sys.stderr)
@@ -136,6 +154,15 @@ def render_table(result: Any) -> str:
         f"{len(snap.pci)} PCI function(s), {len(result.warnings)} warning(s)"
     )
     return "\n".join(lines) + "\n"
+
+
+def _mount_subcommands() -> None:
+    from nfd_gpu.rules.cli import rules_app
+
+    app.add_typer(rules_app, name="rules")
+
+
+_mount_subcommands()
 
 
 @app.command()

@@ -68,12 +68,20 @@ def run_scan(
     root: str | os.PathLike[str] = "/",
     *,
     profiles: Sequence[str] = PROFILES,
+    rules_path: str | os.PathLike[str] | None = None,
     namespace: str = NAMESPACE,
 ) -> ScanResult:
-    """Discover and label. Hardware problems are warnings, never exceptions."""
+    """Discover, label and apply custom rules. Hardware problems are warnings, never
+    exceptions; an invalid rule file raises :class:`nfd_gpu.rules.RuleError`."""
     host = HostRoot(root)
     snap = discover(host)
     labels, warnings = label(snap, profiles, namespace)
     feats = snapshot_features(snap)
     all_warnings = list(snap.warnings) + warnings
+    if rules_path is not None:
+        from nfd_gpu.rules import evaluate, load_rules  # lazy: only when rules are used
+
+        out = evaluate(load_rules(rules_path), feats)
+        labels.update(out.labels)  # rule labels override built-in ones, as in nfd-master
+        all_warnings += [f"rule {name}: {msg}" for name, msg in out.errors]
     return ScanResult(snapshot=snap, labels=labels, features=feats, warnings=all_warnings)
