@@ -81,7 +81,7 @@ def run_scan(
     if rules_path is not None:
         from nfd_gpu.rules import evaluate, load_rules  # lazy: only when rules are used
 
-        out = evaluate(load_rules(rules_path), feats)
+        out = evaluate(load_rules(os.fspath(rules_path)), feats)
         labels.update(out.labels)  # rule labels override built-in ones, as in nfd-master
         all_warnings += [f"rule {name}: {msg}" for name, msg in out.errors]
     return ScanResult(snapshot=snap, labels=labels, features=feats, warnings=all_warnings)
