@@ -11,7 +11,7 @@ so it is read first; the individual attribute files are the fallback.
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import re
 
 from nfd_gpu.hostroot import HostRoot
@@ -23,7 +23,6 @@ PCI_DEVICES = "sys/bus/pci/devices"
 GPU_VENDOR_IDS = {"10de": "nvidia", "1002": "amd", "8086": "intel"}
 
 _ADDR_RE = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-_HEX_RE = re.compile(r"^(?:0x)?([0-9a-fA-F]{1,8})$")
 _SPEED_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*GT/s")
 
 # Transfer rate (GT/s) -> PCIe generation.
@@ -51,28 +50,36 @@ def parse_link_width(text: str | None) -> int | None:
     return w if 1 <= w <= 32 else None
 
 
+_HEX_DIGITS = "0123456789abcdefABCDEF"
+
+
+@functools.lru_cache(maxsize=4096)
 def parse_hex_id(text: str | None, digits: int) -> str | None:
-    """``0x10de`` -> ``10de`` (lower case, zero padded); None for garbage."""
+    """``0x10de`` -> ``10de`` (lower case, zero padded); None for garbage.
+
+    Cached: the same few ids repeat across thousands of functions.
+    """
     if text is None:
         return None
-    m = _HEX_RE.match(text.strip())
-    if not m:
+    t = text.strip()
+    if t[:2] in ("0x", "0X"):
+        t = t[2:]
+    # lstrip(hex digits) leaves "" only when every character is a hex digit.
+    if not t or len(t) > digits or t.lstrip(_HEX_DIGITS):
         return None
-    v = int(m.group(1), 16)
-    if v >= 16**digits:
-        return None
-    return f"{v:0{digits}x}"
+    return t.lower().rjust(digits, "0")
 
 
 def _parse_uevent(text: str) -> dict[str, str]:
     out: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):
         k, sep, v = line.partition("=")
         if sep:
-            out[k.strip()] = v.strip()
+            out[k] = v.strip()
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def _pair(text: str | None) -> tuple[str | None, str | None]:
     """``10DE:2330`` -> (``10de``, ``2330``)."""
     if not text:
@@ -126,7 +133,9 @@ def read_identity(
     return class_id, vendor, device, sub_vendor or "", sub_device or "", driver
 
 
-def read_device(host: HostRoot, address: str, *, full: bool | None = None) -> PciDevice | None:
+def read_device(
+    host: HostRoot, address: str, *, full: bool | None = None, physfn: str | None = None
+) -> PciDevice | None:
     """Read one PCI function. None (with a warning) when its identity is unreadable.
 
     Every function gets identity, driver and SR-IOV attributes (what NFD's
@@ -167,6 +176,7 @@ def read_device(host: HostRoot, address: str, *, full: bool | None = None) -> Pc
             driver=driver,
             sriov_totalvfs=totalvfs,
             sriov_numvfs=numvfs,
+            physfn=physfn,
             virtfns=virtfns,
         )
 
@@ -241,9 +251,7 @@ def discover(host: HostRoot) -> tuple[PciDevice, ...]:
     for address in list_addresses(host):
         parent = vf_parent.get(address)
         if parent is not None:
-            dev = read_device(host, address, full=False)
-            if dev is not None:
-                dev = dataclasses.replace(dev, physfn=parent)
+            dev = read_device(host, address, full=False, physfn=parent)
         else:
             dev = read_device(host, address)
         if dev is None:
