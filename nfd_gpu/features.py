@@ -40,9 +40,7 @@ def add_attributes(features: Features, name: str, elements: Mapping[str, str]) -
     )
 
 
-def add_instances(
-    features: Features, name: str, instances: Iterable[Mapping[str, str]]
-) -> None:
+def add_instances(features: Features, name: str, instances: Iterable[Mapping[str, str]]) -> None:
     """Append instances to feature ``name``."""
     elems = features["instances"].setdefault(name, {"elements": []})["elements"]
     for inst in instances:
