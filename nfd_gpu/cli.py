@@ -1,0 +1,169 @@
+"""``nfd-gpu`` command line: a thin typer layer over scan / snapshot / rules / run."""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import json
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from nfd_gpu import __version__
+
+
+def _usage_error_types() -> tuple[type[Exception], ...]:
+    """click's UsageError: typer >= 0.29 vendors click as ``typer._click``."""
+    found: list[type[Exception]] = []
+    for mod in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            found.append(importlib.import_module(mod).UsageError)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+_USAGE_ERRORS = _usage_error_types()
+
+
+app = typer.Typer(
+    name="nfd-gpu",
+    help="GPU feature discovery for Kubernetes Node Feature Discovery (NFD).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class Format(str, enum.Enum):
+    labels = "labels"
+    json = "json"
+    yaml = "yaml"
+    table = "table"
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print a one-line error and return the Exit to raise."""
+    typer.echo(f"nfd-gpu: error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def check_root(root: str) -> str:
+    if not os.path.isdir(root):
+        raise fail(f"--root {root}: not a directory")
+    return root
+
+
+RootOption = Annotated[
+    str,
+    typer.Option(
+        "--root",
+        envvar="NFD_GPU_ROOT",
+        help="Host root to read sys/, proc/, dev/, etc/ from (a fixture or capture in tests).",
+    ),
+]
+
+
+@app.command()
+def scan(
+    root: RootOption = "/",
+    fmt: Annotated[
+        Format, typer.Option("--format", "-f", help="Output format.", case_sensitive=False)
+    ] = Format.labels,
+) -> None:
+    """Scan this host (or --root) and print labels, features and GPUs."""
+    from nfd_gpu.scan import run_scan
+
+    check_root(root)
+    result = run_scan(root)
+    for w in result.warnings:
+        # Warnings go to stderr so `--format labels` stays a clean key=value stream.
+        print(f"warning: {w}", file=sys.stderr)
+    if fmt is Format.labels:
+        for k in sorted(result.labels):
+            typer.echo(f"{k}={result.labels[k]}")
+        return
+    doc: dict[str, Any] = {
+        "labels": dict(sorted(result.labels.items())),
+        "features": result.features,
+        "gpus": [g for g in result.snapshot.to_dict()["gpus"]],
+        "warnings": result.warnings,
+    }
+    if fmt is Format.json:
+        typer.echo(json.dumps(doc, indent=2, sort_keys=True))
+    elif fmt is Format.yaml:
+        import yaml
+
+        typer.echo(yaml.safe_dump(doc, sort_keys=True), nl=False)
+    else:
+        typer.echo(render_table(result), nl=False)
+
+
+def render_table(result: Any) -> str:
+    """A per-GPU table for people."""
+    from nfd_gpu.model import Gpu
+
+    gpus: tuple[Gpu, ...] = result.snapshot.gpus
+    cols = ("ADDRESS", "VENDOR", "PRODUCT", "FAMILY", "MEMORY", "DRIVER", "MODE", "NUMA", "PCIE")
+    rows = []
+    for g in gpus:
+        pcie = ""
+        if g.link and g.link.current_gen:
+            pcie = f"gen{g.link.current_gen} x{g.link.current_width or '?'}"
+        rows.append(
+            (
+                g.address,
+                g.vendor,
+                g.product or "",
+                g.family or "",
+                f"{g.memory_mib} MiB" if g.memory_mib else "",
+                g.driver or "none",
+                g.mode or "",
+                "" if g.numa_node is None else str(g.numa_node),
+                pcie,
+            )
+        )
+    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(cols)]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+        for r in [cols, *rows]
+    ]
+    snap = result.snapshot
+    lines.append(
+        f"{len(gpus)} GPU(s), {len(snap.nvswitches)} NVSwitch(es), "
+        f"{len(snap.pci)} PCI function(s), {len(result.warnings)} warning(s)"
+    )
+    return "\n".join(lines) + "\n"
+
+
+@app.command()
+def version() -> None:
+    """Print the nfd-gpu version."""
+    typer.echo(f"nfd-gpu {__version__}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: usage errors become one line and exit 2."""
+    try:
+        rv = app(args=argv, standalone_mode=False)
+    except _USAGE_ERRORS as exc:
+        ctx = getattr(exc, "ctx", None)
+        where = getattr(ctx, "command_path", None) or "nfd-gpu"
+        message = " ".join(str(exc.format_message()).split())  # type: ignore[attr-defined]
+        if message:
+            print(f"{where}: error: {message}", file=sys.stderr)
+        return 2
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except typer.Abort:
+        print("nfd-gpu: aborted", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+    return rv if isinstance(rv, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

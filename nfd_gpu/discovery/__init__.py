@@ -1,0 +1,1 @@
+"""Discovery sources: read-only, each returns typed records and warnings."""

@@ -1,0 +1,194 @@
+"""PCI discovery: every function under ``sys/bus/pci/devices``, read once.
+
+Formats (``drivers/pci/pci-sysfs.c``, ``Documentation/ABI/testing/sysfs-bus-pci``):
+``vendor``/``device``/``subsystem_*`` are ``0x%04x``, ``class`` is ``0x%06x``,
+``revision`` ``0x%02x``, ``numa_node`` ``%d`` (``-1`` unknown), link speeds are
+``8 GT/s`` on older kernels and ``8.0 GT/s PCIe`` on newer ones.
+
+``uevent`` carries class, ids, subsystem ids and the bound driver in one read,
+so it is read first; the individual attribute files are the fallback.
+"""
+
+from __future__ import annotations
+
+import re
+
+from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.model import PciDevice, PcieLink
+
+PCI_DEVICES = "sys/bus/pci/devices"
+
+# Vendors whose display / accelerator functions can be GPUs (LABELS.md counting rules).
+GPU_VENDOR_IDS = {"10de": "nvidia", "1002": "amd", "8086": "intel"}
+
+_ADDR_RE = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_HEX_RE = re.compile(r"^(?:0x)?([0-9a-fA-F]{1,8})$")
+_SPEED_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*GT/s")
+
+# Transfer rate (GT/s) -> PCIe generation.
+_GT_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6, 128.0: 7}
+
+
+def parse_link_speed(text: str | None) -> int | None:
+    """``8 GT/s`` / ``8.0 GT/s PCIe`` -> 3; ``Unknown`` and garbage -> None."""
+    if not text:
+        return None
+    m = _SPEED_RE.match(text.strip())
+    if not m:
+        return None
+    return _GT_TO_GEN.get(float(m.group(1)))
+
+
+def parse_link_width(text: str | None) -> int | None:
+    """Lanes; 0 and values above x32 (e.g. 255 on non-PCIe functions) are unknown."""
+    if not text:
+        return None
+    try:
+        w = int(text.split()[0])
+    except (ValueError, IndexError):
+        return None
+    return w if 1 <= w <= 32 else None
+
+
+def parse_hex_id(text: str | None, digits: int) -> str | None:
+    """``0x10de`` -> ``10de`` (lower case, zero padded); None for garbage."""
+    if text is None:
+        return None
+    m = _HEX_RE.match(text.strip())
+    if not m:
+        return None
+    v = int(m.group(1), 16)
+    if v >= 16**digits:
+        return None
+    return f"{v:0{digits}x}"
+
+
+def _parse_uevent(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        k, sep, v = line.partition("=")
+        if sep:
+            out[k.strip()] = v.strip()
+    return out
+
+
+def _pair(text: str | None) -> tuple[str | None, str | None]:
+    """``10DE:2330`` -> (``10de``, ``2330``)."""
+    if not text:
+        return None, None
+    a, sep, b = text.partition(":")
+    if not sep:
+        return None, None
+    return parse_hex_id(a, 4), parse_hex_id(b, 4)
+
+
+def read_device(host: HostRoot, address: str) -> PciDevice | None:
+    """Read one PCI function. None (with a warning) when its identity is unreadable."""
+    base = f"{PCI_DEVICES}/{address}"
+    ue_text = host.read_text(f"{base}/uevent")
+    ue = _parse_uevent(ue_text) if ue_text else {}
+
+    class_id: str | None = None
+    if "PCI_CLASS" in ue:
+        class_id = parse_hex_id(ue["PCI_CLASS"], 6)
+    vendor, device = _pair(ue.get("PCI_ID"))
+    sub_vendor, sub_device = _pair(ue.get("PCI_SUBSYS_ID"))
+    driver: str | None = ue.get("DRIVER") or None
+
+    # Fallback to the individual attribute files for whatever uevent lacked.
+    if class_id is None:
+        class_id = _hex_attr(host, f"{base}/class", 6)
+    if vendor is None:
+        vendor = _hex_attr(host, f"{base}/vendor", 4)
+    if device is None:
+        device = _hex_attr(host, f"{base}/device", 4)
+    if sub_vendor is None:
+        sub_vendor = _hex_attr(host, f"{base}/subsystem_vendor", 4)
+    if sub_device is None:
+        sub_device = _hex_attr(host, f"{base}/subsystem_device", 4)
+    if driver is None:
+        driver = host.readlink_name(f"{base}/driver")
+
+    if class_id is None or vendor is None or device is None:
+        host.warn(f"/{base}: skipped, class/vendor/device unreadable")
+        return None
+
+    revision = _hex_attr(host, f"{base}/revision", 2) or ""
+    numa = host.read_int(f"{base}/numa_node")
+    if numa is not None and numa < 0:
+        numa = None
+    totalvfs = host.read_int(f"{base}/sriov_totalvfs")
+    numvfs = host.read_int(f"{base}/sriov_numvfs") if totalvfs is not None else None
+    physfn = host.readlink_name(f"{base}/physfn")
+    iommu_group = host.readlink_name(f"{base}/iommu_group")
+
+    virtfns: tuple[str, ...] = ()
+    if totalvfs:
+        links = [n for n in host.listdir(base) if n.startswith("virtfn") and n[6:].isdigit()]
+        links.sort(key=lambda n: int(n[6:]))
+        names = (host.readlink_name(f"{base}/{n}") for n in links)
+        virtfns = tuple(n for n in names if n)
+
+    link = None
+    cur_speed = host.read_text(f"{base}/current_link_speed")
+    if cur_speed is not None:
+        link = PcieLink(
+            current_gen=parse_link_speed(cur_speed),
+            current_width=parse_link_width(host.read_text(f"{base}/current_link_width")),
+            max_gen=parse_link_speed(host.read_text(f"{base}/max_link_speed")),
+            max_width=parse_link_width(host.read_text(f"{base}/max_link_width")),
+        )
+
+    drm: tuple[str, ...] = ()
+    if class_id[:2] in ("03", "12"):
+        drm = tuple(n for n in host.listdir(f"{base}/drm") if n.startswith(("card", "render")))
+
+    return PciDevice(
+        address=address,
+        class_id=class_id,
+        vendor=vendor,
+        device=device,
+        subsystem_vendor=sub_vendor or "",
+        subsystem_device=sub_device or "",
+        revision=revision,
+        numa_node=numa,
+        driver=driver,
+        iommu_group=iommu_group,
+        sriov_totalvfs=totalvfs,
+        sriov_numvfs=numvfs,
+        physfn=physfn,
+        virtfns=virtfns,
+        link=link,
+        drm=drm,
+    )
+
+
+def _hex_attr(host: HostRoot, rel: str, digits: int) -> str | None:
+    text = host.read_text(rel)
+    if text is None:
+        return None
+    v = parse_hex_id(text, digits)
+    if v is None:
+        host.warn(f"/{rel}: not a hex id: {text[:40]!r}")
+    return v
+
+
+def list_addresses(host: HostRoot) -> list[str]:
+    """PCI addresses under ``sys/bus/pci/devices``, sorted; odd names are warned about."""
+    out = []
+    for name in host.listdir(PCI_DEVICES):
+        if _ADDR_RE.match(name):
+            out.append(name)
+        else:
+            host.warn(f"/{PCI_DEVICES}/{name}: not a PCI address, ignored")
+    return out
+
+
+def discover(host: HostRoot) -> tuple[PciDevice, ...]:
+    """Every readable PCI function on the host, in address order."""
+    devices = []
+    for address in list_addresses(host):
+        dev = read_device(host, address)
+        if dev is not None:
+            devices.append(dev)
+    return tuple(devices)

@@ -1,0 +1,83 @@
+"""pci.ids lookups from the host root (``usr/share/misc``, ``usr/share/hwdata``, ``usr/share``).
+
+Only the vendor blocks that are asked for are parsed, and only when a name is
+needed, so a scan without unknown GPUs never reads the 1.3 MB file.
+"""
+
+from __future__ import annotations
+
+import os
+
+from nfd_gpu.hostroot import HostRoot
+
+PCI_IDS_PATHS = ("usr/share/misc/pci.ids", "usr/share/hwdata/pci.ids", "usr/share/pci.ids")
+MAX_PCI_IDS = 16 * 1024 * 1024
+
+
+class PciIds:
+    """Lazy reader of the host's pci.ids."""
+
+    def __init__(self, host: HostRoot) -> None:
+        self._host = host
+        self._names: dict[str, dict[str, str]] | None = None
+        self._vendors: dict[str, str] = {}
+        self.path: str | None = None
+
+    def _load(self) -> dict[str, dict[str, str]]:
+        if self._names is not None:
+            return self._names
+        self._names = {}
+        for rel in PCI_IDS_PATHS:
+            p = self._host.path(rel)
+            if not os.path.isfile(p):
+                continue
+            try:
+                with open(p, "rb") as f:
+                    data = f.read(MAX_PCI_IDS)
+            except OSError as exc:
+                self._host.warn(f"/{rel}: cannot read ({exc.strerror})")
+                continue
+            self.path = "/" + rel
+            self._parse(data.decode("utf-8", "replace"))
+            break
+        return self._names
+
+    def _parse(self, text: str) -> None:
+        assert self._names is not None
+        current: dict[str, str] | None = None
+        for line in text.splitlines():
+            if not line or line[0] == "#":
+                continue
+            if line[0] == "C" and line[1:2] == " ":
+                break  # the device class section follows the vendor list
+            if line[0] != "\t":
+                vid, _, name = line.partition("  ")
+                vid = vid.strip().lower()
+                if len(vid) == 4:
+                    self._vendors[vid] = name.strip()
+                    current = self._names.setdefault(vid, {})
+                else:
+                    current = None
+                continue
+            if current is None or line.startswith("\t\t"):
+                continue
+            did, _, name = line[1:].partition("  ")
+            did = did.strip().lower()
+            if len(did) == 4:
+                current[did] = name.strip()
+
+    def device_name(self, vendor: str, device: str) -> str | None:
+        return self._load().get(vendor.lower(), {}).get(device.lower())
+
+    def vendor_name(self, vendor: str) -> str | None:
+        self._load()
+        return self._vendors.get(vendor.lower())
+
+
+def marketing_part(name: str) -> str:
+    """``GH100 [H100 SXM5 80GB]`` -> ``H100 SXM5 80GB``; names without brackets unchanged."""
+    if "[" in name and "]" in name:
+        inner = name[name.rfind("[") + 1 : name.rfind("]")].strip()
+        if inner:
+            return inner
+    return name.strip()

@@ -1,0 +1,99 @@
+"""Snapshot -> NFD features (``gpu.device``, ``gpu.partition``, ``gpu.node``,
+``pci.device``, ``kernel.loadedmodule``), all values strings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from nfd_gpu import features as F
+from nfd_gpu.labels.neutral import neutral_attributes
+from nfd_gpu.model import Gpu, PciDevice, Snapshot
+
+
+def _s(v: object) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def gpu_instance(g: Gpu) -> dict[str, str]:
+    raw: Mapping[str, object] = {
+        "address": g.address,
+        "vendor": g.vendor,
+        "vendor_id": g.vendor_id,
+        "device_id": g.device_id,
+        "class": g.class_id[:4],
+        "subsystem_vendor_id": g.subsystem_vendor_id,
+        "subsystem_device_id": g.subsystem_device_id,
+        "revision": g.revision,
+        "product": g.product,
+        "family": g.family,
+        "memory_mib": g.memory_mib,
+        "compute_major": g.compute_major,
+        "compute_minor": g.compute_minor,
+        "gfx": g.gfx,
+        "compute_units": g.compute_units,
+        "driver": g.driver or "none",
+        "numa_node": g.numa_node,
+        "mig_capable": g.mig_capable,
+        "mig_enabled": g.mig_enabled,
+        "sriov_totalvfs": g.sriov_totalvfs,
+        "sriov_numvfs": g.sriov_numvfs,
+        "virtual": g.guest_vf,
+        "pcie_gen": g.link.current_gen if g.link else None,
+        "pcie_width": g.link.current_width if g.link else None,
+        "partition_compute": g.partition_compute,
+        "partition_memory": g.partition_memory,
+        "mode": g.mode,
+        "uuid": g.uuid,
+    }
+    return {k: s for k, v in raw.items() if (s := _s(v)) is not None and s != ""}
+
+
+def pci_instance(d: PciDevice) -> dict[str, str]:
+    """NFD's own ``pci.device`` shape: class cut to 4 hex digits, ids without ``0x``."""
+    out = {
+        "class": d.class_id[:4],
+        "vendor": d.vendor,
+        "device": d.device,
+        "subsystem_vendor": d.subsystem_vendor,
+        "subsystem_device": d.subsystem_device,
+    }
+    if d.sriov_totalvfs is not None:
+        out["sriov_totalvfs"] = str(d.sriov_totalvfs)
+    return out
+
+
+def snapshot_features(snap: Snapshot) -> F.Features:
+    feats = F.empty()
+    F.add_instances(feats, "gpu.device", (gpu_instance(g) for g in snap.gpus))
+    F.add_instances(
+        feats,
+        "gpu.partition",
+        (
+            {
+                k: v
+                for k, v in {
+                    "parent": p.parent,
+                    "kind": p.kind,
+                    "profile": p.profile,
+                    "index": str(p.index),
+                    "memory_mib": _s(p.memory_mib),
+                    "compute_units": _s(p.compute_units),
+                    "uuid": p.uuid,
+                }.items()
+                if v is not None
+            }
+            for p in snap.partitions
+        ),
+    )
+    F.add_attributes(feats, "gpu.node", neutral_attributes(snap))
+    F.add_instances(feats, "pci.device", (pci_instance(d) for d in snap.pci))
+    F.add_flags(feats, "kernel.loadedmodule", snap.loaded_modules)
+    # Drop empty feature sets: NFD omits features that have no elements.
+    for kind in ("flags", "attributes", "instances"):
+        for name in [n for n, fs in feats[kind].items() if not fs["elements"]]:
+            del feats[kind][name]
+    return feats

@@ -1,0 +1,1 @@
+"""Labelers: pure functions from a snapshot to labels, plus the one validator."""

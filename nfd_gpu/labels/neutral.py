@@ -1,0 +1,235 @@
+"""The vendor-neutral label profile (the public contract of LABELS.md).
+
+``neutral_attributes(snapshot)`` computes the values without a prefix; they are
+also published as the ``gpu.node`` attribute feature. ``neutral_labels`` adds
+the namespace. ``LABEL_TABLE`` documents every key and generates docs/labels.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from nfd_gpu.labels.validate import NAME_MAX, sanitize_value
+from nfd_gpu.model import Gpu, Snapshot
+
+NAMESPACE = "gpu.feature.node.kubernetes.io"
+MIXED = "mixed"
+
+
+@dataclass(frozen=True, slots=True)
+class LabelDoc:
+    key: str  # pattern; <...> marks a variable part
+    value: str
+    description: str
+
+    def regex(self) -> re.Pattern[str]:
+        parts = re.split(r"(<[^>]+>)", self.key)
+        body = "".join("[A-Za-z0-9._-]+" if p.startswith("<") else re.escape(p) for p in parts)
+        return re.compile(f"^{body}$")
+
+
+LABEL_TABLE: tuple[LabelDoc, ...] = (
+    LabelDoc("present", "`true`", "At least one GPU. Nodes without GPUs get no neutral label."),
+    LabelDoc("count", "integer", "Physical GPUs (PFs; inside a VM, passed-through VFs)."),
+    LabelDoc("vendor", "`nvidia` `amd` `intel` `mixed`", "GPU vendor."),
+    LabelDoc("<vendor>.count", "integer", "GPUs of each vendor present."),
+    LabelDoc("product", "sanitised product name or `mixed`", "e.g. `NVIDIA-H100-80GB-HBM3`."),
+    LabelDoc("product.<product>.count", "integer", "GPUs of each distinct product."),
+    LabelDoc(
+        "family",
+        "architecture or `mixed`",
+        "`volta` `turing` `ampere` `ada-lovelace` `hopper` `blackwell`; `gcn5` `cdna1` "
+        "`cdna2` `cdna3` `cdna4` `rdna2` `rdna3` `rdna4`; `xe-lp` `xe-lpg` `xe-hpg` "
+        "`xe-hpc` `xe2`. Omitted when unknown for any GPU.",
+    ),
+    LabelDoc(
+        "memory-mib",
+        "integer",
+        "Smallest GPU memory on the node (MiB); omitted unless known for every GPU.",
+    ),
+    LabelDoc("compute.major", "integer", "NVIDIA compute capability major (smallest)."),
+    LabelDoc("compute.minor", "integer", "NVIDIA compute capability minor (of the smallest)."),
+    LabelDoc("amd.gfx", "e.g. `gfx942` or `mixed`", "AMD ISA target."),
+    LabelDoc("compute-units", "integer", "Smallest SM / CU / Xe-core count, when known for all."),
+    LabelDoc(
+        "driver",
+        "`nvidia` `amdgpu` `i915` `xe` `vfio-pci` `none` `mixed` ...",
+        "Kernel driver bound to the GPUs.",
+    ),
+    LabelDoc("<vendor>.driver.version", "e.g. `550.54.15`", "Kernel module version."),
+    LabelDoc("<vendor>.driver.major", "integer", "Kernel module major version."),
+    LabelDoc(
+        "mode",
+        "`container` `pf-passthrough` `vf-passthrough` `vgpu-host` `vgpu-guest` `mixed`",
+        "How the GPUs can be used: by containers through the vendor driver, passed "
+        "through whole (vfio-pci), or as SR-IOV VFs handed to VMs.",
+    ),
+    LabelDoc("mig.capable", "`true` `false`", "Any NVIDIA GPU supports MIG."),
+    LabelDoc("sriov.capable", "`true` `false`", "Any GPU PF supports SR-IOV."),
+    LabelDoc("sriov.vfs", "integer", "VFs enabled on GPU PFs (when SR-IOV capable)."),
+    LabelDoc("interconnect.nvswitch", "`true`", "NVSwitch bridges present."),
+    LabelDoc("pcie.gen", "integer", "Lowest negotiated PCIe generation over the GPUs."),
+    LabelDoc("pcie.width", "integer", "Lowest negotiated PCIe link width over the GPUs."),
+    LabelDoc("pcie.degraded", "`true`", "Some GPU link trained below its maximum."),
+    LabelDoc("machine", "sanitised DMI product name", "`sys/class/dmi/id/product_name`."),
+)
+
+_VENDOR_MODULE = {"nvidia": "nvidia", "amd": "amdgpu", "intel": ("i915", "xe")}
+
+
+def _summary(values: Iterable[str | None]) -> str | None:
+    """The common value, ``mixed`` when they differ, None when any is unknown."""
+    vals = list(values)
+    if not vals or any(v is None for v in vals):
+        return None
+    distinct = set(vals)
+    return vals[0] if len(distinct) == 1 else MIXED
+
+
+def _min_known(gpus: Iterable[Gpu], get: Callable[[Gpu], int | None]) -> int | None:
+    """Minimum over GPUs, only when every GPU knows the value."""
+    vals = [get(g) for g in gpus]
+    if not vals or any(v is None for v in vals):
+        return None
+    return min(v for v in vals if v is not None)
+
+
+def product_value(gpu: Gpu) -> str:
+    return sanitize_value(gpu.product or "") or f"{gpu.vendor_id}-{gpu.device_id}"
+
+
+def neutral_attributes(snap: Snapshot) -> dict[str, str]:
+    """Neutral label values keyed without namespace. Empty when there is no GPU."""
+    gpus = snap.gpus
+    if not gpus:
+        return {}
+    out: dict[str, str] = {"present": "true", "count": str(len(gpus))}
+
+    vendors = Counter(g.vendor for g in gpus)
+    out["vendor"] = next(iter(vendors)) if len(vendors) == 1 else MIXED
+    for v, n in sorted(vendors.items()):
+        out[f"{v}.count"] = str(n)
+
+    products = Counter(product_value(g) for g in gpus)
+    out["product"] = next(iter(products)) if len(products) == 1 else MIXED
+    room = NAME_MAX - len("product.") - len(".count")
+    for p, n in sorted(products.items()):
+        out[f"product.{sanitize_value(p, room)}.count"] = str(n)
+
+    family = _summary(g.family for g in gpus)
+    if family:
+        out["family"] = family
+
+    mem = _min_known(gpus, lambda g: g.memory_mib)
+    if mem is not None:
+        out["memory-mib"] = str(mem)
+
+    nv = [g for g in gpus if g.vendor == "nvidia"]
+    ccs = [(g.compute_major, g.compute_minor) for g in nv]
+    if ccs and all(a is not None and b is not None for a, b in ccs):
+        major, minor = min((a or 0, b or 0) for a, b in ccs)
+        out["compute.major"] = str(major)
+        out["compute.minor"] = str(minor)
+
+    amd = [g for g in gpus if g.vendor == "amd"]
+    gfx = _summary(g.gfx for g in amd)
+    if gfx:
+        out["amd.gfx"] = gfx
+
+    units = _min_known(gpus, lambda g: g.compute_units)
+    if units is not None:
+        out["compute-units"] = str(units)
+
+    out["driver"] = _summary(g.driver or "none" for g in gpus) or "none"
+    for vendor in sorted(vendors):
+        version = _driver_version(snap, vendor)
+        if version:
+            out[f"{vendor}.driver.version"] = version
+            drv_major = version.split(".", 1)[0]
+            if drv_major.isdigit():
+                out[f"{vendor}.driver.major"] = drv_major
+
+    modes = [g.mode for g in gpus if g.mode]
+    if modes:
+        out["mode"] = modes[0] if len(set(modes)) == 1 else MIXED
+
+    if nv:
+        out["mig.capable"] = "true" if any(g.mig_capable for g in nv) else "false"
+
+    pfs = [g for g in gpus if not g.guest_vf]
+    capable = any((g.sriov_totalvfs or 0) > 0 for g in pfs)
+    out["sriov.capable"] = "true" if capable else "false"
+    if capable:
+        out["sriov.vfs"] = str(sum(g.sriov_numvfs or 0 for g in pfs))
+
+    if snap.nvswitches and nv:
+        out["interconnect.nvswitch"] = "true"
+
+    links = [g.link for g in gpus if g.link is not None]
+    gens = [lk.current_gen for lk in links if lk.current_gen]
+    widths = [lk.current_width for lk in links if lk.current_width]
+    if gens:
+        out["pcie.gen"] = str(min(gens))
+    if widths:
+        out["pcie.width"] = str(min(widths))
+    if any(lk.degraded for lk in links):
+        out["pcie.degraded"] = "true"
+
+    if snap.machine:
+        m = sanitize_value(snap.machine)
+        if m:
+            out["machine"] = m
+    return out
+
+
+def _driver_version(snap: Snapshot, vendor: str) -> str | None:
+    mods = _VENDOR_MODULE.get(vendor, ())
+    if isinstance(mods, str):
+        mods = (mods,)
+    for m in mods:
+        v = snap.driver_versions.get(m)
+        if v:
+            return sanitize_value(v) or None
+    return None
+
+
+def neutral_labels(snap: Snapshot, namespace: str = NAMESPACE) -> dict[str, str]:
+    return {f"{namespace}/{k}": v for k, v in neutral_attributes(snap).items()}
+
+
+def documented(key: str) -> bool:
+    """True when an unprefixed neutral key matches an entry of LABEL_TABLE."""
+    return any(d.regex().match(key) for d in LABEL_TABLE)
+
+
+def render_docs() -> str:
+    """docs/labels.md, generated from LABEL_TABLE (checked by a test)."""
+    lines = [
+        "# Labels (neutral profile)",
+        "",
+        "<!-- Generated by `python -m nfd_gpu.labels.neutral`; do not edit. -->",
+        "",
+        f"Namespace: `{NAMESPACE}/` (written `G/` below). Labels are emitted only when",
+        "the node has at least one GPU. Numbers are base-10 integers so node affinity",
+        "`Gt`/`Lt` works. On nodes with several kinds of GPU, string summaries become",
+        "`mixed` and numbers the minimum; the per-vendor and per-product counts say the rest.",
+        "",
+        "| key | value | meaning |",
+        "|---|---|---|",
+    ]
+    for d in LABEL_TABLE:
+        lines.append(f"| `G/{d.key}` | {d.value} | {d.description} |")
+    lines += [
+        "",
+        "Values are sanitised: `[A-Za-z0-9._-]` are kept, each run of other characters",
+        "becomes one `-`, values are cut to 63 characters with alphanumeric ends.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(render_docs(), end="")

@@ -1,0 +1,172 @@
+"""The snapshot model: immutable, JSON-serialisable records of what discovery found.
+
+A :class:`Snapshot` is the single input of every labeler. It converts to NFD's
+feature model (``flags`` / ``attributes`` / ``instances``) with
+:func:`nfd_gpu.featuremap.snapshot_features`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PcieLink:
+    """Negotiated (current) and maximum PCIe link of a function."""
+
+    current_gen: int | None = None
+    current_width: int | None = None
+    max_gen: int | None = None
+    max_width: int | None = None
+
+    @property
+    def degraded(self) -> bool:
+        """True when the link trained below what both ends support."""
+        if self.current_gen and self.max_gen and self.current_gen < self.max_gen:
+            return True
+        return bool(self.current_width and self.max_width and self.current_width < self.max_width)
+
+
+@dataclass(frozen=True, slots=True)
+class PciDevice:
+    """One PCI function as sysfs shows it. Ids are lower-case hex without ``0x``."""
+
+    address: str
+    class_id: str  # 6 hex digits, e.g. "030200"
+    vendor: str
+    device: str
+    subsystem_vendor: str = ""
+    subsystem_device: str = ""
+    revision: str = ""
+    numa_node: int | None = None
+    driver: str | None = None
+    iommu_group: str | None = None
+    sriov_totalvfs: int | None = None
+    sriov_numvfs: int | None = None
+    physfn: str | None = None
+    virtfns: tuple[str, ...] = ()
+    link: PcieLink | None = None
+    drm: tuple[str, ...] = ()  # DRM nodes below the device: card0, renderD128
+
+    @property
+    def base_class(self) -> str:
+        return self.class_id[:2]
+
+    @property
+    def is_vf(self) -> bool:
+        return self.physfn is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """A schedulable slice of a GPU: an NVIDIA MIG device or an AMD partition."""
+
+    parent: str  # PCI address of the GPU
+    kind: str  # "mig" | "amd"
+    profile: str  # "1g.10gb", "cpx"
+    index: int = 0
+    memory_mib: int | None = None
+    compute_units: int | None = None
+    uuid: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    """A physical GPU (or, inside a VM, the passed-through VF / vGPU)."""
+
+    address: str
+    vendor: str  # nvidia | amd | intel
+    vendor_id: str
+    device_id: str
+    class_id: str
+    subsystem_vendor_id: str = ""
+    subsystem_device_id: str = ""
+    revision: str = ""
+    product: str | None = None  # marketing name as the vendor library reports it
+    family: str | None = None
+    memory_mib: int | None = None
+    compute_major: int | None = None
+    compute_minor: int | None = None
+    gfx: str | None = None
+    compute_units: int | None = None
+    mig_capable: bool | None = None
+    mig_enabled: bool | None = None
+    driver: str | None = None
+    numa_node: int | None = None
+    sriov_totalvfs: int | None = None
+    sriov_numvfs: int | None = None
+    vfs: tuple[str, ...] = ()
+    vf_drivers: tuple[str, ...] = ()  # sorted distinct drivers bound to the VFs
+    guest_vf: bool = False  # a VF or vGPU seen inside a VM
+    link: PcieLink | None = None
+    drm: tuple[str, ...] = ()
+    uuid: str | None = None
+    partition_compute: str | None = None
+    partition_memory: str | None = None
+    mode: str | None = None
+    # provenance of each fact: field name -> nvml | sysfs | procfs | pci.ids | table | kfd
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one discovery pass found. Immutable; JSON round-trips exactly."""
+
+    root: str
+    pci: tuple[PciDevice, ...] = ()
+    gpus: tuple[Gpu, ...] = ()
+    nvswitches: tuple[str, ...] = ()  # PCI addresses of NVSwitch bridges
+    partitions: tuple[Partition, ...] = ()
+    loaded_modules: tuple[str, ...] = ()
+    driver_versions: dict[str, str] = field(default_factory=dict)  # module -> version
+    machine: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["schema"] = SCHEMA_VERSION
+        return d
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Snapshot:
+        return Snapshot(
+            root=d["root"],
+            pci=tuple(_load(PciDevice, x) for x in d.get("pci", ())),
+            gpus=tuple(_load(Gpu, x) for x in d.get("gpus", ())),
+            nvswitches=tuple(d.get("nvswitches", ())),
+            partitions=tuple(_load(Partition, x) for x in d.get("partitions", ())),
+            loaded_modules=tuple(d.get("loaded_modules", ())),
+            driver_versions=dict(d.get("driver_versions", {})),
+            machine=d.get("machine"),
+            warnings=tuple(d.get("warnings", ())),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Snapshot:
+        return cls.from_dict(json.loads(text))
+
+
+T = TypeVar("T")
+
+
+def _load(cls: type[T], d: dict[str, Any]) -> T:
+    """Build a record from its ``asdict`` form: lists back to tuples, nested links."""
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name not in d:
+            continue
+        v = d[f.name]
+        if f.name == "link" and v is not None:
+            v = PcieLink(**v)
+        elif isinstance(v, list):
+            v = tuple(v)
+        kwargs[f.name] = v
+    return cls(**kwargs)

@@ -1,0 +1,79 @@
+"""One pass: discover -> snapshot -> label. Never raises for hardware problems."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from nfd_gpu import features as F
+from nfd_gpu.discovery import gpus as gpu_discovery
+from nfd_gpu.discovery import pci, system
+from nfd_gpu.discovery.pciids import PciIds
+from nfd_gpu.featuremap import snapshot_features
+from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.labels.neutral import NAMESPACE, neutral_labels
+from nfd_gpu.labels.validate import filter_labels
+from nfd_gpu.model import Snapshot
+
+PROFILES = ("neutral",)
+
+
+@dataclass
+class ScanResult:
+    snapshot: Snapshot
+    labels: dict[str, str]
+    features: F.Features
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def gpu_count_by_vendor(self) -> dict[str, int]:
+        return dict(Counter(g.vendor for g in self.snapshot.gpus))
+
+
+def discover(host: HostRoot) -> Snapshot:
+    """Read the host into a :class:`Snapshot` (read-only; failures become warnings)."""
+    devices = pci.discover(host)
+    gpu_fns, vfs, switches = gpu_discovery.classify(devices)
+    ids = PciIds(host)
+    gpus = tuple(gpu_discovery.build_gpu(d, vfs, ids) for d in gpu_fns)
+    return Snapshot(
+        root=host.root,
+        pci=devices,
+        gpus=gpus,
+        nvswitches=tuple(switches),
+        loaded_modules=system.loaded_modules(host),
+        driver_versions=system.module_versions(host),
+        machine=system.machine(host),
+        warnings=tuple(host.warnings),
+    )
+
+
+def label(
+    snap: Snapshot, profiles: Sequence[str] = PROFILES, namespace: str = NAMESPACE
+) -> tuple[dict[str, str], list[str]]:
+    """Labels of the chosen profiles, validated; invalid ones dropped with a warning."""
+    warnings: list[str] = []
+    labels: dict[str, str] = {}
+    for p in profiles:
+        if p == "neutral":
+            labels.update(neutral_labels(snap, namespace))
+        else:
+            raise ValueError(f"unknown label profile {p!r} (known: {', '.join(PROFILES)})")
+    return filter_labels(labels, warnings), warnings
+
+
+def run_scan(
+    root: str | os.PathLike[str] = "/",
+    *,
+    profiles: Sequence[str] = PROFILES,
+    namespace: str = NAMESPACE,
+) -> ScanResult:
+    """Discover and label. Hardware problems are warnings, never exceptions."""
+    host = HostRoot(root)
+    snap = discover(host)
+    labels, warnings = label(snap, profiles, namespace)
+    feats = snapshot_features(snap)
+    all_warnings = list(snap.warnings) + warnings
+    return ScanResult(snapshot=snap, labels=labels, features=feats, warnings=all_warnings)
