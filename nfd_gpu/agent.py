@@ -240,7 +240,10 @@ class Agent:
     def scan(self) -> ScanResultLike:
         if self._scan is None:
             self._scan = default_scan()
-        return self._scan(self.cfg.root, profiles=self.cfg.profiles, rules_path=self.cfg.rules)
+        kwargs: dict[str, Any] = {"profiles": self.cfg.profiles}
+        if self.cfg.rules:
+            kwargs["rules_path"] = self.cfg.rules
+        return self._scan(self.cfg.root, **kwargs)
 
     def run_pass(self) -> bool:
         """Scan and publish once. True when every sink succeeded."""

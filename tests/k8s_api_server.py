@@ -140,7 +140,7 @@ class FakeKubeAPI:
         class Handler(_Handler):
             server_api = api
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -272,6 +272,11 @@ def _status(code: int, reason: str, message: str) -> dict[str, Any]:
         "reason": reason,
         "code": code,
     }
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        return None  # clients closing keep-alive connections are not errors
 
 
 class _Handler(BaseHTTPRequestHandler):
