@@ -25,7 +25,7 @@ if use_fake:
 
     sys.modules["nfd_gpu.scan"] = fake_scan
 
-from nfd_gpu.run_cli import main  # noqa: E402
+from nfd_gpu.run_cli import main
 
 if __name__ == "__main__":
     main()
