@@ -229,9 +229,9 @@ def execute_rule(
         True,
         labels,
         vars_,
-        dict(rule.annotations),
-        dict(rule.extended_resources),
-        tuple(t.as_dict() for t in rule.taints),
+        dict(rule.annotations) if rule.annotations else {},
+        dict(rule.extended_resources) if rule.extended_resources else {},
+        tuple(t.as_dict() for t in rule.taints) if rule.taints else (),
     )
 
 
@@ -319,10 +319,13 @@ def evaluate(
                 (res.annotations, annotations, ann_src),
                 (res.extended_resources, ers, er_src),
             ):
-                dst.update(src)
-                srcmap.update(dict.fromkeys(src, rule.name))
-            vars_.update(res.vars)
-            taints.extend((rule.name, t) for t in res.taints)
+                if src:
+                    dst.update(src)
+                    srcmap.update(dict.fromkeys(src, rule.name))
+            if res.vars:
+                vars_.update(res.vars)
+            if res.taints:
+                taints.extend((rule.name, t) for t in res.taints)
 
     out_labels: dict[str, str] = {}
     prefixed = add_namespace(labels)

@@ -110,6 +110,9 @@ class RuleSet:
 
     objects: tuple[RuleObject, ...] = ()
     warnings: tuple[str, ...] = ()
+    # ``load_rules(..., tolerant=True)`` only: one ``file: rule: message`` line per
+    # rule, object or file that was skipped (the rest of the set is usable)
+    problems: tuple[str, ...] = ()
 
     @property
     def rule_count(self) -> int:
