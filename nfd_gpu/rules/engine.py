@@ -83,7 +83,6 @@ class RuleOutput:
 # ---------------------------------------------------------------- matching
 
 
-_NO_SETS: tuple[None, None, None] = (None, None, None)
 FeatureSets = tuple[Any, Any, "list[Mapping[str, str]] | None"]
 
 

@@ -229,7 +229,7 @@ def _fail(msg: str) -> Evaluator:
     return ev
 
 
-_MEMO_MAX = 4096
+_MEMO_MAX = 1024
 
 
 def _guarded(inner: Callable[[str], bool]) -> Evaluator:
