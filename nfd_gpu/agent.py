@@ -27,6 +27,9 @@ from nfd_gpu.config import Config, split_address
 from nfd_gpu.features import Features
 from nfd_gpu.sinks import Publication, Sink, SinkError
 
+# Rules applied on every pass when --rules is not given (and the directory exists).
+DEFAULT_RULES_DIR = "/etc/nfd-gpu/rules.d"
+
 log = logging.getLogger(__name__)
 
 
@@ -241,8 +244,13 @@ class Agent:
         if self._scan is None:
             self._scan = default_scan()
         kwargs: dict[str, Any] = {"profiles": self.cfg.profiles}
-        if self.cfg.rules:
-            kwargs["rules_path"] = self.cfg.rules
+        rules = self.cfg.rules
+        if rules is None and os.path.isdir(DEFAULT_RULES_DIR):
+            rules = DEFAULT_RULES_DIR
+        if rules:
+            # One broken rule must not take the others (or the agent) down.
+            kwargs["rules_path"] = rules
+            kwargs["tolerant_rules"] = True
         return self._scan(self.cfg.root, **kwargs)
 
     def run_pass(self) -> bool:
