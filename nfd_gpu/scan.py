@@ -18,6 +18,7 @@ from nfd_gpu.labels.validate import filter_labels
 from nfd_gpu.model import Partition, Snapshot
 
 PROFILES = ("neutral",)
+KNOWN_PROFILES = ("neutral", "nvidia")
 
 
 @dataclass
@@ -64,8 +65,13 @@ def label(
     for p in profiles:
         if p == "neutral":
             labels.update(neutral_labels(snap, namespace))
+        elif p == "nvidia":
+            from nfd_gpu.labels.nvidia import nvidia_labels
+
+            labels.update(nvidia_labels(snap))
         else:
-            raise ValueError(f"unknown label profile {p!r} (known: {', '.join(PROFILES)})")
+            known = ", ".join(KNOWN_PROFILES)
+            raise ValueError(f"unknown label profile {p!r} (known: {known})")
     return filter_labels(labels, warnings), warnings
 
 
