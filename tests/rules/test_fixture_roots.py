@@ -102,6 +102,20 @@ SHIPPED_EXPECTED: dict[str, dict[str, str]] = {
     # 4x A100 80GB on vfio-pci: ampere, 81920 MiB, MIG-capable
     "passthrough-host": {G + "class": "large", G + "mig-ready": "true"},
     "vm-no-gpu": {},
+    # A100 40GB + T4: smallest memory 15360 MiB (T4) -> small; the A100 is MIG-capable
+    "a100-t4": {G + "class": "small", G + "mig-ready": "true"},
+    # 8x A100 SXM4 40GB (40960 MiB) with MIG enabled: medium, MIG ready and active
+    "dgx-a100-mig-mixed": {
+        G + "class": "medium",
+        G + "mig-ready": "true",
+        G + "mig-active": "true",
+    },
+    # H100 80GB with MIG enabled (single strategy)
+    "h100-mig-single": {G + "class": "large", G + "mig-ready": "true", G + "mig-active": "true"},
+    # H100 without a loaded driver: facts from the tables, MIG capable but not enabled
+    "h100-no-driver": {G + "class": "large", G + "mig-ready": "true"},
+    # H100 node where one GPU is lost: the others and the tables still give the facts
+    "h100-gpu-lost": {G + "class": "large", G + "mig-ready": "true"},
     # damaged tree: mixed vendors, smallest readable memory 16 GiB
     "broken": {G + "class": "small"},
 }
