@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from nfd_gpu import features as F
 from nfd_gpu.discovery import gpus as gpu_discovery
@@ -76,6 +78,35 @@ def label(
     return filter_labels(labels, warnings), warnings
 
 
+_RULES_CACHE: dict[tuple[str, bool], tuple[tuple[tuple[str, int, int], ...], Any]] = {}
+
+
+def _rules_stamp(path: str) -> tuple[tuple[str, int, int], ...]:
+    """(file, mtime, size) of a rule file or of every file in a rule directory."""
+    from nfd_gpu.rules.loader import rule_files
+
+    out = []
+    for f in rule_files(Path(path)):
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        out.append((str(f), st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
+def _cached_rules(path: str, tolerant: bool, load: Callable[..., Any]) -> Any:
+    """Load rules once and again only when a file changes (the agent runs every
+    pass; loading and validating 1,000 rules costs far more than evaluating them)."""
+    stamp = _rules_stamp(path)
+    hit = _RULES_CACHE.get((path, tolerant))
+    if hit is not None and hit[0] == stamp and stamp:
+        return hit[1]
+    ruleset = load(path, tolerant=tolerant)
+    _RULES_CACHE[(path, tolerant)] = (stamp, ruleset)
+    return ruleset
+
+
 def run_scan(
     root: str | os.PathLike[str] = "/",
     *,
@@ -97,7 +128,7 @@ def run_scan(
     if rules_path is not None:
         from nfd_gpu.rules import evaluate, load_rules  # lazy: only when rules are used
 
-        ruleset = load_rules(os.fspath(rules_path), tolerant=tolerant_rules)
+        ruleset = _cached_rules(os.fspath(rules_path), tolerant_rules, load_rules)
         out = evaluate(ruleset, feats)
         labels.update(out.labels)  # rule labels override built-in ones, as in nfd-master
         rule_errors = [("load", p) for p in ruleset.problems] + list(out.errors)

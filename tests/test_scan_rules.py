@@ -100,3 +100,21 @@ def test_agent_applies_rules_each_pass_and_survives_a_broken_one(
     assert "gpu.feature.node.kubernetes.io/family=overridden" in lines
     assert "gpu.feature.node.kubernetes.io/count=8" in lines
     assert "b-bad.yaml" in p.stderr
+
+
+def test_rules_are_reloaded_when_a_file_changes(tmp_path: Path) -> None:
+    import os
+
+    d = tmp_path / "r"
+    d.mkdir()
+    f = d / "a.yaml"
+    f.write_text(GOOD)
+    root = fixture_root("hgx-h100")
+    assert run_scan(root, rules_path=d, tolerant_rules=True).labels["example.com/hopper"] == "true"
+    f.write_text(GOOD.replace('example.com/hopper: "true"', 'example.com/hopper: "yes"'))
+    st = f.stat()
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # a later mtime, whatever the clock
+    assert run_scan(root, rules_path=d, tolerant_rules=True).labels["example.com/hopper"] == "yes"
+    (d / "b.yaml").write_text(BAD)
+    r = run_scan(root, rules_path=d, tolerant_rules=True)
+    assert any("b.yaml" in w for w in r.warnings)
