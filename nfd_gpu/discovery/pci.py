@@ -11,6 +11,7 @@ so it is read first; the individual attribute files are the fallback.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 
@@ -165,26 +166,23 @@ def read_device(
         names = (host.readlink_name(f"{base}/virtfn{i}") for i in range(numvfs))
         virtfns = tuple(n for n in names if n)
 
+    basic = PciDevice(
+        address=address,
+        class_id=class_id,
+        vendor=vendor,
+        device=device,
+        subsystem_vendor=sub_vendor,
+        subsystem_device=sub_device,
+        driver=driver,
+        sriov_totalvfs=totalvfs,
+        sriov_numvfs=numvfs,
+        physfn=physfn,
+        virtfns=virtfns,
+    )
     if not full:
-        return PciDevice(
-            address=address,
-            class_id=class_id,
-            vendor=vendor,
-            device=device,
-            subsystem_vendor=sub_vendor,
-            subsystem_device=sub_device,
-            driver=driver,
-            sriov_totalvfs=totalvfs,
-            sriov_numvfs=numvfs,
-            physfn=physfn,
-            virtfns=virtfns,
-        )
+        return basic
 
-    revision = _hex_attr(host, f"{base}/revision", 2) or ""
     numa = host.read_int(f"{base}/numa_node")
-    if numa is not None and numa < 0:
-        numa = None
-
     link = None
     cur_speed = host.read_text(f"{base}/current_link_speed")
     if cur_speed is not None:
@@ -194,26 +192,15 @@ def read_device(
             max_gen=parse_link_speed(host.read_text(f"{base}/max_link_speed")),
             max_width=parse_link_width(host.read_text(f"{base}/max_link_width")),
         )
-
     drm: tuple[str, ...] = ()
     if class_id[:2] in ("03", "12"):
         drm = tuple(n for n in host.listdir(f"{base}/drm") if n.startswith(("card", "render")))
-
-    return PciDevice(
-        address=address,
-        class_id=class_id,
-        vendor=vendor,
-        device=device,
-        subsystem_vendor=sub_vendor,
-        subsystem_device=sub_device,
-        revision=revision,
-        numa_node=numa,
-        driver=driver,
+    return dataclasses.replace(
+        basic,
+        revision=_hex_attr(host, f"{base}/revision", 2) or "",
+        numa_node=numa if numa is not None and numa >= 0 else None,
         iommu_group=host.readlink_name(f"{base}/iommu_group"),
-        sriov_totalvfs=totalvfs,
-        sriov_numvfs=numvfs,
-        physfn=host.readlink_name(f"{base}/physfn"),
-        virtfns=virtfns,
+        physfn=physfn or host.readlink_name(f"{base}/physfn"),
         link=link,
         drm=drm,
     )
