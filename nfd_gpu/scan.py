@@ -26,6 +26,7 @@ class ScanResult:
     labels: dict[str, str]
     features: F.Features
     warnings: list[str] = field(default_factory=list)
+    rule_errors: list[tuple[str, str]] = field(default_factory=list)  # (rule, message)
 
     @property
     def gpu_count_by_vendor(self) -> dict[str, int]:
@@ -69,19 +70,32 @@ def run_scan(
     *,
     profiles: Sequence[str] = PROFILES,
     rules_path: str | os.PathLike[str] | None = None,
+    tolerant_rules: bool = False,
     namespace: str = NAMESPACE,
 ) -> ScanResult:
     """Discover, label and apply custom rules. Hardware problems are warnings, never
-    exceptions; an invalid rule file raises :class:`nfd_gpu.rules.RuleError`."""
+    exceptions. An invalid rule file raises :class:`nfd_gpu.rules.RuleError`, unless
+    ``tolerant_rules`` (the agent): then broken rules are skipped and reported as
+    warnings and rule errors while the valid ones still apply."""
     host = HostRoot(root)
     snap = discover(host)
     labels, warnings = label(snap, profiles, namespace)
     feats = snapshot_features(snap)
     all_warnings = list(snap.warnings) + warnings
+    rule_errors: list[tuple[str, str]] = []
     if rules_path is not None:
         from nfd_gpu.rules import evaluate, load_rules  # lazy: only when rules are used
 
-        out = evaluate(load_rules(os.fspath(rules_path)), feats)
+        ruleset = load_rules(os.fspath(rules_path), tolerant=tolerant_rules)
+        out = evaluate(ruleset, feats)
         labels.update(out.labels)  # rule labels override built-in ones, as in nfd-master
+        rule_errors = [("load", p) for p in ruleset.problems] + list(out.errors)
+        all_warnings += [f"rules: {p}" for p in ruleset.problems]
         all_warnings += [f"rule {name}: {msg}" for name, msg in out.errors]
-    return ScanResult(snapshot=snap, labels=labels, features=feats, warnings=all_warnings)
+    return ScanResult(
+        snapshot=snap,
+        labels=labels,
+        features=feats,
+        warnings=all_warnings,
+        rule_errors=rule_errors,
+    )

@@ -19,10 +19,7 @@ def tree(root: Path) -> dict[str, str]:
             p = os.path.join(dirpath, n)
             rel = os.path.relpath(p, root)
             out[rel] = "-> " + os.readlink(p) if os.path.islink(p) else Path(p).read_bytes().hex()
-        for d in dirnames:
-            p = os.path.join(dirpath, d)
-            if not os.path.islink(p):
-                out[os.path.relpath(p, root) + "/"] = "dir"
+        # Directories are implied by their files: git stores no empty directory.
     return out
 
 

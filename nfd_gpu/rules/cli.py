@@ -11,15 +11,17 @@ import logging
 from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-import yaml
 
 from nfd_gpu.features import Features
-from nfd_gpu.rules.engine import evaluate
-from nfd_gpu.rules.loader import load_rules
-from nfd_gpu.rules.model import RuleError, RuleSet
+
+if TYPE_CHECKING:
+    from nfd_gpu.rules.model import RuleSet
+
+# The engine, loader and YAML are imported inside the commands: this module is
+# imported by every `nfd-gpu` invocation to build the CLI, and start-up time counts.
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,9 @@ def _fail(msg: str) -> typer.Exit:
 
 
 def _load(path: Path) -> RuleSet:
+    from nfd_gpu.rules.loader import load_rules
+    from nfd_gpu.rules.model import RuleError
+
     try:
         rs = load_rules(path)
     except RuleError as e:
@@ -114,6 +119,8 @@ def read_features_file(path: Path) -> Features:
     except (OSError, UnicodeDecodeError) as e:
         raise FeatureFileError(f"{path}: cannot read: {e}") from None
     try:
+        import yaml
+
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
@@ -168,6 +175,8 @@ def test(
         feats = read_features_file(features) if features is not None else _scan_features(root)  # type: ignore[arg-type]
     except FeatureFileError as e:
         raise _fail(str(e)) from None
+    from nfd_gpu.rules.engine import evaluate
+
     out = evaluate(rs, feats)
     for rule, msg in out.errors:
         typer.echo(f"rule {rule}: {msg}", err=True)
