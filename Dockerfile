@@ -20,6 +20,9 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && mkdir -p /host/usr/share/misc \
  && ln /usr/share/misc/pci.ids /host/usr/share/misc/pci.ids
+# The NodeFeatureRules nfd-gpu ships (rules/, see docs/rules.md); deploy/ passes
+# --rules=/usr/share/nfd-gpu/rules so e.g. intel.datacenter labels appear.
+COPY rules/*.yaml /usr/share/nfd-gpu/rules/
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir --no-compile /wheels/*.whl && rm -rf /wheels
 # Non-root by default (uid matches deploy/base); the sidecar overlay runs as uid 0 to

@@ -377,6 +377,12 @@ def test_dockerfile() -> None:
     assert re.search(r'^ENTRYPOINT \["nfd-gpu", "run"\]', text, re.M)
     users = re.findall(r"^USER (\S+)", text, re.M)
     assert users and users[-1] not in ("root", "0")
+    # --rules in deploy/ points at the rules the image copies from rules/
+    m = re.search(r"^COPY rules/\*\.yaml (\S+)/$", text, re.M)
+    assert m, "Dockerfile must copy rules/*.yaml"
+    for overlay in OVERLAYS:
+        assert f"--rules={m.group(1)}" in agent_container(render(overlay))["args"]
     ignore = (REPO / ".dockerignore").read_text().split()
+    assert "rules" not in ignore
     for entry in (".venv", ".git", "tests/fixtures"):
         assert entry in ignore
