@@ -31,5 +31,5 @@ RUN groupadd --gid 65532 nfd-gpu && useradd --uid 65532 --gid 65532 --no-create-
     --home-dir /nonexistent --shell /usr/sbin/nologin nfd-gpu
 USER 65532:65532
 ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-EXPOSE 8080
+EXPOSE 8081
 ENTRYPOINT ["nfd-gpu", "run"]
