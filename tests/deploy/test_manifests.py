@@ -386,3 +386,81 @@ def test_dockerfile() -> None:
     assert "rules" not in ignore
     for entry in (".venv", ".git", "tests/fixtures"):
         assert entry in ignore
+
+
+# -- what the agent publishes, against the CRD and the example workloads ---------------
+
+FIXTURES = REPO / "tests" / "fixtures" / "sysfs"
+
+
+def _published(fixture: str) -> Obj:
+    from nfd_gpu.scan import run_scan
+    from nfd_gpu.sinks import Publication
+    from nfd_gpu.sinks.nodefeature import NodeFeatureSink
+
+    res = run_scan(FIXTURES / fixture, rules_path=REPO / "rules")
+    sink = NodeFeatureSink(node_name=fixture, namespace="nfd-gpu", owner_refs=())
+    return sink.desired(Publication(labels=res.labels, features=res.features))
+
+
+def _selects(job: Obj, labels: dict[str, str]) -> bool:
+    terms = job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+
+    def ok(e: Obj) -> bool:
+        v = labels.get(e["key"])
+        if e["operator"] == "In":
+            return v in e["values"]
+        if e["operator"] == "Gt":
+            return v is not None and v.isdigit() and int(v) > int(e["values"][0])
+        raise AssertionError(f"operator {e['operator']} not handled by this test")
+
+    return any(all(ok(e) for e in t["matchExpressions"]) for t in terms)
+
+
+@pytest.mark.parametrize(
+    ("fixture", "jobs"),
+    [
+        ("hgx-h100", {"train-hopper-or-blackwell", "big-memory-inference"}),
+        ("flex170-sriov", {"intel-datacenter"}),
+        ("mi210-8x", {"big-memory-inference"}),  # 64 GB; gfx90a, not gfx942
+        ("workstation-rtx4090", set()),
+    ],
+)
+def test_published_nodefeature_valid_and_examples_select(fixture: str, jobs: set[str]) -> None:
+    if importlib.util.find_spec("nfd_gpu.sinks") is None:
+        pytest.skip("NodeFeature sink not on this branch yet")
+    obj = _published(fixture)
+    jsonschema.validate(obj, _crd_schemas()["NodeFeature"])
+    assert obj["metadata"]["name"] == f"nfd-gpu-{fixture}"
+    labels = obj["spec"]["labels"]
+    selected = {
+        j["metadata"]["name"]
+        for j in load_docs(DEPLOY / "examples" / "workloads.yaml")
+        if _selects(j, labels)
+    }
+    assert selected == jobs, labels
+
+
+@pytest.mark.parametrize(
+    ("fixture", "expected"),
+    [
+        ("hgx-h100", {"tier": "frontier", "fp8": "true"}),
+        ("workstation-rtx4090", {"fp8": "true"}),  # Ada, compute capability 8.9
+        ("mi210-8x", {}),  # gfx90a
+        ("flex170-sriov", {}),
+    ],
+)
+def test_example_rules_on_fixtures(fixture: str, expected: dict[str, str]) -> None:
+    from nfd_gpu.scan import run_scan
+
+    res = run_scan(FIXTURES / fixture, rules_path=DEPLOY / "examples" / "nodefeaturerules.yaml")
+    prefix = "gpu.feature.node.kubernetes.io/"
+    got = {
+        k[len(prefix) :]: v
+        for k, v in res.labels.items()
+        if k[len(prefix) :] in {"tier", "fp8", "rocm.gfx942"}
+    }
+    assert got == expected
+    assert not res.rule_errors
