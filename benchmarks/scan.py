@@ -171,7 +171,9 @@ def median_time(fn, runs: int) -> float:  # type: ignore[no-untyped-def]
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=7)
-    ap.add_argument("--keep", type=Path, help="build the tree here and keep it")
+    ap.add_argument(
+        "--keep", type=Path, help="build the tree here and keep it (reused when it exists)"
+    )
     args = ap.parse_args()
 
     from nfd_gpu.scan import run_scan
@@ -179,9 +181,15 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="nfd-gpu-bench-"))
     out = args.keep or tmp
     t = time.perf_counter()
-    count = build_tree(out)
     root = out / "bench"
-    print(f"tree: {count} PCI functions under {root} (built in {time.perf_counter() - t:.1f} s)")
+    if args.keep and (root / "sys/bus/pci/devices").is_dir():
+        count = len(list((root / "sys/bus/pci/devices").iterdir()))
+        print(f"tree: {count} PCI functions under {root} (reused)")
+    else:
+        count = build_tree(out)
+        print(
+            f"tree: {count} PCI functions under {root} (built in {time.perf_counter() - t:.1f} s)"
+        )
 
     r = run_scan(root)  # warm the page cache and check the result once
     assert len(r.snapshot.pci) == count, (len(r.snapshot.pci), count)

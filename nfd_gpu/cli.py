@@ -78,6 +78,10 @@ def scan(
             "--rules", envvar="NFD_GPU_RULES", help="NodeFeatureRule file or directory to apply."
         ),
     ] = None,
+    profile: Annotated[
+        list[str] | None,
+        typer.Option("--profile", "-p", help="Label profile: neutral (default), nvidia."),
+    ] = None,
 ) -> None:
     """Scan this host (or --root) and print labels, features and GPUs."""
     from nfd_gpu.scan import run_scan
@@ -86,7 +90,12 @@ def scan(
     if rules is not None and not os.path.exists(rules):
         raise fail(f"--rules {rules}: no such file or directory")
     try:
-        result = run_scan(root, rules_path=rules)
+        from nfd_gpu.scan import KNOWN_PROFILES
+
+        for p in profile or ():
+            if p not in KNOWN_PROFILES:
+                raise fail(f"--profile {p}: unknown (known: {', '.join(KNOWN_PROFILES)})")
+        result = run_scan(root, rules_path=rules, profiles=tuple(profile or ("neutral",)))
     except Exception as exc:
         from nfd_gpu.rules import RuleError
 

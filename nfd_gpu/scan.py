@@ -9,15 +9,16 @@ from dataclasses import dataclass, field
 
 from nfd_gpu import features as F
 from nfd_gpu.discovery import gpus as gpu_discovery
-from nfd_gpu.discovery import pci, system
+from nfd_gpu.discovery import nvidia, pci, system
 from nfd_gpu.discovery.pciids import PciIds
 from nfd_gpu.featuremap import snapshot_features
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.labels.neutral import NAMESPACE, neutral_labels
 from nfd_gpu.labels.validate import filter_labels
-from nfd_gpu.model import Snapshot
+from nfd_gpu.model import Partition, Snapshot
 
 PROFILES = ("neutral",)
+KNOWN_PROFILES = ("neutral", "nvidia")
 
 
 @dataclass
@@ -39,13 +40,18 @@ def discover(host: HostRoot) -> Snapshot:
     gpu_fns, vfs, switches = gpu_discovery.classify(devices)
     ids = PciIds(host)
     gpus = tuple(gpu_discovery.build_gpu(d, vfs, ids) for d in gpu_fns)
+    versions = system.module_versions(host)
+    partitions: tuple[Partition, ...] = ()
+    if any(g.vendor == "nvidia" for g in gpus):
+        gpus, partitions, versions = nvidia.apply(nvidia.collect(host), gpus, versions)
     return Snapshot(
         root=host.root,
         pci=devices,
         gpus=gpus,
         nvswitches=tuple(switches),
+        partitions=partitions,
         loaded_modules=system.loaded_modules(host),
-        driver_versions=system.module_versions(host),
+        driver_versions=versions,
         machine=system.machine(host),
         warnings=tuple(host.warnings),
     )
@@ -60,8 +66,13 @@ def label(
     for p in profiles:
         if p == "neutral":
             labels.update(neutral_labels(snap, namespace))
+        elif p == "nvidia":
+            from nfd_gpu.labels.nvidia import nvidia_labels
+
+            labels.update(nvidia_labels(snap))
         else:
-            raise ValueError(f"unknown label profile {p!r} (known: {', '.join(PROFILES)})")
+            known = ", ".join(KNOWN_PROFILES)
+            raise ValueError(f"unknown label profile {p!r} (known: {known})")
     return filter_labels(labels, warnings), warnings
 
 

@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 ruff check nfd_gpu tests benchmarks scripts || exit 1
 ruff format --check nfd_gpu tests benchmarks scripts || exit 1
 mypy || exit 1
-pytest "$@"
+pytest -q "$@"
 rc=$?
 # pytest exits 5 when it collected no test: that is a failure here, not a pass.
 if [ "$rc" -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi

@@ -23,6 +23,11 @@ def test_golden_labels(name: str) -> None:
     assert run_scan(fixture_root(name)).labels == read_golden(name)
 
 
+@pytest.mark.parametrize("name", ALL_FIXTURES)
+def test_golden_labels_nvidia_profile(name: str) -> None:
+    assert run_scan(fixture_root(name), profiles=["nvidia"]).labels == read_golden(f"nvidia/{name}")
+
+
 def test_every_fixture_has_a_golden_file() -> None:
     assert sorted(p.stem for p in GOLDEN.glob("*.labels")) == ALL_FIXTURES
 

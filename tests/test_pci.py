@@ -107,3 +107,38 @@ def test_degraded_link() -> None:
     assert PcieLink(4, 8, 4, 16).degraded
     assert not PcieLink(4, 16, 4, 16).degraded
     assert not PcieLink(None, None, 4, 16).degraded
+
+
+def _retarget(root: Path, address: str, device: str) -> None:
+    """Change a fixture GPU's device id (uevent and attribute file)."""
+    d = root / f"sys/devices/pci0000:{address[5:7]}/{address}"
+    (d / "device").write_text(f"0x{device}\n")
+    ue = (d / "uevent").read_text().replace("PCI_ID=10DE:2330", f"PCI_ID=10DE:{device.upper()}")
+    (d / "uevent").write_text(ue)
+
+
+def test_product_from_pci_ids_when_the_table_lacks_the_device(tmp_path: Path) -> None:
+    from nfd_gpu.scan import run_scan
+
+    root = tmp_path / "root"
+    shutil.copytree(fixture_root("hgx-h100"), root, symlinks=True)
+    _retarget(root, "0000:18:00.0", "2204")  # GA102 [GeForce RTX 3090]: in pci.ids, not the table
+    gpu = {g.address: g for g in run_scan(root).snapshot.gpus}["0000:18:00.0"]
+    assert gpu.product == "NVIDIA GeForce RTX 3090"
+    assert gpu.sources["product"] == "pci.ids"
+    assert gpu.family is None  # pci.ids knows no architecture
+
+
+def test_product_without_any_name_source(tmp_path: Path) -> None:
+    from nfd_gpu.scan import run_scan
+
+    root = tmp_path / "root"
+    shutil.copytree(fixture_root("hgx-h100"), root, symlinks=True)
+    (root / "usr/share/misc/pci.ids").unlink()
+    _retarget(root, "0000:18:00.0", "2204")
+    r = run_scan(root)
+    gpu = {g.address: g for g in r.snapshot.gpus}["0000:18:00.0"]
+    assert gpu.product == "NVIDIA Device 2204"
+    assert r.labels["gpu.feature.node.kubernetes.io/product"] == "mixed"
+    # A GPU of unknown family makes the summary unknown rather than wrong.
+    assert "gpu.feature.node.kubernetes.io/family" not in r.labels

@@ -20,6 +20,11 @@ def main() -> None:
         labels = run_scan(root).labels
         text = "".join(f"{k}={labels[k]}\n" for k in sorted(labels))
         (HERE / "golden" / f"{root.name}.labels").write_text(text)
+        nv = run_scan(root, profiles=["nvidia"]).labels
+        (HERE / "golden" / "nvidia").mkdir(exist_ok=True)
+        (HERE / "golden" / "nvidia" / f"{root.name}.labels").write_text(
+            "".join(f"{k}={nv[k]}\n" for k in sorted(nv))
+        )
         print(f"{root.name}: {len(labels)} labels")
 
 

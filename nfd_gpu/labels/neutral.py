@@ -68,6 +68,21 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "through whole (vfio-pci), or as SR-IOV VFs handed to VMs.",
     ),
     LabelDoc("mig.capable", "`true` `false`", "Any NVIDIA GPU supports MIG."),
+    LabelDoc(
+        "mig.enabled",
+        "`true` `false`",
+        "Any NVIDIA GPU has MIG mode on (NVML), or has MIG instances (procfs). "
+        "Omitted when unknown.",
+    ),
+    LabelDoc(
+        "mig.<profile>.count",
+        "integer",
+        "MIG devices of each profile (`1g.10gb`, `1c.3g.20gb`, `1g.10gb.me`; `+` written "
+        "as `.`); `unknown` when only procfs shows the instance.",
+    ),
+    LabelDoc("partitions", "integer", "GPU partitions (MIG devices) on the node."),
+    LabelDoc("nvidia.cuda.major", "integer", "CUDA driver API version major (NVML)."),
+    LabelDoc("nvidia.cuda.minor", "integer", "CUDA driver API version minor (NVML)."),
     LabelDoc("sriov.capable", "`true` `false`", "Any GPU PF supports SR-IOV."),
     LabelDoc("sriov.vfs", "integer", "VFs enabled on GPU PFs (when SR-IOV capable)."),
     LabelDoc("interconnect.nvswitch", "`true`", "NVSwitch bridges present."),
@@ -158,6 +173,22 @@ def neutral_attributes(snap: Snapshot) -> dict[str, str]:
 
     if nv:
         out["mig.capable"] = "true" if any(g.mig_capable for g in nv) else "false"
+        if any(g.mig_enabled for g in nv):
+            out["mig.enabled"] = "true"
+        elif all(g.mig_enabled is False for g in nv):
+            out["mig.enabled"] = "false"
+        cuda = snap.driver_versions.get("cuda", "")
+        cmaj, _, cmin = cuda.partition(".")
+        if cmaj.isdigit() and cmin.isdigit():
+            out["nvidia.cuda.major"] = cmaj
+            out["nvidia.cuda.minor"] = cmin
+    if snap.partitions:
+        out["partitions"] = str(len(snap.partitions))
+        profiles = Counter(
+            sanitize_value(p.profile.replace("+", ".")) for p in snap.partitions if p.kind == "mig"
+        )
+        for prof, n in sorted(profiles.items()):
+            out[f"mig.{prof}.count"] = str(n)
 
     pfs = [g for g in gpus if not g.guest_vf]
     capable = any((g.sriov_totalvfs or 0) > 0 for g in pfs)

@@ -1,0 +1,276 @@
+"""NVIDIA facts without NVML (procfs / sysfs / /dev), and merging of NVIDIA facts into GPUs.
+
+Sources (shared/reference/nvidia.md §4):
+
+* ``proc/driver/nvidia/version``: ``NVRM version: NVIDIA UNIX x86_64 Kernel Module  <ver>  <date>``
+  (proprietary) or ``NVRM version: NVIDIA UNIX Open Kernel Module for <arch>  <ver>  ...`` (open);
+* ``sys/module/nvidia/version``: the bare version;
+* ``proc/driver/nvidia/gpus/<bdf>/information``: ``Model``, ``GPU UUID``, ``Device Minor``
+  (``key: value``, split on the first ``:``);
+* ``proc/driver/nvidia/capabilities/gpu<minor>/mig/gi<G>/ci<C>``: existing MIG instances;
+* ``dev/nvidia<minor>``, ``dev/nvidiactl``: device nodes.
+
+:class:`NvidiaFacts` is the common shape of the procfs reader here and of the NVML adapter
+(:mod:`nfd_gpu.discovery.nvml`); :func:`merge` applies either to the :class:`Gpu` records, so
+a fact known both ways gives the same labels with and without NVML.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+
+from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.model import Gpu, Partition
+
+PROC = "proc/driver/nvidia"
+_VERSION_RE = re.compile(
+    r"NVRM version:\s+NVIDIA UNIX (?P<open>Open )?(?:\S+ )?Kernel Module"
+    r"(?: for \S+)?\s+(?P<ver>\S+)"
+)
+_TOKEN_RE = re.compile(r"^[A-Za-z0-9._+-]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuFacts:
+    """What the NVIDIA driver says about one GPU (None = unknown)."""
+
+    address: str
+    product: str | None = None
+    uuid: str | None = None
+    minor: int | None = None
+    memory_mib: int | None = None
+    compute_major: int | None = None
+    compute_minor: int | None = None
+    mig_enabled: bool | None = None
+    mig_pending: bool | None = None
+    mig_capable: bool | None = None
+    max_mig_devices: int | None = None
+    multiprocessors: int | None = None
+    virtualization: str | None = None  # none | passthrough | vgpu-guest | vgpu-host
+    source: str = ""  # where these facts came from, when not the NvidiaFacts' source
+
+
+@dataclass(frozen=True, slots=True)
+class NvidiaFacts:
+    source: str  # "procfs" | "nvml"
+    driver_version: str | None = None
+    kernel_module: str | None = None  # "open" | "proprietary"
+    cuda_version: str | None = None  # "12.4" (NVML only)
+    gpus: tuple[GpuFacts, ...] = ()
+    partitions: tuple[Partition, ...] = ()
+    device_nodes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+def normalize_bdf(bus_id: str) -> str:
+    """``00000000:18:00.0`` (NVML) or ``0000:18:00.0`` -> sysfs form ``0000:18:00.0``."""
+    bus_id = bus_id.strip().lower()
+    parts = bus_id.split(":")
+    if len(parts) == 3:
+        dom = parts[0][-4:].rjust(4, "0")
+        return f"{dom}:{parts[1]}:{parts[2]}"
+    return bus_id
+
+
+def parse_version_file(text: str) -> tuple[str | None, str | None]:
+    """(version, "open" | "proprietary") from ``proc/driver/nvidia/version``."""
+    for line in text.splitlines():
+        m = _VERSION_RE.search(line)
+        if m:
+            ver = m.group("ver")
+            return (ver if _TOKEN_RE.match(ver) else None), (
+                "open" if m.group("open") else "proprietary"
+            )
+    return None, None
+
+
+def parse_information(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def read_procfs(host: HostRoot) -> NvidiaFacts:
+    """NVIDIA facts from procfs / sysfs / /dev (works without NVML and without libraries)."""
+    version: str | None = None
+    module: str | None = None
+    text = host.read_text(f"{PROC}/version")
+    if text:
+        version, module = parse_version_file(text)
+    if version is None:
+        v = host.read_text("sys/module/nvidia/version")
+        if v and _TOKEN_RE.match(v.split()[0]):
+            version = v.split()[0]
+
+    gpus: list[GpuFacts] = []
+    for name in host.listdir(f"{PROC}/gpus"):
+        info_text = host.read_text(f"{PROC}/gpus/{name}/information")
+        if info_text is None:
+            continue
+        info = parse_information(info_text)
+        minor: int | None = None
+        if info.get("Device Minor", "").isdigit():
+            minor = int(info["Device Minor"])
+        uuid = info.get("GPU UUID") or None
+        if uuid is not None and not uuid.startswith(("GPU-", "MIG-")):
+            uuid = None  # e.g. "N/A" or garbage
+        gpus.append(
+            GpuFacts(
+                address=normalize_bdf(info.get("Bus Location") or name),
+                product=info.get("Model") or None,
+                uuid=uuid,
+                minor=minor,
+                source="procfs",
+            )
+        )
+
+    partitions: list[Partition] = []
+    for g in gpus:
+        if g.minor is None:
+            continue
+        base = f"{PROC}/capabilities/gpu{g.minor}/mig"
+        if not host.is_dir(base):
+            continue
+        for gi in host.listdir(base):
+            if not (gi.startswith("gi") and gi[2:].isdigit()):
+                continue
+            for ci in host.listdir(f"{base}/{gi}"):
+                if ci.startswith("ci") and ci[2:].isdigit():
+                    # procfs shows that the instance exists, not its size: profile unknown.
+                    partitions.append(
+                        Partition(parent=g.address, kind="mig", profile="unknown", index=0)
+                    )
+    partitions = _reindex(partitions)
+
+    nodes = tuple(n for n in host.listdir("dev") if n.startswith("nvidia"))
+    return NvidiaFacts(
+        source="procfs",
+        driver_version=version,
+        kernel_module=module,
+        gpus=tuple(gpus),
+        partitions=tuple(partitions),
+        device_nodes=nodes,
+    )
+
+
+def _reindex(parts: list[Partition]) -> list[Partition]:
+    """Number the partitions of each parent 0.. in order."""
+    seen: dict[str, int] = {}
+    out = []
+    for p in parts:
+        i = seen.get(p.parent, 0)
+        seen[p.parent] = i + 1
+        out.append(dataclasses.replace(p, index=i))
+    return out
+
+
+_GPU_FIELDS = ("product", "uuid", "memory_mib", "mig_capable", "mig_enabled")
+
+
+def merge(gpus: tuple[Gpu, ...], facts: NvidiaFacts) -> tuple[Gpu, ...]:
+    """Overlay driver facts on the PCI / table facts of the NVIDIA GPUs.
+
+    Only facts the driver knows replace table facts; a GPU the driver does not know keeps
+    its PCI facts. MIG enabled but with no instances still counts as enabled.
+    """
+    by_addr = {f.address: f for f in facts.gpus}
+    with_parts = {p.parent for p in facts.partitions}
+    out = []
+    for g in gpus:
+        f = by_addr.get(g.address)
+        if g.vendor != "nvidia" or f is None:
+            out.append(g)
+            continue
+        changes: dict[str, object] = {}
+        src = f.source or facts.source
+        sources = dict(g.sources)
+        for name in _GPU_FIELDS:
+            value = getattr(f, name)
+            if value is not None:
+                changes[name] = value
+                sources[name] = src
+        if f.mig_enabled is None and g.address in with_parts:
+            changes["mig_enabled"] = True
+            changes["mig_capable"] = True
+            sources["mig_enabled"] = src
+        if f.compute_major is not None and f.compute_minor is not None:
+            changes["compute_major"] = f.compute_major
+            changes["compute_minor"] = f.compute_minor
+            sources["compute_capability"] = src
+        if f.multiprocessors is not None:
+            changes["compute_units"] = f.multiprocessors
+            sources["compute_units"] = src
+        if f.virtualization in ("vgpu-host", "vgpu-guest"):
+            changes["mode"] = f.virtualization
+            sources["mode"] = src
+        changes["sources"] = sources
+        out.append(dataclasses.replace(g, **changes))  # type: ignore[arg-type]
+    return tuple(out)
+
+
+NVML_RECORDING = "nvml.json"
+
+
+def collect(host: HostRoot) -> NvidiaFacts:
+    """procfs facts, overlaid with NVML's when NVML answers.
+
+    NVML is the real library on ``/``; under another root it is the recording
+    ``<root>/nvml.json`` when one exists (a fixture or ``nfd-gpu snapshot``), else absent.
+    NVML warnings (a lost GPU) go to the host's warnings; such a GPU keeps its procfs facts.
+    """
+    from nfd_gpu.discovery import nvml, nvml_replay  # lazy: only on NVIDIA nodes
+
+    procfs = read_procfs(host)
+    lib = None
+    if host.root != "/":
+        rec = host.path(NVML_RECORDING)
+        if not host.exists(NVML_RECORDING):
+            return procfs
+        try:
+            lib = nvml_replay.load(rec)
+        except (OSError, ValueError) as exc:
+            host.warn(f"/{NVML_RECORDING}: unreadable NVML recording ({exc})")
+            return procfs
+    facts = nvml.query(lib)
+    if facts is None:
+        return procfs
+    for w in facts.warnings:
+        host.warn(w)
+    known = {g.address for g in facts.gpus}
+    by_addr = {g.address: g for g in facts.gpus}
+    gpus = list(facts.gpus)
+    for pg in procfs.gpus:
+        ng = by_addr.get(pg.address)
+        if ng is None:
+            gpus.append(pg)
+        elif ng.minor is None and pg.minor is not None:
+            gpus[gpus.index(ng)] = dataclasses.replace(ng, minor=pg.minor)
+    parts = list(facts.partitions) + [p for p in procfs.partitions if p.parent not in known]
+    return NvidiaFacts(
+        source="nvml",
+        driver_version=facts.driver_version or procfs.driver_version,
+        kernel_module=procfs.kernel_module,
+        cuda_version=facts.cuda_version,
+        gpus=tuple(gpus),
+        partitions=tuple(parts),
+        device_nodes=procfs.device_nodes,
+    )
+
+
+def apply(
+    facts: NvidiaFacts, gpus: tuple[Gpu, ...], driver_versions: dict[str, str]
+) -> tuple[tuple[Gpu, ...], tuple[Partition, ...], dict[str, str]]:
+    """Merge into the GPU records; fill the driver version when sysfs has none; add CUDA."""
+    versions = dict(driver_versions)
+    if "nvidia" not in versions and facts.driver_version:
+        versions["nvidia"] = facts.driver_version
+    if facts.cuda_version:
+        versions["cuda"] = facts.cuda_version
+    addrs = {g.address for g in gpus}
+    parts = tuple(p for p in facts.partitions if p.parent in addrs)
+    return merge(gpus, facts), parts, versions

@@ -1,0 +1,254 @@
+"""NVML adapter: the only module that imports ``pynvml`` (nvidia-ml-py), lazily.
+
+:func:`query` returns :class:`~nfd_gpu.discovery.nvidia.NvidiaFacts` or ``None`` when NVML
+cannot be initialised (library missing, driver not loaded): the caller then falls back to
+procfs. Nothing is cached, so a later pass retries ``nvmlInit`` (GFD never retries: its
+issues #71 / #75).
+
+Error policy: ``NotSupported`` and ``FunctionNotFound`` mean "absent"; any other error on a
+GPU (e.g. ``GPU is lost``) is a warning for that GPU only, which then keeps its procfs/PCI facts.
+
+MIG profile names follow go-nvlib (``mig_profile.go``; shared/reference/nvidia.md §6):
+``{G}g.{GB}gb`` or ``{C}c.{G}g.{GB}gb`` plus ``+me`` / ``+me.all`` / ``+gfx`` / ``-me``, with
+``GB = round(ceil(8 * memMiB * 2**20 / total) / 8 * ceil(total / 2**30))``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import math
+from types import ModuleType
+from typing import Any
+
+from nfd_gpu.discovery.nvidia import GpuFacts, NvidiaFacts, normalize_bdf
+from nfd_gpu.model import Partition
+
+# GPU instance profile enum index -> (slices, attribute suffix); pynvml NVML_GPU_INSTANCE_PROFILE_*.
+GI_PROFILES: dict[int, tuple[int, str]] = {
+    0x0: (1, ""),
+    0x1: (2, ""),
+    0x2: (3, ""),
+    0x3: (4, ""),
+    0x4: (7, ""),
+    0x5: (8, ""),
+    0x6: (6, ""),
+    0x7: (1, "+me"),  # 1_SLICE_REV1
+    0x8: (2, "+me"),  # 2_SLICE_REV1
+    0x9: (1, ""),  # 1_SLICE_REV2 (double memory)
+    0xA: (1, "+gfx"),
+    0xB: (2, "+gfx"),
+    0xC: (4, "+gfx"),
+    0xD: (1, "-me"),
+    0xE: (2, "-me"),
+    0xF: (1, "+me.all"),
+    0x10: (2, "+me.all"),
+}
+# Compute instance profile enum index -> slices; NVML_COMPUTE_INSTANCE_PROFILE_*.
+CI_PROFILES: dict[int, int] = {0x0: 1, 0x1: 2, 0x2: 3, 0x3: 4, 0x4: 7, 0x5: 8, 0x6: 6, 0x7: 1}
+CI_ENGINE_SHARED = 0
+
+_VIRT = {0: "none", 1: "passthrough", 2: "vgpu-guest", 3: "vgpu-host", 4: "vgpu-host"}
+_ABSENT = ("NVMLError_NotSupported", "NVMLError_FunctionNotFound")
+
+
+def mig_memory_gb(memory_mib: int, total_bytes: int) -> int:
+    """go-nvlib's MIG memory size in GB for a profile name."""
+    frac = math.ceil(8 * memory_mib * 2**20 / total_bytes) / 8
+    return round(frac * math.ceil(total_bytes / 2**30))
+
+
+def profile_name(g: int, c: int, gb: int, suffix: str) -> str:
+    base = f"{g}g.{gb}gb" if c == g else f"{c}c.{g}g.{gb}gb"
+    return base + suffix
+
+
+def load_library() -> ModuleType | None:
+    """``import pynvml`` (or the module a test put in ``sys.modules``); None when missing."""
+    try:
+        return importlib.import_module("pynvml")
+    except ImportError:
+        return None
+
+
+def _absent(exc: BaseException) -> bool:
+    return any(c.__name__ in _ABSENT for c in type(exc).__mro__)
+
+
+def _str(v: Any) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
+class _Gpu:
+    """Calls on one device handle: absent -> None, other NVML errors propagate."""
+
+    def __init__(self, lib: ModuleType) -> None:
+        self.lib = lib
+
+    def opt(self, fn: str, *args: Any) -> Any:
+        f = getattr(self.lib, fn, None)
+        if f is None:
+            return None
+        try:
+            return f(*args)
+        except self.lib.NVMLError as exc:
+            if _absent(exc):
+                return None
+            raise
+
+
+def query(lib: ModuleType | None = None) -> NvidiaFacts | None:
+    """Everything NVML says, or None when ``nvmlInit`` fails (no state kept)."""
+    if lib is None:
+        lib = load_library()
+        if lib is None:
+            return None
+    try:
+        lib.nvmlInit()
+    except Exception:  # library missing, driver not loaded, mismatch: fall back to procfs
+        return None
+    try:
+        return _collect(lib)
+    finally:
+        with contextlib.suppress(Exception):  # nothing useful to do on a failing shutdown
+            lib.nvmlShutdown()
+
+
+def _collect(lib: ModuleType) -> NvidiaFacts:
+    call = _Gpu(lib)
+    warnings: list[str] = []
+    try:
+        driver = call.opt("nvmlSystemGetDriverVersion")
+        cuda_int = call.opt("nvmlSystemGetCudaDriverVersion")
+        count = int(lib.nvmlDeviceGetCount())
+    except lib.NVMLError as exc:
+        return NvidiaFacts(source="nvml", warnings=(f"nvml: {exc}",))
+    cuda = None
+    if isinstance(cuda_int, int) and cuda_int > 0:
+        cuda = f"{cuda_int // 1000}.{cuda_int % 1000 // 10}"
+    gpus: list[GpuFacts] = []
+    parts: list[Partition] = []
+    for i in range(count):
+        try:
+            g, p = _device(lib, call, i)
+        except lib.NVMLError as exc:
+            warnings.append(f"nvml: GPU {i}: {exc}; using procfs/PCI facts for it")
+            continue
+        gpus.append(g)
+        parts.extend(p)
+    return NvidiaFacts(
+        source="nvml",
+        driver_version=_str(driver) if driver else None,
+        cuda_version=cuda,
+        gpus=tuple(gpus),
+        partitions=tuple(parts),
+        warnings=tuple(warnings),
+    )
+
+
+def _device(lib: ModuleType, call: _Gpu, i: int) -> tuple[GpuFacts, list[Partition]]:
+    h = lib.nvmlDeviceGetHandleByIndex(i)
+    pci = lib.nvmlDeviceGetPciInfo(h)
+    addr = normalize_bdf(_str(pci.busId))
+    name = call.opt("nvmlDeviceGetName", h)
+    uuid = call.opt("nvmlDeviceGetUUID", h)
+    minor = call.opt("nvmlDeviceGetMinorNumber", h)
+    mem = call.opt("nvmlDeviceGetMemoryInfo", h)
+    total = int(mem.total) if mem is not None else None
+    cc = call.opt("nvmlDeviceGetCudaComputeCapability", h)
+    mig = call.opt("nvmlDeviceGetMigMode", h)
+    mig_cur = mig_pend = None
+    if mig is not None:
+        mig_cur = int(mig[0]) == lib.NVML_DEVICE_MIG_ENABLE
+        mig_pend = int(mig[1]) == lib.NVML_DEVICE_MIG_ENABLE
+    max_mig = call.opt("nvmlDeviceGetMaxMigDeviceCount", h) if mig is not None else None
+    virt = call.opt("nvmlDeviceGetVirtualizationMode", h)
+    sms = None
+    attrs = call.opt("nvmlDeviceGetAttributes", h) if not mig_cur else None
+    if attrs is not None:
+        sms = int(attrs.multiprocessorCount) or None
+    parts: list[Partition] = []
+    if mig_cur and max_mig and total:
+        parts = _mig_devices(lib, call, h, addr, int(max_mig), total)
+    facts = GpuFacts(
+        address=addr,
+        product=_str(name) if name else None,
+        uuid=_str(uuid) if uuid else None,
+        minor=int(minor) if minor is not None else None,
+        memory_mib=total // (1024 * 1024) if total else None,
+        compute_major=int(cc[0]) if cc else None,
+        compute_minor=int(cc[1]) if cc else None,
+        mig_capable=mig is not None,
+        mig_enabled=mig_cur if mig is not None else False,
+        mig_pending=mig_pend,
+        max_mig_devices=int(max_mig) if max_mig is not None else None,
+        multiprocessors=sms,
+        virtualization=_VIRT.get(int(virt)) if virt is not None else None,
+    )
+    return facts, parts
+
+
+def _mig_devices(
+    lib: ModuleType, call: _Gpu, h: Any, addr: str, max_mig: int, total: int
+) -> list[Partition]:
+    gi_ids = _profile_ids(lib, h)
+    out: list[Partition] = []
+    for j in range(max_mig):
+        try:
+            m = lib.nvmlDeviceGetMigDeviceHandleByIndex(h, j)
+        except lib.NVMLError as exc:
+            if type(exc).__name__ in ("NVMLError_NotFound", "NVMLError_InvalidArgument"):
+                continue
+            raise
+        a = lib.nvmlDeviceGetAttributes(m)
+        gi_id = lib.nvmlDeviceGetGpuInstanceId(m)
+        ci_id = lib.nvmlDeviceGetComputeInstanceId(m)
+        gi = lib.nvmlDeviceGetGpuInstanceById(h, gi_id)
+        gi_info = lib.nvmlGpuInstanceGetInfo(gi)
+        ci = lib.nvmlGpuInstanceGetComputeInstanceById(gi, ci_id)
+        ci_info = lib.nvmlComputeInstanceGetInfo(ci)
+        gi_enum = gi_ids.get(int(gi_info.profileId))
+        if gi_enum is None:
+            raise lib.NVMLError(lib.NVML_ERROR_NOT_FOUND)
+        g, suffix = GI_PROFILES[gi_enum]
+        c = g
+        for ci_enum, slices in CI_PROFILES.items():
+            try:
+                info = lib.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+                    gi, ci_enum, CI_ENGINE_SHARED
+                )
+            except lib.NVMLError as exc:
+                if _absent(exc) or type(exc).__name__ == "NVMLError_InvalidArgument":
+                    continue
+                raise
+            if int(info.id) == int(ci_info.profileId):
+                c = slices
+                break
+        gb = mig_memory_gb(int(a.memorySizeMB), total)
+        uuid = call.opt("nvmlDeviceGetUUID", m)
+        out.append(
+            Partition(
+                parent=addr,
+                kind="mig",
+                profile=profile_name(g, c, gb, suffix),
+                index=len(out),
+                memory_mib=int(a.memorySizeMB),
+                compute_units=int(a.multiprocessorCount),
+                uuid=_str(uuid) if uuid else None,
+            )
+        )
+    return out
+
+
+def _profile_ids(lib: ModuleType, h: Any) -> dict[int, int]:
+    """NVML profile id -> enum index, for the profiles this GPU supports."""
+    out: dict[int, int] = {}
+    for enum in GI_PROFILES:
+        try:
+            info = lib.nvmlDeviceGetGpuInstanceProfileInfo(h, enum)
+        except lib.NVMLError as exc:
+            if _absent(exc) or type(exc).__name__ == "NVMLError_InvalidArgument":
+                continue
+            raise
+        out.setdefault(int(info.id), enum)
+    return out
