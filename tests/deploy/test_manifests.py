@@ -464,3 +464,25 @@ def test_example_rules_on_fixtures(fixture: str, expected: dict[str, str]) -> No
     }
     assert got == expected
     assert not res.rule_errors
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_manifest_settings_load(overlay: str) -> None:
+    """The values the manifests pass are accepted by the agent's config loader."""
+    if importlib.util.find_spec("nfd_gpu.config") is None:
+        pytest.skip("nfd_gpu.config (`nfd-gpu run` settings) is not on this branch yet")
+    from nfd_gpu import config
+
+    c = agent_container(render(overlay))
+    downward = {"NODE_NAME": "node-1", "POD_NAME": "nfd-gpu-x", "POD_NAMESPACE": "nfd-gpu"}
+    downward["POD_UID"] = "0000"
+    env = {e["name"]: e.get("value", downward.get(e["name"], "")) for e in c["env"]}
+    env = {k: v for k, v in env.items() if k.startswith("NFD_GPU_") or k in downward}
+    flags: dict[str, Any] = {}
+    for a in c["args"]:
+        name, eq, value = a[2:].partition("=")
+        key = {"output": "outputs", "profile": "profiles"}.get(name, name.replace("-", "_"))
+        flags[key] = value if eq else True
+    cfg = config.load(None, env=env, flags=flags)
+    assert cfg.node_name == "node-1" and cfg.root == "/host"
+    assert cfg.metrics_address.endswith(":8081")
