@@ -486,3 +486,18 @@ def test_manifest_settings_load(overlay: str) -> None:
     cfg = config.load(None, env=env, flags=flags)
     assert cfg.node_name == "node-1" and cfg.root == "/host"
     assert cfg.metrics_address.endswith(":8081")
+
+
+def test_docs_cover_deploy() -> None:
+    install = (REPO / "docs" / "install.md").read_text()
+    for overlay in OVERLAYS:
+        assert f"`{overlay}`" in install, overlay
+    assert "kubectl apply -k deploy/overlays/nodefeature-api" in install
+    snippet = (REPO / "docs" / "README-deploy-snippet.md").read_text()
+    assert re.search(r"kubectl apply -k '?https://\S+//deploy/overlays/nodefeature-api", snippet)
+    for doc in ("troubleshooting.md", "migration.md", "metrics-alerts.md"):
+        assert (REPO / "docs" / doc).is_file(), doc
+    alerts = (REPO / "docs" / "metrics-alerts.md").read_text()
+    metrics = set(re.findall(r"`(nfd_gpu_[a-z_]+)`", (REPO / "docs" / "metrics.md").read_text()))
+    used = set(re.findall(r"\b(nfd_gpu_[a-z_]+?)(?:_bucket)?\b", alerts))
+    assert used and used <= metrics, used - metrics
