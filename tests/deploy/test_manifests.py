@@ -426,6 +426,9 @@ def _selects(job: Obj, labels: dict[str, str]) -> bool:
         ("flex170-sriov", {"intel-datacenter"}),
         ("mi210-8x", {"big-memory-inference"}),  # 64 GB; gfx90a, not gfx942
         ("workstation-rtx4090", set()),
+        ("h100-mig-single", {"train-hopper-or-blackwell", "big-memory-inference", "mig-1g-10gb"}),
+        ("dgx-a100-mig-mixed", {"big-memory-inference"}),  # 1g.5gb profiles, not 1g.10gb
+        ("a100-t4", set()),  # family mixed, smallest GPU 15 GiB
     ],
 )
 def test_published_nodefeature_valid_and_examples_select(fixture: str, jobs: set[str]) -> None:
