@@ -1,0 +1,506 @@
+"""deploy/: render every overlay, validate every object, check flags/env and RBAC.
+
+Rendering uses tests/deploy/kustomize.py (no kubectl needed); when ``kubectl`` is on PATH
+the same overlays are also rendered with ``kubectl kustomize`` and must agree.
+Core kinds are validated with ``kubernetes-validate`` (offline JSON schemas, strict:
+unknown fields fail); NodeFeatureRule against NFD's CRD schema with ``jsonschema``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import typer
+import yaml
+
+from tests.deploy.kustomize import build, load_docs
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+OVERLAYS = sorted(p.name for p in (DEPLOY / "overlays").iterdir() if p.is_dir())
+EXAMPLES = sorted((DEPLOY / "examples").glob("*.yaml"))
+SHARED = REPO.parent / "shared"
+if not SHARED.is_dir():  # worktrees live next to shared/; CI checkouts may carry it inside
+    SHARED = REPO / "shared"
+NFD_CRDS = SHARED / "reference" / "nfd" / "nfd-api-crds.yaml"
+K8S_VERSION = "1.30.0"  # oldest Kubernetes the manifests target
+
+Obj = dict[str, Any]
+
+# What nfd_gpu/sinks/nodefeature.py needs, by (apiGroup, resource): the verbs of the
+# kubernetes client methods it calls. test_rbac_matches_sink re-derives this from the
+# sink's source so a new client call fails here until the Role and this set are updated.
+CLIENT_VERBS = {
+    "get_namespaced_custom_object": ("nfd.k8s-sigs.io", "nodefeatures", "get"),
+    "list_namespaced_custom_object": ("nfd.k8s-sigs.io", "nodefeatures", "list"),
+    "create_namespaced_custom_object": ("nfd.k8s-sigs.io", "nodefeatures", "create"),
+    "replace_namespaced_custom_object": ("nfd.k8s-sigs.io", "nodefeatures", "update"),
+    "patch_namespaced_custom_object": ("nfd.k8s-sigs.io", "nodefeatures", "patch"),
+    "delete_namespaced_custom_object": ("nfd.k8s-sigs.io", "nodefeatures", "delete"),
+    "read_namespaced_pod": ("", "pods", "get"),
+    "read_namespaced_daemon_set": ("apps", "daemonsets", "get"),
+}
+SINK_NEEDS = {
+    ("nfd.k8s-sigs.io", "nodefeatures"): {"get", "create", "update"},
+    ("", "pods"): {"get"},
+}
+
+
+def render(overlay: str) -> list[Obj]:
+    return build(DEPLOY / "overlays" / overlay)
+
+
+def agent_container(objs: list[Obj]) -> Obj:
+    (ds,) = [o for o in objs if o["kind"] == "DaemonSet"]
+    (c,) = [c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "nfd-gpu"]
+    return c
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_overlay_renders(overlay: str) -> None:
+    objs = render(overlay)
+    kinds = {o["kind"] for o in objs}
+    assert {"Namespace", "ServiceAccount", "DaemonSet", "PodMonitor"} <= kinds
+    for o in objs:
+        assert o.get("apiVersion") and o.get("metadata", {}).get("name"), o
+        if o["kind"] != "Namespace":
+            assert o["metadata"].get("namespace") == "nfd-gpu", o["kind"]
+
+
+def test_overlays_present() -> None:
+    assert set(OVERLAYS) == {"nodefeature-api", "nfd-worker-sidecar", "nvml", "compat"}
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_python_renderer_matches_kubectl(overlay: str) -> None:
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(DEPLOY / "overlays" / overlay)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout
+
+    def key(o: Obj) -> tuple[str, str]:
+        return (o["kind"], o["metadata"]["name"])
+
+    theirs = sorted((d for d in yaml.safe_load_all(out) if d), key=key)
+    assert sorted(render(overlay), key=key) == theirs
+
+
+def _validate_core(obj: Obj) -> None:
+    kv = pytest.importorskip("kubernetes_validate")
+    kv.validate(obj, K8S_VERSION, strict=True)
+
+
+def _crd_schemas() -> dict[str, Obj]:
+    if not NFD_CRDS.is_file():
+        pytest.skip(f"{NFD_CRDS} not present (../shared/reference beside the repo)")
+    out = {}
+    for crd in load_docs(NFD_CRDS):
+        kind = crd["spec"]["names"]["kind"]
+        (ver,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
+        out[kind] = ver["schema"]["openAPIV3Schema"]
+    return out
+
+
+def _check_podmonitor(pm: Obj, objs: list[Obj]) -> None:
+    """Structural check (no schema shipped offline for monitoring.coreos.com)."""
+    assert pm["apiVersion"] == "monitoring.coreos.com/v1"
+    assert set(pm["spec"]) <= {"selector", "podMetricsEndpoints", "namespaceSelector"}
+    (ds,) = [o for o in objs if o["kind"] == "DaemonSet"]
+    pod_labels = ds["spec"]["template"]["metadata"]["labels"]
+    assert pm["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    ports = {p["name"] for p in agent_container(objs)["ports"]}
+    for ep in pm["spec"]["podMetricsEndpoints"]:
+        assert ep["port"] in ports
+        assert ep.get("path", "/metrics") == "/metrics"
+
+
+def validate(obj: Obj, objs: list[Obj]) -> None:
+    group = obj["apiVersion"].rpartition("/")[0]
+    if group == "nfd.k8s-sigs.io":
+        schema = _crd_schemas()[obj["kind"]]
+        jsonschema.validate(obj, schema)
+    elif group == "monitoring.coreos.com":
+        _check_podmonitor(obj, objs)
+    else:
+        _validate_core(obj)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_rendered_objects_validate(overlay: str) -> None:
+    objs = render(overlay)
+    for o in objs:
+        validate(o, objs)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_examples_validate(path: Path) -> None:
+    docs = load_docs(path)
+    assert docs
+    for d in docs:
+        validate(d, docs)
+
+
+def test_example_rules_check() -> None:
+    from typer.testing import CliRunner
+
+    from nfd_gpu.cli import app
+
+    res = CliRunner().invoke(app, ["rules", "check", str(DEPLOY / "examples")])
+    assert res.exit_code == 0, res.output
+
+
+def test_example_affinity_uses_documented_labels() -> None:
+    labels_md = (REPO / "docs" / "labels.md").read_text()
+    documented = set(re.findall(r"`G/([^`]+)`", labels_md))
+    # keys with <placeholders> become patterns
+    patterns = [
+        re.compile(
+            re.sub(r"<[^>]+>", r"[^/]+", re.escape(k).replace(r"\<", "<").replace(r"\>", ">")) + "$"
+        )
+        for k in documented
+    ]
+    rule_labels = set()
+    for doc in load_docs(REPO / "rules" / "intel-datacenter.yaml"):
+        for r in doc["spec"]["rules"]:
+            rule_labels.update(r.get("labels", {}))
+    for job in load_docs(DEPLOY / "examples" / "workloads.yaml"):
+        terms = job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"]
+        for t in terms:
+            for e in t["matchExpressions"]:
+                key = e["key"]
+                ns, _, name = key.partition("/")
+                assert ns == "gpu.feature.node.kubernetes.io", key
+                assert key in rule_labels or any(p.match(name) for p in patterns), key
+
+
+# -- security and shape of the DaemonSet -----------------------------------------------
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_daemonset_least_privilege(overlay: str) -> None:
+    objs = render(overlay)
+    (ds,) = [o for o in objs if o["kind"] == "DaemonSet"]
+    spec = ds["spec"]["template"]["spec"]
+    c = agent_container(objs)
+    sc = c["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"]["drop"] == ["ALL"] and not sc["capabilities"].get("add")
+    assert not sc.get("privileged")
+    assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    if overlay != "nfd-worker-sidecar":  # writes root-owned host features.d
+        assert spec["securityContext"]["runAsNonRoot"] is True
+    host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+    assert {"/sys", "/proc/driver", "/dev"} <= set(host.values())
+    for m in c["volumeMounts"]:
+        if (
+            m["name"] in host
+            and host[m["name"]] != "/etc/kubernetes/node-feature-discovery/features.d"
+        ):
+            assert m.get("readOnly") is True, m
+            assert m["mountPath"] == "/host" + host[m["name"]]
+    assert "--root=/host" in c["args"]
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert {"cpu", "memory"} <= set(c["resources"]["requests"]) <= set(c["resources"]["limits"])
+    env = {e["name"]: e for e in c["env"]}
+    for var, field in [
+        ("NODE_NAME", "spec.nodeName"),
+        ("POD_NAME", "metadata.name"),
+        ("POD_NAMESPACE", "metadata.namespace"),
+        ("POD_UID", "metadata.uid"),
+    ]:
+        assert env[var]["valueFrom"]["fieldRef"]["fieldPath"] == field
+    tol = {(t["key"], t["operator"], t["effect"]) for t in spec["tolerations"]}
+    for key in ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915"):
+        assert (key, "Exists", "NoSchedule") in tol
+
+
+def test_overlay_specifics() -> None:
+    nvml = {e["name"]: e.get("value") for e in agent_container(render("nvml"))["env"]}
+    assert nvml["NVIDIA_VISIBLE_DEVICES"] == "all"
+    assert nvml["NVIDIA_MIG_MONITOR_DEVICES"] == "all"
+    sidecar = render("nfd-worker-sidecar")
+    assert not {"Role", "RoleBinding"} & {o["kind"] for o in sidecar}
+    env = {e["name"]: e.get("value") for e in agent_container(sidecar)["env"]}
+    assert env["NFD_GPU_OUTPUTS"] == "featurefile"
+    env = {e["name"]: e.get("value") for e in agent_container(render("nodefeature-api"))["env"]}
+    assert env["NFD_GPU_OUTPUTS"] == "nodefeature"
+
+
+# -- flags and env against the CLI -----------------------------------------------------
+
+
+def _manifest_args_env() -> tuple[set[str], set[str]]:
+    flags: set[str] = set()
+    envs: set[str] = set()
+    for overlay in OVERLAYS:
+        c = agent_container(render(overlay))
+        assert c.get("command") is None, "the image's entrypoint is `nfd-gpu run`"
+        for a in c.get("args", []):
+            assert a.startswith("--"), a
+            flags.add(a.split("=", 1)[0])
+        envs.update(e["name"] for e in c.get("env", []) if e["name"].startswith("NFD_GPU_"))
+    return flags, envs
+
+
+def _options(command_name: str) -> dict[str, Any] | None:
+    from nfd_gpu.cli import app
+
+    group: Any = typer.main.get_command(app)
+    cmd = group.commands.get(command_name)
+    if cmd is None and command_name == "run":
+        # the agent's module may exist before cli.py mounts it: register it ourselves
+        try:
+            from nfd_gpu import run_cli  # type: ignore[attr-defined, unused-ignore]
+        except ImportError:
+            return None
+        probe = typer.Typer()
+        run_cli.register(probe)
+
+        @probe.callback()
+        def _root() -> None:
+            """Probe app."""
+
+        cmd = typer.main.get_command(probe).commands.get("run")  # type: ignore[attr-defined]
+    if cmd is None:
+        return None
+    out = {}
+    for p in cmd.params:
+        for o in list(getattr(p, "opts", [])) + list(getattr(p, "secondary_opts", [])):
+            out[o] = p
+    return out
+
+
+def test_flags_shared_with_scan_exist() -> None:
+    """Until `run` lands, at least the flags `scan` shares with `run` are real."""
+    scan = _options("scan")
+    assert scan is not None
+    flags, _ = _manifest_args_env()
+    for f in flags & {"--root", "--rules"}:
+        assert f in scan, f
+    assert scan["--root"].envvar == "NFD_GPU_ROOT"
+
+
+def test_flags_exist_in_run() -> None:
+    run = _options("run")
+    if run is None:
+        pytest.skip("`nfd-gpu run` is not on this branch yet (issue 5, branch sinks)")
+    flags, _ = _manifest_args_env()
+    missing = sorted(f for f in flags if f not in run)
+    assert not missing, f"flags in deploy/ that `nfd-gpu run` lacks: {missing}"
+
+
+def test_env_exists_in_config() -> None:
+    if importlib.util.find_spec("nfd_gpu.config") is None:
+        pytest.skip("nfd_gpu.config (`nfd-gpu run` settings) is not on this branch yet")
+    from nfd_gpu import config
+
+    _, envs = _manifest_args_env()
+    for var in envs:
+        assert var[len("NFD_GPU_") :].lower() in config.KEYS, var
+    std = set(config.STANDARD_ENV)
+    assert {"NODE_NAME", "POD_NAME", "POD_NAMESPACE", "POD_UID"} <= std
+
+
+def test_compat_profiles_exist() -> None:
+    from nfd_gpu import scan
+
+    env = {e["name"]: e.get("value") for e in agent_container(render("compat"))["env"]}
+    wanted = env["NFD_GPU_PROFILES"].split(",")
+    if set(wanted) - set(scan.PROFILES) and scan.PROFILES == ("neutral",):
+        pytest.skip("vendor label profiles are not on this branch yet (only 'neutral')")
+    assert set(wanted) <= set(scan.PROFILES)
+
+
+# -- RBAC against the NodeFeature sink -------------------------------------------------
+
+
+def _role_rules(objs: list[Obj]) -> dict[tuple[str, str], set[str]]:
+    out: dict[tuple[str, str], set[str]] = {}
+    for o in objs:
+        if o["kind"] == "Role":
+            for r in o["rules"]:
+                for g in r["apiGroups"]:
+                    for res in r["resources"]:
+                        out.setdefault((g, res), set()).update(r["verbs"])
+    return out
+
+
+def test_role_is_what_the_sink_needs() -> None:
+    objs = render("nodefeature-api")
+    assert _role_rules(objs) == SINK_NEEDS
+    (rb,) = [o for o in objs if o["kind"] == "RoleBinding"]
+    assert rb["roleRef"]["name"] == "nfd-gpu"
+    assert rb["subjects"] == [{"kind": "ServiceAccount", "name": "nfd-gpu", "namespace": "nfd-gpu"}]
+
+
+def test_rbac_matches_sink() -> None:
+    try:
+        spec = importlib.util.find_spec("nfd_gpu.sinks.nodefeature")
+    except ModuleNotFoundError:  # no nfd_gpu.sinks package
+        spec = None
+    if spec is None or spec.origin is None:
+        pytest.skip("nfd_gpu/sinks/nodefeature.py is not on this branch yet (issue 5)")
+    src = Path(spec.origin).read_text()
+    calls = set(
+        re.findall(r"\.((?:get|list|create|replace|patch|delete|read)_namespaced_\w+)", src)
+    )
+    unknown = calls - set(CLIENT_VERBS)
+    assert not unknown, f"new client calls in the sink, map them to RBAC verbs: {unknown}"
+    needs: dict[tuple[str, str], set[str]] = {}
+    for call in calls:
+        g, res, verb = CLIENT_VERBS[call]
+        needs.setdefault((g, res), set()).add(verb)
+    assert needs == SINK_NEEDS
+
+
+# -- image ------------------------------------------------------------------------------
+
+
+def test_dockerfile() -> None:
+    text = (REPO / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.12-slim", text, re.M)
+    assert re.search(r'^ENTRYPOINT \["nfd-gpu", "run"\]', text, re.M)
+    users = re.findall(r"^USER (\S+)", text, re.M)
+    assert users and users[-1] not in ("root", "0")
+    # --rules in deploy/ points at the rules the image copies from rules/
+    m = re.search(r"^COPY rules/\*\.yaml (\S+)/$", text, re.M)
+    assert m, "Dockerfile must copy rules/*.yaml"
+    for overlay in OVERLAYS:
+        assert f"--rules={m.group(1)}" in agent_container(render(overlay))["args"]
+    ignore = (REPO / ".dockerignore").read_text().split()
+    assert "rules" not in ignore
+    for entry in (".venv", ".git", "tests/fixtures"):
+        assert entry in ignore
+
+
+# -- what the agent publishes, against the CRD and the example workloads ---------------
+
+FIXTURES = REPO / "tests" / "fixtures" / "sysfs"
+
+
+def _published(fixture: str) -> Obj:
+    from nfd_gpu.scan import run_scan
+    from nfd_gpu.sinks import Publication
+    from nfd_gpu.sinks.nodefeature import NodeFeatureSink
+
+    res = run_scan(FIXTURES / fixture, rules_path=REPO / "rules")
+    sink = NodeFeatureSink(node_name=fixture, namespace="nfd-gpu", owner_refs=())
+    return sink.desired(Publication(labels=res.labels, features=res.features))
+
+
+def _selects(job: Obj, labels: dict[str, str]) -> bool:
+    terms = job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+
+    def ok(e: Obj) -> bool:
+        v = labels.get(e["key"])
+        if e["operator"] == "In":
+            return v in e["values"]
+        if e["operator"] == "Gt":
+            return v is not None and v.isdigit() and int(v) > int(e["values"][0])
+        raise AssertionError(f"operator {e['operator']} not handled by this test")
+
+    return any(all(ok(e) for e in t["matchExpressions"]) for t in terms)
+
+
+@pytest.mark.parametrize(
+    ("fixture", "jobs"),
+    [
+        ("hgx-h100", {"train-hopper-or-blackwell", "big-memory-inference"}),
+        ("flex170-sriov", {"intel-datacenter"}),
+        ("mi210-8x", {"big-memory-inference"}),  # 64 GB; gfx90a, not gfx942
+        ("workstation-rtx4090", set()),
+        ("h100-mig-single", {"train-hopper-or-blackwell", "big-memory-inference", "mig-1g-10gb"}),
+        ("dgx-a100-mig-mixed", {"big-memory-inference"}),  # 1g.5gb profiles, not 1g.10gb
+        ("a100-t4", set()),  # family mixed, smallest GPU 15 GiB
+    ],
+)
+def test_published_nodefeature_valid_and_examples_select(fixture: str, jobs: set[str]) -> None:
+    if importlib.util.find_spec("nfd_gpu.sinks") is None:
+        pytest.skip("NodeFeature sink not on this branch yet")
+    obj = _published(fixture)
+    jsonschema.validate(obj, _crd_schemas()["NodeFeature"])
+    assert obj["metadata"]["name"] == f"nfd-gpu-{fixture}"
+    labels = obj["spec"]["labels"]
+    selected = {
+        j["metadata"]["name"]
+        for j in load_docs(DEPLOY / "examples" / "workloads.yaml")
+        if _selects(j, labels)
+    }
+    assert selected == jobs, labels
+
+
+@pytest.mark.parametrize(
+    ("fixture", "expected"),
+    [
+        ("hgx-h100", {"tier": "frontier", "fp8": "true"}),
+        ("workstation-rtx4090", {"fp8": "true"}),  # Ada, compute capability 8.9
+        ("mi210-8x", {}),  # gfx90a
+        ("flex170-sriov", {}),
+    ],
+)
+def test_example_rules_on_fixtures(fixture: str, expected: dict[str, str]) -> None:
+    from nfd_gpu.scan import run_scan
+
+    res = run_scan(FIXTURES / fixture, rules_path=DEPLOY / "examples" / "nodefeaturerules.yaml")
+    prefix = "gpu.feature.node.kubernetes.io/"
+    got = {
+        k[len(prefix) :]: v
+        for k, v in res.labels.items()
+        if k[len(prefix) :] in {"tier", "fp8", "rocm.gfx942"}
+    }
+    assert got == expected
+    assert not res.rule_errors
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_manifest_settings_load(overlay: str) -> None:
+    """The values the manifests pass are accepted by the agent's config loader."""
+    if importlib.util.find_spec("nfd_gpu.config") is None:
+        pytest.skip("nfd_gpu.config (`nfd-gpu run` settings) is not on this branch yet")
+    from nfd_gpu import config
+
+    c = agent_container(render(overlay))
+    downward = {"NODE_NAME": "node-1", "POD_NAME": "nfd-gpu-x", "POD_NAMESPACE": "nfd-gpu"}
+    downward["POD_UID"] = "0000"
+    env = {e["name"]: e.get("value", downward.get(e["name"], "")) for e in c["env"]}
+    env = {k: v for k, v in env.items() if k.startswith("NFD_GPU_") or k in downward}
+    flags: dict[str, Any] = {}
+    for a in c["args"]:
+        name, eq, value = a[2:].partition("=")
+        key = {"output": "outputs", "profile": "profiles"}.get(name, name.replace("-", "_"))
+        flags[key] = value if eq else True
+    cfg = config.load(None, env=env, flags=flags)
+    assert cfg.node_name == "node-1" and cfg.root == "/host"
+    assert cfg.metrics_address.endswith(":8081")
+
+
+def test_docs_cover_deploy() -> None:
+    install = (REPO / "docs" / "install.md").read_text()
+    for overlay in OVERLAYS:
+        assert f"`{overlay}`" in install, overlay
+    assert "kubectl apply -k deploy/overlays/nodefeature-api" in install
+    snippet = (REPO / "docs" / "README-deploy-snippet.md").read_text()
+    assert re.search(r"kubectl apply -k '?https://\S+//deploy/overlays/nodefeature-api", snippet)
+    for doc in ("troubleshooting.md", "migration.md", "metrics-alerts.md"):
+        assert (REPO / "docs" / doc).is_file(), doc
+    alerts = (REPO / "docs" / "metrics-alerts.md").read_text()
+    metrics = set(re.findall(r"`(nfd_gpu_[a-z_]+)`", (REPO / "docs" / "metrics.md").read_text()))
+    used = set(re.findall(r"\b(nfd_gpu_[a-z_]+?)(?:_bucket)?\b", alerts))
+    assert used and used <= metrics, used - metrics
