@@ -78,6 +78,14 @@ def scan(
             "--rules", envvar="NFD_GPU_RULES", help="NodeFeatureRule file or directory to apply."
         ),
     ] = None,
+    profile: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--profile",
+            "-p",
+            help="Label profile (repeatable): neutral (default), amd.",
+        ),
+    ] = None,
 ) -> None:
     """Scan this host (or --root) and print labels, features and GPUs."""
     from nfd_gpu.scan import run_scan
@@ -85,8 +93,14 @@ def scan(
     check_root(root)
     if rules is not None and not os.path.exists(rules):
         raise fail(f"--rules {rules}: no such file or directory")
+    from nfd_gpu.scan import KNOWN_PROFILES, PROFILES
+
+    profiles = tuple(profile) if profile else PROFILES
+    for p in profiles:
+        if p not in KNOWN_PROFILES:
+            raise fail(f"--profile {p}: unknown (known: {', '.join(KNOWN_PROFILES)})")
     try:
-        result = run_scan(root, rules_path=rules)
+        result = run_scan(root, profiles=profiles, rules_path=rules)
     except Exception as exc:
         from nfd_gpu.rules import RuleError
 

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from nfd_gpu import features as F
+from nfd_gpu.discovery import amd, amdgpuinfo, pci, system
 from nfd_gpu.discovery import gpus as gpu_discovery
-from nfd_gpu.discovery import pci, system
 from nfd_gpu.discovery.pciids import PciIds
 from nfd_gpu.featuremap import snapshot_features
 from nfd_gpu.hostroot import HostRoot
@@ -18,6 +18,7 @@ from nfd_gpu.labels.validate import filter_labels
 from nfd_gpu.model import Snapshot
 
 PROFILES = ("neutral",)
+KNOWN_PROFILES = ("neutral", "amd")
 
 
 @dataclass
@@ -38,11 +39,15 @@ def discover(host: HostRoot) -> Snapshot:
     gpu_fns, vfs, switches = gpu_discovery.classify(devices)
     ids = PciIds(host)
     gpus = tuple(gpu_discovery.build_gpu(d, vfs, ids) for d in gpu_fns)
+    if any(g.vendor == "amd" for g in gpus):
+        gpus = amdgpuinfo.apply(gpus, amdgpuinfo.query(host))
+    gpus, amd_partitions = amd.enrich(host, gpus)
     return Snapshot(
         root=host.root,
         pci=devices,
         gpus=gpus,
         nvswitches=tuple(switches),
+        partitions=amd_partitions,
         loaded_modules=system.loaded_modules(host),
         driver_versions=system.module_versions(host),
         machine=system.machine(host),
@@ -59,8 +64,12 @@ def label(
     for p in profiles:
         if p == "neutral":
             labels.update(neutral_labels(snap, namespace))
+        elif p == "amd":
+            from nfd_gpu.labels.amd import amd_labels
+
+            labels.update(amd_labels(snap))
         else:
-            raise ValueError(f"unknown label profile {p!r} (known: {', '.join(PROFILES)})")
+            raise ValueError(f"unknown label profile {p!r} (known: {', '.join(KNOWN_PROFILES)})")
     return filter_labels(labels, warnings), warnings
 
 
