@@ -1,15 +1,18 @@
 """Rule engine benchmark: 1,000 NodeFeatureRule rules on a 16-GPU node.
 
-Usage: python benchmarks/rules.py [--runs N]
+Usage: python benchmarks/rules.py [--runs N] [--rules N] [--gpus N] [--fixture NAME]
 
-Prints the median evaluation time of N runs (target: under 50 ms) and, when
-``nfd_gpu.scan.run_scan`` is importable, the median scan time of a fixture
-root next to it.
+Prints the median evaluation time of N runs (target: under 50 ms) and, next to
+it, the median ``nfd_gpu.scan.run_scan`` time of a fixture root
+(``tests/fixtures/sysfs/hgx-h100`` by default), without and with the shipped
+``rules/``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import statistics
 import time
 from pathlib import Path
@@ -215,13 +218,20 @@ def make_rules(n: int = 1000) -> list[dict[str, Any]]:
     return rules
 
 
-def _median_ms(fn: Any, runs: int) -> float:
-    times = []
+def _median_ms(fn: Any, runs: int) -> tuple[float, float]:
+    """Median wall-clock and median CPU (process) time of ``runs`` calls, in ms.
+    On a busy machine wall time includes waiting for a CPU; CPU time does not."""
+    wall, cpu = [], []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
+        cpu.append((time.process_time() - c0) * 1000)
+        wall.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(wall), statistics.median(cpu)
+
+
+def _cell(t: tuple[float, float], target: str = "") -> str:
+    return f"{t[0]:.2f} ms wall, {t[1]:.2f} ms CPU{target}"
 
 
 def main() -> None:
@@ -229,6 +239,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=21)
     ap.add_argument("--rules", type=int, default=1000)
     ap.add_argument("--gpus", type=int, default=16)
+    ap.add_argument("--fixture", default="hgx-h100", help="tests/fixtures/sysfs/<name> to scan")
     args = ap.parse_args()
 
     feats = node_features(args.gpus)
@@ -245,29 +256,33 @@ def main() -> None:
     assert not out.errors, out.errors[:3]
     eval_ms = _median_ms(lambda: evaluate(ruleset, feats), args.runs)
 
-    scan_cell = "not available (nfd_gpu.scan not importable)"
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    scan_cells: list[tuple[str, str]] = []
+    root = REPO / "tests" / "fixtures" / "sysfs" / args.fixture
     try:
-        from nfd_gpu.scan import run_scan  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        pass
+        from nfd_gpu.scan import run_scan
+    except ImportError:  # pragma: no cover - older builds
+        scan_cells.append(("scan", "not available (nfd_gpu.scan not importable)"))
     else:
-        fixtures = sorted(
-            p for p in (REPO / "tests" / "fixtures" / "sysfs").glob("*") if p.is_dir()
-        )
-        if fixtures:
-            root = fixtures[0]
+        if root.is_dir():
             scan_ms = _median_ms(lambda: run_scan(root), args.runs)
-            scan_cell = f"{scan_ms:.2f} ms ({root.name})"
+            scan_cells.append((f"scan {root.name}, median of {args.runs}", _cell(scan_ms)))
+            shipped = REPO / "rules"
+            scan_rules_ms = _median_ms(lambda: run_scan(root, rules_path=shipped), args.runs)
+            scan_cells.append(
+                (f"scan {root.name} + rules/, median of {args.runs}", _cell(scan_rules_ms))
+            )
         else:
-            scan_cell = "not available (no fixture under tests/fixtures/sysfs)"
+            scan_cells.append(("scan", f"not available (no fixture {root})"))
 
     rows = [
+        ("host", f"Python {platform.python_version()}, {os.cpu_count()} CPUs, load {load}"),
         ("rules", str(ruleset.rule_count)),
         ("GPUs on node", str(args.gpus)),
         ("labels / vars produced", f"{len(out.labels)} / {len(out.vars)}"),
         ("load + validate (once)", f"{load_ms:.1f} ms"),
-        (f"evaluate, median of {args.runs}", f"{eval_ms:.2f} ms (target < 50 ms)"),
-        (f"scan, median of {args.runs}", scan_cell),
+        (f"evaluate, median of {args.runs}", _cell(eval_ms, " (target < 50 ms)")),
+        *scan_cells,
     ]
     w = max(len(r[0]) for r in rows)
     print(f"{'metric':<{w}} | value")

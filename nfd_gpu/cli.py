@@ -172,8 +172,10 @@ def render_table(result: Any) -> str:
 
 def _mount_subcommands() -> None:
     from nfd_gpu.rules.cli import rules_app
+    from nfd_gpu.run_cli import register
 
     app.add_typer(rules_app, name="rules")
+    register(app)
 
 
 _mount_subcommands()

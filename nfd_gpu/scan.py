@@ -27,6 +27,7 @@ class ScanResult:
     labels: dict[str, str]
     features: F.Features
     warnings: list[str] = field(default_factory=list)
+    rule_errors: list[tuple[str, str]] = field(default_factory=list)  # (rule, message)
 
     @property
     def gpu_count_by_vendor(self) -> dict[str, int]:
@@ -87,10 +88,18 @@ def run_scan(
     labels, warnings = label(snap, profiles, namespace)
     feats = snapshot_features(snap)
     all_warnings = list(snap.warnings) + warnings
+    rule_errors: list[tuple[str, str]] = []
     if rules_path is not None:
         from nfd_gpu.rules import evaluate, load_rules  # lazy: only when rules are used
 
         out = evaluate(load_rules(os.fspath(rules_path)), feats)
         labels.update(out.labels)  # rule labels override built-in ones, as in nfd-master
+        rule_errors = list(out.errors)
         all_warnings += [f"rule {name}: {msg}" for name, msg in out.errors]
-    return ScanResult(snapshot=snap, labels=labels, features=feats, warnings=all_warnings)
+    return ScanResult(
+        snapshot=snap,
+        labels=labels,
+        features=feats,
+        warnings=all_warnings,
+        rule_errors=rule_errors,
+    )

@@ -11,6 +11,7 @@ so it is read first; the individual attribute files are the fallback.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from nfd_gpu.hostroot import HostRoot
@@ -22,7 +23,6 @@ PCI_DEVICES = "sys/bus/pci/devices"
 GPU_VENDOR_IDS = {"10de": "nvidia", "1002": "amd", "8086": "intel"}
 
 _ADDR_RE = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-_HEX_RE = re.compile(r"^(?:0x)?([0-9a-fA-F]{1,8})$")
 _SPEED_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*GT/s")
 
 # Transfer rate (GT/s) -> PCIe generation.
@@ -50,28 +50,36 @@ def parse_link_width(text: str | None) -> int | None:
     return w if 1 <= w <= 32 else None
 
 
+_HEX_DIGITS = "0123456789abcdefABCDEF"
+
+
+@functools.lru_cache(maxsize=4096)
 def parse_hex_id(text: str | None, digits: int) -> str | None:
-    """``0x10de`` -> ``10de`` (lower case, zero padded); None for garbage."""
+    """``0x10de`` -> ``10de`` (lower case, zero padded); None for garbage.
+
+    Cached: the same few ids repeat across thousands of functions.
+    """
     if text is None:
         return None
-    m = _HEX_RE.match(text.strip())
-    if not m:
+    t = text.strip()
+    if t[:2] in ("0x", "0X"):
+        t = t[2:]
+    # lstrip(hex digits) leaves "" only when every character is a hex digit.
+    if not t or len(t) > digits or t.lstrip(_HEX_DIGITS):
         return None
-    v = int(m.group(1), 16)
-    if v >= 16**digits:
-        return None
-    return f"{v:0{digits}x}"
+    return t.lower().rjust(digits, "0")
 
 
 def _parse_uevent(text: str) -> dict[str, str]:
     out: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):
         k, sep, v = line.partition("=")
         if sep:
-            out[k.strip()] = v.strip()
+            out[k] = v.strip()
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def _pair(text: str | None) -> tuple[str | None, str | None]:
     """``10DE:2330`` -> (``10de``, ``2330``)."""
     if not text:
@@ -82,20 +90,30 @@ def _pair(text: str | None) -> tuple[str | None, str | None]:
     return parse_hex_id(a, 4), parse_hex_id(b, 4)
 
 
-def read_device(host: HostRoot, address: str) -> PciDevice | None:
-    """Read one PCI function. None (with a warning) when its identity is unreadable."""
+def _is_gpu_related(vendor: str, class_id: str) -> bool:
+    """Functions that get the full attribute read: GPU-vendor display / accelerator
+    functions and NVIDIA bridges (NVSwitch)."""
+    if vendor not in GPU_VENDOR_IDS:
+        return False
+    return class_id[:2] in ("03", "12") or (vendor == "10de" and class_id[:4] == "0680")
+
+
+def read_identity(
+    host: HostRoot, address: str
+) -> tuple[str, str, str, str, str, str | None] | None:
+    """(class, vendor, device, subsystem vendor, subsystem device, driver) of a function.
+
+    ``uevent`` carries all of them in one read; the attribute files are the fallback.
+    """
     base = f"{PCI_DEVICES}/{address}"
     ue_text = host.read_text(f"{base}/uevent")
     ue = _parse_uevent(ue_text) if ue_text else {}
 
-    class_id: str | None = None
-    if "PCI_CLASS" in ue:
-        class_id = parse_hex_id(ue["PCI_CLASS"], 6)
+    class_id = parse_hex_id(ue["PCI_CLASS"], 6) if "PCI_CLASS" in ue else None
     vendor, device = _pair(ue.get("PCI_ID"))
     sub_vendor, sub_device = _pair(ue.get("PCI_SUBSYS_ID"))
     driver: str | None = ue.get("DRIVER") or None
 
-    # Fallback to the individual attribute files for whatever uevent lacked.
     if class_id is None:
         class_id = _hex_attr(host, f"{base}/class", 6)
     if vendor is None:
@@ -106,28 +124,66 @@ def read_device(host: HostRoot, address: str) -> PciDevice | None:
         sub_vendor = _hex_attr(host, f"{base}/subsystem_vendor", 4)
     if sub_device is None:
         sub_device = _hex_attr(host, f"{base}/subsystem_device", 4)
-    if driver is None:
+    if driver is None and not ue_text:
         driver = host.readlink_name(f"{base}/driver")
 
     if class_id is None or vendor is None or device is None:
         host.warn(f"/{base}: skipped, class/vendor/device unreadable")
         return None
+    return class_id, vendor, device, sub_vendor or "", sub_device or "", driver
+
+
+def read_device(
+    host: HostRoot, address: str, *, full: bool | None = None, physfn: str | None = None
+) -> PciDevice | None:
+    """Read one PCI function. None (with a warning) when its identity is unreadable.
+
+    Every function gets identity, driver and SR-IOV attributes (what NFD's
+    ``pci.device`` needs). GPU-related functions (``full``; by default decided by
+    vendor and class) also get revision, NUMA node, IOMMU group, ``physfn``, PCIe
+    link and DRM nodes. Keeping the other thousands of functions (NIC VFs,
+    bridges) to two reads each keeps a scan cheaper than ``lspci``.
+    """
+    ident = read_identity(host, address)
+    if ident is None:
+        return None
+    class_id, vendor, device, sub_vendor, sub_device, driver = ident
+    base = f"{PCI_DEVICES}/{address}"
+    if full is None:
+        full = _is_gpu_related(vendor, class_id)
+
+    totalvfs = host.read_int(f"{base}/sriov_totalvfs")
+    numvfs = host.read_int(f"{base}/sriov_numvfs") if totalvfs is not None else None
+    if totalvfs is not None and totalvfs < 0:
+        host.warn(f"/{base}/sriov_totalvfs: negative value {totalvfs}")
+        totalvfs = None
+    if numvfs is not None and numvfs < 0:
+        host.warn(f"/{base}/sriov_numvfs: negative value {numvfs}")
+        numvfs = None
+    virtfns: tuple[str, ...] = ()
+    if totalvfs and numvfs:
+        names = (host.readlink_name(f"{base}/virtfn{i}") for i in range(numvfs))
+        virtfns = tuple(n for n in names if n)
+
+    if not full:
+        return PciDevice(
+            address=address,
+            class_id=class_id,
+            vendor=vendor,
+            device=device,
+            subsystem_vendor=sub_vendor,
+            subsystem_device=sub_device,
+            driver=driver,
+            sriov_totalvfs=totalvfs,
+            sriov_numvfs=numvfs,
+            physfn=physfn,
+            virtfns=virtfns,
+        )
 
     revision = _hex_attr(host, f"{base}/revision", 2) or ""
     numa = host.read_int(f"{base}/numa_node")
     if numa is not None and numa < 0:
         numa = None
-    totalvfs = host.read_int(f"{base}/sriov_totalvfs")
-    numvfs = host.read_int(f"{base}/sriov_numvfs") if totalvfs is not None else None
-    physfn = host.readlink_name(f"{base}/physfn")
-    iommu_group = host.readlink_name(f"{base}/iommu_group")
-
-    virtfns: tuple[str, ...] = ()
-    if totalvfs:
-        links = [n for n in host.listdir(base) if n.startswith("virtfn") and n[6:].isdigit()]
-        links.sort(key=lambda n: int(n[6:]))
-        names = (host.readlink_name(f"{base}/{n}") for n in links)
-        virtfns = tuple(n for n in names if n)
 
     link = None
     cur_speed = host.read_text(f"{base}/current_link_speed")
@@ -148,15 +204,15 @@ def read_device(host: HostRoot, address: str) -> PciDevice | None:
         class_id=class_id,
         vendor=vendor,
         device=device,
-        subsystem_vendor=sub_vendor or "",
-        subsystem_device=sub_device or "",
+        subsystem_vendor=sub_vendor,
+        subsystem_device=sub_device,
         revision=revision,
         numa_node=numa,
         driver=driver,
-        iommu_group=iommu_group,
+        iommu_group=host.readlink_name(f"{base}/iommu_group"),
         sriov_totalvfs=totalvfs,
         sriov_numvfs=numvfs,
-        physfn=physfn,
+        physfn=host.readlink_name(f"{base}/physfn"),
         virtfns=virtfns,
         link=link,
         drm=drm,
@@ -185,10 +241,22 @@ def list_addresses(host: HostRoot) -> list[str]:
 
 
 def discover(host: HostRoot) -> tuple[PciDevice, ...]:
-    """Every readable PCI function on the host, in address order."""
+    """Every readable PCI function on the host, in address order.
+
+    A VF named by its PF's ``virtfnN`` link is recorded with ``physfn`` from that
+    link (PFs sort before their VFs), so host-side VFs cost two reads each.
+    """
     devices = []
+    vf_parent: dict[str, str] = {}
     for address in list_addresses(host):
-        dev = read_device(host, address)
-        if dev is not None:
-            devices.append(dev)
+        parent = vf_parent.get(address)
+        if parent is not None:
+            dev = read_device(host, address, full=False, physfn=parent)
+        else:
+            dev = read_device(host, address)
+        if dev is None:
+            continue
+        for vf in dev.virtfns:
+            vf_parent[vf] = address
+        devices.append(dev)
     return tuple(devices)

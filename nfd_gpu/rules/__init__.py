@@ -5,6 +5,7 @@ Public API::
 
     from nfd_gpu.rules import load_rules, evaluate, RuleError
     rules = load_rules("/etc/nfd-gpu/rules.d")   # file or directory
+    rules = load_rules(path, tolerant=True)      # agent: skip broken, see .problems
     out = evaluate(rules, features)              # RuleOutput
 """
 

@@ -21,8 +21,9 @@ from nfd_gpu.features import Features
 from nfd_gpu.rules.expressions import (
     ExpressionError,
     MatchedElement,
-    match_multi,
-    match_names_multi,
+    instance_attributes,
+    match_multi_compiled,
+    match_names_multi_attrs,
 )
 from nfd_gpu.rules.model import CompiledTemplate, Rule, RuleSet, Term
 from nfd_gpu.rules.template import TemplateError, expand_map
@@ -82,6 +83,41 @@ class RuleOutput:
 # ---------------------------------------------------------------- matching
 
 
+FeatureSets = tuple[Any, Any, "list[Mapping[str, str]] | None"]
+
+
+class FeatureView:
+    """Per-evaluation lookup of one feature's flags, attributes and instance
+    attribute maps. Only ``rule.matched`` (attributes) changes during an
+    evaluation; it is never cached."""
+
+    __slots__ = ("_cache", "features", "terms")
+
+    def __init__(self, features: Features):
+        self.features = features
+        self._cache: dict[str, FeatureSets] = {}
+        # Term.term_id -> (term matched, matched elements) for fail-fast matching
+        # of features other than rule.matched: the same result for equal terms
+        self.terms: dict[int, tuple[bool, list[MatchedElement]]] = {}
+
+    def get(self, key: str) -> FeatureSets:
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        f = self.features
+        flags = _elements(f, "flags", key)
+        attrs = _elements(f, "attributes", key)
+        insts = _elements(f, "instances", key)
+        sets: FeatureSets = (
+            flags,
+            attrs,
+            None if insts is None else instance_attributes(insts),
+        )
+        if key != RULE_MATCHED:
+            self._cache[key] = sets
+        return sets
+
+
 def _elements(features: Features, kind: str, name: str) -> Any:
     fs = features.get(kind, {}).get(name)
     if fs is None:
@@ -93,31 +129,45 @@ def _elements(features: Features, kind: str, name: str) -> Any:
 
 
 def evaluate_feature_matcher(
-    terms: tuple[Term, ...], features: Features, fail_fast: bool = True
+    terms: tuple[Term, ...], features: Features | FeatureView, fail_fast: bool = True
 ) -> tuple[bool, TemplateData | None]:
     """NFD ``evaluateFeatureMatcher``: logical AND over the terms."""
+    view = features if isinstance(features, FeatureView) else FeatureView(features)
     is_match = True
     data: TemplateData = {}
     for term in terms:
-        key = term.feature_key
         dom, nam = term.template_path
-        data.setdefault(dom, {})
-        flags = _elements(features, "flags", key)
-        attrs = _elements(features, "attributes", key)
-        insts = _elements(features, "instances", key)
-        if flags is None and attrs is None and insts is None:
-            if fail_fast:
-                return False, None
-            is_match = False
-            continue
-        term_match = True
-        elems: list[MatchedElement] = []
-        if term.match_expressions is not None:
-            term_match, elems = match_multi(term.match_expressions, flags, attrs, insts, fail_fast)
-        if term_match and term.match_name is not None:
-            term_match, more = match_names_multi(term.match_name, flags, attrs, insts)
-            elems = elems + more
-        data[dom].setdefault(nam, []).extend(elems)
+        dom_data = data.get(dom)
+        if dom_data is None:
+            dom_data = data[dom] = {}
+        hit = view.terms.get(term.term_id) if fail_fast else None
+        if hit is not None:
+            term_match, cached = hit
+            elems = list(cached)
+        else:
+            key = term.feature_key
+            flags, attrs, insts = view.get(key)
+            if flags is None and attrs is None and insts is None:
+                if fail_fast:
+                    return False, None
+                is_match = False
+                continue
+            term_match = True
+            elems = []
+            if term.compiled is not None:
+                term_match, elems = match_multi_compiled(
+                    term.compiled, flags, attrs, insts, fail_fast
+                )
+            if term_match and term.match_name is not None:
+                term_match, more = match_names_multi_attrs(term.match_name, flags, attrs, insts)
+                elems = elems + more
+            if fail_fast and key != RULE_MATCHED:
+                view.terms[term.term_id] = (term_match, list(elems))
+        prev = dom_data.get(nam)
+        if prev is None:
+            dom_data[nam] = elems
+        else:
+            prev.extend(elems)
         if not term_match:
             if fail_fast:
                 return False, data
@@ -138,9 +188,13 @@ def _run_template(
         raise RuleEvalError(f"failed to expand {what}: {e}") from None
 
 
-def execute_rule(rule: Rule, features: Features, fail_fast: bool = True) -> RuleResult:
+def execute_rule(
+    rule: Rule, features: Features | FeatureView, fail_fast: bool = True
+) -> RuleResult:
     """NFD ``Execute``: matchAny (OR) then matchFeatures (AND); templates run on
     the matched elements; static ``labels``/``vars`` override template output."""
+    if not isinstance(features, FeatureView):
+        features = FeatureView(features)
     labels: dict[str, str] = {}
     vars_: dict[str, str] = {}
     has_tmpl = rule.labels_template is not None or rule.vars_template is not None
@@ -174,9 +228,9 @@ def execute_rule(rule: Rule, features: Features, fail_fast: bool = True) -> Rule
         True,
         labels,
         vars_,
-        dict(rule.annotations),
-        dict(rule.extended_resources),
-        tuple(t.as_dict() for t in rule.taints),
+        dict(rule.annotations) if rule.annotations else {},
+        dict(rule.extended_resources) if rule.extended_resources else {},
+        tuple(t.as_dict() for t in rule.taints) if rule.taints else (),
     )
 
 
@@ -246,10 +300,11 @@ def evaluate(
     vars_: dict[str, str] = {}
     errors: list[tuple[str, str]] = []
 
+    view = FeatureView(feats)
     for obj in sorted(rules.objects, key=lambda o: o.name):
         for rule in obj.rules:
             try:
-                res = execute_rule(rule, feats, fail_fast=True)
+                res = execute_rule(rule, view, fail_fast=True)
             except RuleEvalError as e:
                 log.warning("rule %r (%s) failed: %s", rule.name, obj.source, e)
                 errors.append((rule.name, str(e)))
@@ -263,10 +318,13 @@ def evaluate(
                 (res.annotations, annotations, ann_src),
                 (res.extended_resources, ers, er_src),
             ):
-                dst.update(src)
-                srcmap.update(dict.fromkeys(src, rule.name))
-            vars_.update(res.vars)
-            taints.extend((rule.name, t) for t in res.taints)
+                if src:
+                    dst.update(src)
+                    srcmap.update(dict.fromkeys(src, rule.name))
+            if res.vars:
+                vars_.update(res.vars)
+            if res.taints:
+                taints.extend((rule.name, t) for t in res.taints)
 
     out_labels: dict[str, str] = {}
     prefixed = add_namespace(labels)

@@ -229,11 +229,25 @@ def _fail(msg: str) -> Evaluator:
     return ev
 
 
+_MEMO_MAX = 1024
+
+
 def _guarded(inner: Callable[[str], bool]) -> Evaluator:
+    """False for a missing value, else ``inner(value)``. ``inner`` is pure, so its
+    results are memoised per value (16 identical GPUs convert "81559" once); an
+    error is never stored, so it is raised again on every call, as before."""
+    memo: dict[str, bool] = {}
+
     def ev(valid: bool, value: str | None) -> bool:
         if not valid or value is None:
             return False
-        return inner(value)
+        r = memo.get(value)
+        if r is None:
+            r = inner(value)
+            if len(memo) >= _MEMO_MAX:
+                memo.clear()
+            memo[value] = r
+        return r
 
     return ev
 
@@ -419,26 +433,95 @@ def _instance_attrs(instance: Mapping[str, Any]) -> Mapping[str, str]:
     return attrs
 
 
+InstancePredicate = Callable[[Mapping[str, str]], bool]
+
+
+def instance_predicate(name: str, expr: MatchExpression) -> InstancePredicate:
+    """``pred(attrs)``: ``expr`` on element ``name`` of one instance's attribute map,
+    i.e. ``ev(name in attrs, attrs[name])`` with direct fast paths for the common
+    In / NotIn / Exists / DoesNotExist forms (same results, no extra calls)."""
+    op, values = expr.op, expr.value
+    if op == "In" and values:
+        vs = frozenset(values)
+        return lambda a: a.get(name) in vs  # None is never in vs
+    if op == "NotIn" and values:
+        vs = frozenset(values)
+
+        def not_in(a: Mapping[str, str]) -> bool:
+            v = a.get(name)
+            return v is not None and v not in vs
+
+        return not_in
+    if op == "Exists" and not values:
+        return lambda a: a.get(name) is not None
+    if op == "DoesNotExist" and not values:
+        return lambda a: a.get(name) is None
+    ev = compile_expression(expr)
+
+    def generic(a: Mapping[str, str]) -> bool:
+        v = a.get(name)
+        return ev(v is not None, v)
+
+    return generic
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledExpressions:
+    """A ``matchExpressions`` set compiled once (at rule load time)."""
+
+    exprs: tuple[tuple[str, MatchExpression], ...]
+    evaluators: tuple[tuple[str, str, Evaluator], ...]  # (name, op, evaluator)
+    predicates: tuple[InstancePredicate, ...]
+
+
+def compile_expressions(exprs: ExpressionSet) -> CompiledExpressions:
+    items = tuple(exprs)
+    return CompiledExpressions(
+        items,
+        tuple((name, e.op, compile_expression(e)) for name, e in items),
+        tuple(instance_predicate(name, e) for name, e in items),
+    )
+
+
+def instance_attributes(
+    instances: Iterable[Mapping[str, Any]] | None,
+) -> list[Mapping[str, str]]:
+    """The attribute map of each instance (what templates see), in input order."""
+    return [inst.get("attributes") or {} for inst in instances or ()]
+
+
+def match_instances_compiled(
+    preds: Sequence[InstancePredicate],
+    attrs_list: Sequence[Mapping[str, str]],
+    fail_fast: bool = True,
+) -> tuple[bool, list[MatchedElement]]:
+    """``MatchGetInstances`` on precompiled predicates and pre-extracted attribute
+    maps. Evaluation order is NFD's: instance by instance, expressions in order,
+    stopping at the first false one (``fail_fast``)."""
+    out: list[Any]
+    if not preds:
+        out = list(attrs_list)
+    elif fail_fast and len(preds) == 1:
+        p0 = preds[0]
+        out = [a for a in attrs_list if p0(a)]
+    elif fail_fast and len(preds) == 2:
+        p0, p1 = preds
+        out = [a for a in attrs_list if p0(a) and p1(a)]
+    elif fail_fast:
+        out = [a for a in attrs_list if all(p(a) for p in preds)]
+    else:
+        out = [a for a in attrs_list if all([p(a) for p in preds])]
+    return bool(out), out
+
+
 def match_get_instances(
     exprs: ExpressionSet,
     instances: Iterable[Mapping[str, Any]] | None,
     fail_fast: bool = True,
 ) -> tuple[bool, list[MatchedElement]]:
     """NFD ``MatchGetInstances``: instances matching *all* expressions, in input order."""
-    out: list[MatchedElement] = []
-    compiled = [(name, compile_expression(e)) for name, e in exprs]
-    for inst in instances or ():
-        attrs: Mapping[str, str] = inst.get("attributes") or {}
-        ok = True
-        for name, ev in compiled:
-            v = attrs.get(name)
-            if not ev(v is not None, v):
-                ok = False
-                if fail_fast:
-                    break
-        if ok:
-            out.append(attrs)  # type: ignore[arg-type]  # read-only template input
-    return bool(out), out
+    preds = [instance_predicate(name, e) for name, e in exprs]
+    return match_instances_compiled(preds, instance_attributes(instances), fail_fast)
 
 
 def match_key_names(
@@ -482,38 +565,60 @@ def match_multi(
 ) -> tuple[bool, list[MatchedElement]]:
     """NFD ``MatchMulti``: flags and attributes as a union (``DoesNotExist`` must
     hold in both), instances separately; the term matches if either side does."""
+    attrs_list = None if instances is None else instance_attributes(instances)
+    return match_multi_compiled(compile_expressions(exprs), keys, values, attrs_list, fail_fast)
+
+
+def match_multi_compiled(
+    compiled: CompiledExpressions,
+    keys: Collection[str] | None,
+    values: Mapping[str, str] | None,
+    attrs_list: Sequence[Mapping[str, str]] | None,
+    fail_fast: bool = True,
+) -> tuple[bool, list[MatchedElement]]:
+    """``match_multi`` on expressions compiled at load time and instance attribute
+    maps extracted once per evaluation."""
     elems: list[MatchedElement] = []
     is_match = keys is not None or values is not None
-    for name, e in exprs:
-        mk = mv = False
-        if keys is not None:
-            mk = evaluate_keys(e, name, keys)
-            if mk:
-                elems.append({"Name": name})
-            elif e.op == "DoesNotExist":
+    if is_match:
+        for name, op, ev in compiled.evaluators:
+            mk = mv = False
+            if keys is not None:
+                mk = ev(name in keys, None)
+                if mk:
+                    elems.append({"Name": name})
+                elif op == "DoesNotExist":
+                    is_match = False
+                    if not fail_fast:
+                        continue
+                    elems = []
+                    break
+            if values is not None:
+                if name in values:
+                    v = values[name]
+                    mv = ev(True, v)
+                else:
+                    v = ""
+                    mv = ev(False, None)
+                if mv:
+                    elems.append({"Name": name, "Value": v})
+                elif op == "DoesNotExist":
+                    is_match = False
+                    if not fail_fast:
+                        continue
+                    elems = []
+                    break
+            if not mk and not mv:
                 is_match = False
                 if not fail_fast:
                     continue
                 elems = []
                 break
-        if values is not None:
-            mv = evaluate_values(e, name, values)
-            if mv:
-                elems.append({"Name": name, "Value": values.get(name, "")})
-            elif e.op == "DoesNotExist":
-                is_match = False
-                if not fail_fast:
-                    continue
-                elems = []
-                break
-        if not mk and not mv:
-            is_match = False
-            if not fail_fast:
-                continue
-            elems = []
-            break
-    elems.sort(key=_by_name)
-    mi, ielems = match_get_instances(exprs, instances, fail_fast)
+        if len(elems) > 1:
+            elems.sort(key=_by_name)
+    if not attrs_list:
+        return is_match, elems
+    mi, ielems = match_instances_compiled(compiled.predicates, attrs_list, fail_fast)
     return is_match or mi, elems + ielems
 
 
@@ -524,9 +629,21 @@ def match_names_multi(
     instances: Sequence[Mapping[str, Any]] | None,
 ) -> tuple[bool, list[MatchedElement]]:
     """NFD ``MatchNamesMulti``: ``matchName`` over flag, attribute and instance names."""
+    return match_names_multi_attrs(expr, keys, values, instance_attributes(instances))
+
+
+def match_names_multi_attrs(
+    expr: MatchExpression,
+    keys: Collection[str] | None,
+    values: Mapping[str, str] | None,
+    attrs_list: Sequence[Mapping[str, str]] | None,
+) -> tuple[bool, list[MatchedElement]]:
+    """``match_names_multi`` with the instances given as their attribute maps."""
     ev = compile_expression(expr)
     out: list[MatchedElement] = [{"Name": k} for k in (keys or ()) if ev(True, k)]
     out.extend({"Name": k, "Value": v} for k, v in (values or {}).items() if ev(True, k))
     out.sort(key=_by_name)
-    out.extend(match_instance_attribute_names(expr, instances)[1])
+    for attrs in attrs_list or ():
+        if match_value_names(expr, attrs)[0]:
+            out.append(dict(attrs))
     return bool(out), out

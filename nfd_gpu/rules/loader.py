@@ -348,14 +348,23 @@ def rule_files(path: Path) -> list[Path]:
     return [path]
 
 
-def load_rules(path: str | Path, strict: bool = True) -> RuleSet:
+def load_rules(path: str | Path, strict: bool = True, *, tolerant: bool = False) -> RuleSet:
     """Load a rule file or a directory of rule files.
 
-    Raises RuleError (one ``file: rule: message`` line per problem) when a file
-    cannot be read or parsed, or (``strict``) when any rule is invalid.
+    ``strict`` validates every expression, template and static name up front
+    (what ``rules check`` reports); ``strict=False`` defers those errors to
+    evaluation time, as nfd-master does.
+
+    By default raises RuleError (one ``file: rule: message`` line per problem)
+    when a file cannot be read or parsed or any rule is invalid. With
+    ``tolerant=True`` (the agent) nothing is raised: an unreadable or unparseable
+    file, an invalid object or an invalid rule is skipped, one line per problem
+    is returned in ``RuleSet.problems``, and every valid rule is kept.
     """
     p = Path(path)
     if not p.exists():
+        if tolerant:
+            return RuleSet(problems=(f"{p}: no such file or directory",))
         raise RuleError([f"{p}: no such file or directory"])
     problems: list[str] = []
     warnings: list[str] = []
@@ -374,9 +383,11 @@ def load_rules(path: str | Path, strict: bool = True) -> RuleSet:
         objs.extend(rule_objects_from_documents(docs, str(f), strict, problems, warnings))
     for w in warnings:
         log.info("%s", w)
-    if problems:
+    if problems and not tolerant:
         raise RuleError(problems)
-    return RuleSet(tuple(objs), tuple(warnings))
+    for prob in problems:
+        log.warning("skipping invalid rule input: %s", prob)
+    return RuleSet(tuple(objs), tuple(warnings), tuple(problems))
 
 
 def ruleset_from_documents(

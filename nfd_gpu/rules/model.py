@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from nfd_gpu.rules.expressions import MatchExpression
+from nfd_gpu.rules.expressions import CompiledExpressions, MatchExpression, compile_expressions
 from nfd_gpu.rules.template import Template, TemplateError
 
 
@@ -19,21 +20,46 @@ class RuleError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Term:
-    """One ``matchFeatures`` term."""
+    """One ``matchFeatures`` term. Its expressions are compiled once, here, so
+    evaluation never re-parses bounds or regexps."""
 
     feature: str
     match_expressions: tuple[tuple[str, MatchExpression], ...] | None = None
     match_name: MatchExpression | None = None
+    feature_key: str = field(init=False, repr=False, compare=False)
+    template_path: tuple[str, str] = field(init=False, repr=False, compare=False)
+    compiled: CompiledExpressions | None = field(init=False, repr=False, compare=False)
+    # equal terms (same feature key, expressions and matchName) share one id, so
+    # an evaluation can reuse a term's result across rules (engine.FeatureView)
+    term_id: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def feature_key(self) -> str:
-        return self.feature.lower()
-
-    @property
-    def template_path(self) -> tuple[str, str]:
-        """(domain, feature) under which matched elements appear in templates."""
+    def __post_init__(self) -> None:
         dom, dot, nam = self.feature.partition(".")
-        return (dom, nam) if dot else (self.feature.lower(), "")
+        # (domain, feature) under which matched elements appear in templates
+        path = (dom, nam) if dot else (self.feature.lower(), "")
+        key = (self.feature.lower(), self.match_expressions, self.match_name)
+        interned = _TERMS.get(key)
+        if interned is None:
+            if len(_TERMS) >= _TERMS_MAX:
+                _TERMS.clear()  # ids come from a counter, so they are never reused
+            compiled = (
+                None
+                if self.match_expressions is None
+                else compile_expressions(self.match_expressions)
+            )
+            interned = _TERMS[key] = (next(_TERM_IDS), compiled)
+        object.__setattr__(self, "feature_key", key[0])
+        object.__setattr__(self, "template_path", path)
+        object.__setattr__(self, "term_id", interned[0])
+        object.__setattr__(self, "compiled", interned[1])
+
+
+_TERM_IDS = itertools.count()
+_TERMS_MAX = 65536
+_TERMS: dict[
+    tuple[str, tuple[tuple[str, MatchExpression], ...] | None, MatchExpression | None],
+    tuple[int, CompiledExpressions | None],
+] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +110,9 @@ class RuleSet:
 
     objects: tuple[RuleObject, ...] = ()
     warnings: tuple[str, ...] = ()
+    # ``load_rules(..., tolerant=True)`` only: one ``file: rule: message`` line per
+    # rule, object or file that was skipped (the rest of the set is usable)
+    problems: tuple[str, ...] = ()
 
     @property
     def rule_count(self) -> int:

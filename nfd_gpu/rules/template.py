@@ -1300,10 +1300,26 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
 }
 del FUNCTIONS["seq"]  # Sprig's seq has shell-like arity rules; not worth a partial port
 
-_ARITY: dict[str, inspect.Signature] = {}
+
+def _arity(sig: inspect.Signature) -> tuple[int, float]:
+    """(min, max) positional arguments ``sig.bind(*args)`` accepts."""
+    lo, hi = 0, 0.0
+    for p in sig.parameters.values():
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            hi += 1
+            if p.default is p.empty:
+                lo += 1
+        elif p.kind is p.VAR_POSITIONAL:
+            hi = float("inf")
+        elif p.kind is p.KEYWORD_ONLY and p.default is p.empty:  # pragma: no cover
+            raise ValueError("keyword-only parameter")
+    return lo, hi
+
+
+_ARITY: dict[str, tuple[int, float]] = {}
 for _name, _fn in FUNCTIONS.items():
     with contextlib.suppress(TypeError, ValueError):  # builtins without a signature
-        _ARITY[_name] = inspect.signature(_fn)
+        _ARITY[_name] = _arity(inspect.signature(_fn))
 
 
 # =================================================================== executor
@@ -1542,14 +1558,9 @@ def _call(st: _State, dot: Any, ident: IdentifierNode, argn: Sequence[Node], fin
     if final is not _NOARG:
         args.append(final)
     fn = FUNCTIONS[name]
-    sig = _ARITY.get(name)
-    if sig is not None:
-        try:
-            sig.bind(*args)
-        except TypeError:
-            raise TemplateError(
-                f"line {ident.line}: wrong number of args for {name}: got {len(args)}"
-            ) from None
+    arity = _ARITY.get(name)
+    if arity is not None and not arity[0] <= len(args) <= arity[1]:
+        raise TemplateError(f"line {ident.line}: wrong number of args for {name}: got {len(args)}")
     try:
         return fn(*args)
     except TemplateError as e:

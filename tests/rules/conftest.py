@@ -10,10 +10,11 @@ import pytest
 from nfd_gpu.features import Features
 from nfd_gpu.rules import RuleOutput, evaluate, ruleset_from_documents
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
-REPO = HERE.parent.parent
-SHARED = REPO.parent / "shared"
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures" / "sysfs"
+SHARED = Path(__file__).resolve().parents[3] / "shared"  # next to the repo (worktrees)
 if not SHARED.is_dir():  # worktrees live next to shared/; CI checkouts may carry it inside
     SHARED = REPO / "shared"
 REFERENCE = SHARED / "reference"

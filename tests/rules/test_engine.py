@@ -272,3 +272,57 @@ def test_case_insensitive_feature_name_and_original_case_template_path() -> None
         ],
     }
     assert run_rules([rule], NODE).labels == {"feature.node.kubernetes.io/n": "2"}
+
+
+# ----------------------------------------------- equal-term reuse (optimisation)
+
+
+def test_equal_terms_on_rule_matched_are_never_reused() -> None:
+    term = {"feature": "rule.matched", "matchExpressions": {"x": {"op": "IsTrue"}}}
+    out = run_rules(
+        [
+            {"name": "a", "labels": {"example.com/a": "true"}, "matchFeatures": [term]},
+            {"name": "set-x", "vars": {"x": "true"}},
+            {"name": "c", "labels": {"example.com/c": "true"}, "matchFeatures": [term]},
+        ],
+        feats(),
+    )
+    assert out.labels == {"example.com/c": "true"}
+
+
+def test_equal_failing_terms_report_an_error_each_time() -> None:
+    term = {"feature": "gpu.device", "matchExpressions": {"memory": {"op": "Gt", "value": ["1"]}}}
+    f = feats(instances={"gpu.device": [{"memory": "lots"}]})
+    rules = [
+        {"name": n, "labels": {f"example.com/{n}": "true"}, "matchFeatures": [term]}
+        for n in ("a", "b")
+    ]
+    out = run_rules(rules, f)
+    assert [r for r, _ in out.errors] == ["a", "b"]
+    assert out.labels == {}
+    assert run_rules(rules, f).errors == out.errors  # memoised values never hide errors
+
+
+def test_reused_term_elements_are_not_shared_between_rules() -> None:
+    nv = {"feature": "pci.device", "matchExpressions": {"vendor": {"op": "In", "value": ["10de"]}}}
+    gpu = {"feature": "pci.device", "matchExpressions": {"class": {"op": "In", "value": ["0302"]}}}
+    tmpl = "example.com/{}={{{{ len .pci.device }}}}"
+    f = feats(
+        instances={
+            "pci.device": [
+                {"vendor": "10de", "class": "0302"},
+                {"vendor": "10de", "class": "0680"},
+                {"vendor": "1a03", "class": "0300"},
+            ]
+        }
+    )
+    out = run_rules(
+        [
+            {"name": "one", "labelsTemplate": tmpl.format("one"), "matchFeatures": [nv]},
+            # two terms on the same feature: their elements are concatenated
+            {"name": "two", "labelsTemplate": tmpl.format("two"), "matchFeatures": [nv, gpu]},
+            {"name": "three", "labelsTemplate": tmpl.format("three"), "matchFeatures": [nv]},
+        ],
+        f,
+    )
+    assert out.labels == {"example.com/one": "2", "example.com/two": "3", "example.com/three": "2"}

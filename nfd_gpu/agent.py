@@ -1,0 +1,388 @@
+"""The agent: scan -> publish, once or forever.
+
+A pass runs on a timer (``interval``), on debounced udev events (pyudev kernel monitor on
+``pci`` and ``drm``; the only module importing pyudev, lazily), and on SIGHUP (which also
+reloads the configuration; rules are re-read by every scan). SIGTERM/SIGINT stop the loop
+once the current write has finished. A failed publish is retried with jittered
+exponential back-off (capped at the interval); the agent never exits because the API
+server or the disk misbehaves.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import random
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import Any, Protocol, cast
+
+from nfd_gpu.config import Config, split_address
+from nfd_gpu.features import Features
+from nfd_gpu.sinks import Publication, Sink, SinkError
+
+log = logging.getLogger(__name__)
+
+
+class ScanResultLike(Protocol):
+    labels: dict[str, str]
+    features: Features
+    warnings: list[str]
+    gpu_count_by_vendor: dict[str, int]
+
+
+ScanFn = Callable[..., ScanResultLike]
+
+
+def default_scan() -> ScanFn:
+    """``nfd_gpu.scan.run_scan`` (imported on first use)."""
+    mod = importlib.import_module("nfd_gpu.scan")
+    return cast(ScanFn, mod.run_scan)
+
+
+# -- logging ------------------------------------------------------------------------------
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc, ensure_ascii=False)
+
+
+def setup_logging(fmt: str = "text", level: str = "info") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+# -- sinks --------------------------------------------------------------------------------
+
+
+def _sink_settings(cfg: Config) -> tuple[Any, ...]:
+    return (
+        cfg.outputs,
+        cfg.features_dir,
+        cfg.features_file,
+        cfg.expiry,
+        cfg.raw_features,
+        cfg.remove_on_exit,
+        cfg.node_name,
+        cfg.namespace,
+        cfg.pod_name,
+        cfg.pod_uid,
+        cfg.owner_refs,
+        cfg.kubeconfig,
+        cfg.api_timeout,
+        cfg.resync_interval,
+    )
+
+
+def build_sinks(cfg: Config) -> list[Sink]:
+    """The configured sinks; raises SinkError for an unusable Kubernetes configuration."""
+    sinks: list[Sink] = []
+    for out in cfg.outputs:
+        if out == "featurefile":
+            from nfd_gpu.sinks.featurefile import FeatureFileSink
+
+            sinks.append(
+                FeatureFileSink(
+                    cfg.features_dir,
+                    cfg.features_file,
+                    expiry=cfg.expiry,
+                    raw_features=cfg.raw_features,
+                    remove_on_exit=cfg.remove_on_exit,
+                )
+            )
+        elif out == "hook":
+            from nfd_gpu.sinks.hook import HookSink
+
+            sinks.append(HookSink(raw_features=cfg.raw_features))
+        elif out == "nodefeature":
+            from nfd_gpu.sinks.nodefeature import NodeFeatureSink, build_api_client
+
+            assert cfg.node_name and cfg.namespace  # checked by config validation
+            sinks.append(
+                NodeFeatureSink(
+                    node_name=cfg.node_name,
+                    namespace=cfg.namespace,
+                    api_client=build_api_client(cfg.kubeconfig, timeout=cfg.api_timeout),
+                    owner_refs=cfg.owner_refs,
+                    pod_name=cfg.pod_name,
+                    pod_uid=cfg.pod_uid,
+                    timeout=cfg.api_timeout,
+                    resync_interval=cfg.resync_interval,
+                )
+            )
+    return sinks
+
+
+# -- udev ---------------------------------------------------------------------------------
+
+
+class UdevTrigger:
+    """Calls ``callback()`` on kernel uevents of the pci and drm subsystems."""
+
+    SUBSYSTEMS = ("pci", "drm")
+
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self.callback = callback
+        self._observer: Any = None
+
+    def on_event(self, action: str | None, subsystem: str | None) -> None:
+        if subsystem in self.SUBSYSTEMS:
+            log.debug("udev %s event on %s", action, subsystem)
+            self.callback()
+
+    def start(self) -> bool:
+        try:
+            import pyudev as _pyudev  # lazy
+
+            pyudev: Any = _pyudev
+            monitor = pyudev.Monitor.from_netlink(pyudev.Context(), source="kernel")
+            for sub in self.SUBSYSTEMS:
+                monitor.filter_by(sub)
+            observer = pyudev.MonitorObserver(
+                monitor, callback=lambda dev: self.on_event(dev.action, dev.subsystem)
+            )
+            observer.daemon = True
+            observer.start()
+        except Exception as e:  # ImportError, no netlink permission, no libudev
+            log.warning("udev trigger unavailable, using the timer only: %s", e)
+            return False
+        self._observer = observer
+        log.info("udev trigger on %s", ", ".join(self.SUBSYSTEMS))
+        return True
+
+    def stop(self) -> None:
+        if self._observer is not None:
+            self._observer.send_stop()
+
+
+# -- agent --------------------------------------------------------------------------------
+
+
+class Agent:
+    def __init__(
+        self,
+        cfg: Config,
+        *,
+        scan: ScanFn | None = None,
+        sinks: Sequence[Sink] | None = None,
+        reload: Callable[[], Config] | None = None,
+        metrics: Any = None,
+    ) -> None:
+        self.cfg = cfg
+        self._scan = scan
+        self.sinks: list[Sink] = list(sinks) if sinks is not None else build_sinks(cfg)
+        self._reload_fn = reload
+        self.metrics = metrics
+        self.stop_event = threading.Event()
+        self._wake = threading.Event()
+        self._reload_requested = threading.Event()
+        self._udev_at: float | None = None
+        self._udev_lock = threading.Lock()
+        self._failures = 0
+        self._transient = False
+        self._last_warnings: list[str] = []
+        self._rng = random.Random()
+        self.metrics_server: Any = None
+        self.passes = 0
+
+    # signals / triggers
+    def request_stop(self, *_: Any) -> None:
+        self.stop_event.set()
+        self._wake.set()
+
+    def request_reload(self, *_: Any) -> None:
+        self._reload_requested.set()
+        self._wake.set()
+
+    def udev_event(self) -> None:
+        with self._udev_lock:
+            self._udev_at = time.monotonic()
+        self._wake.set()
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def on_stop(signum: int, frame: FrameType | None) -> None:
+            log.info("received %s, stopping after the current pass", signal.Signals(signum).name)
+            self.request_stop()
+
+        def on_hup(signum: int, frame: FrameType | None) -> None:
+            log.info("received SIGHUP: reloading configuration and rescanning")
+            self.request_reload()
+
+        signal.signal(signal.SIGTERM, on_stop)
+        signal.signal(signal.SIGINT, on_stop)
+        signal.signal(signal.SIGHUP, on_hup)
+
+    # one pass
+    def scan(self) -> ScanResultLike:
+        if self._scan is None:
+            self._scan = default_scan()
+        kwargs: dict[str, Any] = {"profiles": self.cfg.profiles}
+        if self.cfg.rules:
+            kwargs["rules_path"] = self.cfg.rules
+        return self._scan(self.cfg.root, **kwargs)
+
+    def run_pass(self) -> bool:
+        """Scan and publish once. True when every sink succeeded."""
+        self.passes += 1
+        t0 = time.perf_counter()
+        try:
+            result = self.scan()
+        except Exception:
+            log.exception("scan failed")
+            if self.metrics is not None:
+                self.metrics.observe_scan("error", time.perf_counter() - t0)
+            return False
+        duration = time.perf_counter() - t0
+        if result.warnings != self._last_warnings:
+            for w in result.warnings:
+                log.warning("scan: %s", w)
+            self._last_warnings = list(result.warnings)
+        if self.metrics is not None:
+            self.metrics.observe_scan(
+                "warning" if result.warnings else "ok",
+                duration,
+                gpus=result.gpu_count_by_vendor,
+                labels=len(result.labels),
+                warnings=len(result.warnings),
+                rule_errors=len(getattr(result, "rule_errors", ()) or ()),
+            )
+        pub = Publication(dict(result.labels), result.features)
+        ok = True
+        self._transient = False
+        for sink in self.sinks:
+            try:
+                wrote = sink.publish(pub)
+            except SinkError as e:
+                ok = False
+                self._transient = self._transient or e.transient
+                log.error("%s: %s", sink.name, e)
+                if self.metrics is not None:
+                    self.metrics.observe_publish(sink.name, "error")
+                continue
+            if self.metrics is not None:
+                self.metrics.observe_publish(sink.name, "written" if wrote else "unchanged")
+        if self.metrics is not None:
+            if ok:
+                self.metrics.published_all()
+            self.metrics.beat()
+        return ok
+
+    def _reload(self) -> None:
+        self._reload_requested.clear()
+        if self._reload_fn is None:
+            return
+        try:
+            new = self._reload_fn()
+        except Exception as e:  # ConfigError, SinkError from a new kubeconfig
+            log.error("reload failed, keeping the previous configuration: %s", e)
+            return
+        if _sink_settings(new) != _sink_settings(self.cfg):
+            try:
+                sinks = build_sinks(new)
+            except SinkError as e:
+                log.error("reload failed, keeping the previous configuration: %s", e)
+                return
+            self.sinks = sinks
+        self.cfg = new
+        setup_logging(new.log_format, new.log_level)
+        log.info("configuration reloaded")
+
+    def _delay(self, ok: bool) -> float:
+        if ok:
+            self._failures = 0
+            return self.cfg.interval
+        self._failures += 1
+        if not self._transient:
+            return self.cfg.interval
+        backoff = min(self.cfg.interval, 0.5 * 2 ** min(self._failures - 1, 10))
+        return float(backoff * self._rng.uniform(0.8, 1.2))
+
+    def _wait(self, delay: float) -> None:
+        deadline = time.monotonic() + delay
+        while not self.stop_event.is_set():
+            if self._reload_requested.is_set():
+                return
+            with self._udev_lock:
+                udev_at = self._udev_at
+            now = time.monotonic()
+            if udev_at is not None:
+                quiet_until = udev_at + self.cfg.udev_debounce
+                if now >= quiet_until:
+                    with self._udev_lock:
+                        self._udev_at = None
+                    return
+                deadline = min(deadline, quiet_until)
+            if now >= deadline:
+                return
+            self._wake.wait(deadline - now)
+            self._wake.clear()
+
+    def start_metrics(self) -> None:
+        if not self.cfg.metrics_address or self.metrics is None:
+            return
+        from nfd_gpu.metrics import MetricsServer
+
+        host, port = split_address(self.cfg.metrics_address)
+        self.metrics.liveness_timeout = max(300.0, 5 * self.cfg.interval)
+        self.metrics_server = MetricsServer(self.metrics, host, port).start()
+        h, p = self.metrics_server.address
+        log.info("metrics listening on http://%s:%d/metrics", h, p)
+
+    def run(self) -> int:
+        """The loop. Returns the exit code (oneshot: 0 if published, 1 if not)."""
+        self._install_signals()
+        self.start_metrics()
+        udev: UdevTrigger | None = None
+        if self.cfg.udev and not self.cfg.oneshot:
+            udev = UdevTrigger(self.udev_event)
+            if not udev.start():
+                udev = None
+        code = 0
+        try:
+            while not self.stop_event.is_set():
+                if self._reload_requested.is_set():
+                    self._reload()
+                ok = self.run_pass()
+                if self.cfg.oneshot:
+                    code = 0 if ok else 1
+                    break
+                self._wait(self._delay(ok))
+        finally:
+            if udev is not None:
+                udev.stop()
+            for sink in self.sinks:
+                sink.close()
+            if self.metrics_server is not None:
+                self.metrics_server.stop()
+        log.info("stopped after %d passes", self.passes)
+        return code
+
+
+def rss_bytes() -> int:
+    """Current resident set size (Linux), for the benchmark."""
+    with open(f"/proc/{os.getpid()}/statm", encoding="ascii") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

@@ -1,0 +1,188 @@
+"""Feature-file sink: NFD's ``local`` source reads ``features.d/<file>``.
+
+Format (reference/nfd.md §1): one ``key=value`` per line, ``# +expiry-time=<RFC3339>``
+applies to the lines after it, ``# +no-label`` keeps the next line out of the node labels
+(raw feature only). NFD skips files over 65,536 bytes as a whole, ignores names starting
+with ``.``, and reads on change (fsnotify) or every sleep interval.
+
+Writes are atomic: a ``.nfd-gpu.*`` temp file in the same directory (ignored by NFD),
+fsync, chmod 0644, ``os.replace``, fsync of the directory. Any failure leaves the old
+file in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+
+from nfd_gpu.features import Features
+from nfd_gpu.sinks import Publication, SinkError
+
+log = logging.getLogger(__name__)
+
+MAX_FILE_SIZE = 65536  # NFD's MaxFeatureFileSize
+FILE_MODE = 0o644
+
+
+def _line_ok(key: str, value: str) -> bool:
+    """A key/value pair that survives NFD's line parser unchanged as one line."""
+    if not key or "=" in key or key != key.strip() or value != value.strip():
+        return False
+    if key.startswith("#"):
+        return False
+    return not any(c in s for s in (key, value) for c in "\n\r\x00\x0b\x0c\x1c\x1d\x1e\x85")
+
+
+def raw_feature_lines(features: Features) -> Iterator[tuple[str, str]]:
+    """Flatten raw features to ``key=value``: flags ``<feature>.<elem>=true``, attributes
+    ``<feature>.<elem>=<value>``, instances ``<feature>.<index>.<attr>=<value>``."""
+    for name, fs in sorted(features.get("flags", {}).items()):
+        for elem in sorted(fs.get("elements", {})):
+            yield f"{name}.{elem}", "true"
+    for name, fs in sorted(features.get("attributes", {}).items()):
+        for elem, value in sorted(fs.get("elements", {}).items()):
+            yield f"{name}.{elem}", str(value)
+    for name, fs in sorted(features.get("instances", {}).items()):
+        for i, inst in enumerate(fs.get("elements", [])):
+            for attr, value in sorted(inst.get("attributes", {}).items()):
+                yield f"{name}.{i}.{attr}", str(value)
+
+
+def rfc3339(ts: float) -> str:
+    return dt.datetime.fromtimestamp(int(ts), tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def render_body(pub: Publication, *, raw: bool) -> str:
+    """The file content after the expiry directive: sorted labels, then raw features."""
+    lines: list[str] = []
+    for key in sorted(pub.labels):
+        value = pub.labels[key]
+        if not _line_ok(key, value):
+            log.warning("feature file: skipping label %r that cannot be written as one line", key)
+            continue
+        lines.append(f"{key}={value}")
+    if raw:
+        label_keys = set(pub.labels)
+        for key, value in raw_feature_lines(pub.features):
+            # '# +no-label' on a key that is also a label would delete that label in NFD.
+            if key in label_keys or not _line_ok(key, value):
+                continue
+            lines.append("# +no-label")
+            lines.append(f"{key}={value}")
+    return "".join(line + "\n" for line in lines)
+
+
+def render(pub: Publication, *, expires_at: float, raw: bool) -> str:
+    header = "# Written by nfd-gpu; do not edit (atomically replaced).\n"
+    return f"{header}# +expiry-time={rfc3339(expires_at)}\n" + render_body(pub, raw=raw)
+
+
+def atomic_write(path: str, data: bytes, mode: int = FILE_MODE) -> None:
+    """Replace ``path`` with ``data`` atomically; on any error the old file is untouched."""
+    directory = os.path.dirname(path) or "."
+    base = os.path.basename(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=directory)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+class FeatureFileSink:
+    """Writes ``<features_dir>/<features_file>``; rewrites only on change or to refresh expiry."""
+
+    name = "featurefile"
+
+    def __init__(
+        self,
+        directory: str,
+        filename: str = "nfd-gpu",
+        *,
+        expiry: float = 3600.0,
+        raw_features: bool = False,
+        remove_on_exit: bool = False,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.directory = directory
+        self.path = os.path.join(directory, filename)
+        self.expiry = expiry
+        self.raw_features = raw_features
+        self.remove_on_exit = remove_on_exit
+        self.clock = clock
+        self._body: str | None = None
+        self._expires_at = 0.0
+        self._stat: tuple[int, int, int] | None = None  # (ino, size, mtime_ns) of our last write
+
+    def _on_disk_is_ours(self) -> bool:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return False
+        return (st.st_ino, st.st_size, st.st_mtime_ns) == self._stat
+
+    def publish(self, pub: Publication) -> bool:
+        now = self.clock()
+        body = render_body(pub, raw=self.raw_features)
+        if (
+            body == self._body
+            and now < self._expires_at - self.expiry / 2
+            and self._on_disk_is_ours()
+        ):
+            return False
+        expires_at = now + self.expiry
+        content = render(pub, expires_at=expires_at, raw=self.raw_features)
+        data = content.encode("utf-8")
+        if len(data) > MAX_FILE_SIZE and self.raw_features:
+            log.warning(
+                "feature file %s would be %d bytes (> %d): dropping raw features",
+                self.path,
+                len(data),
+                MAX_FILE_SIZE,
+            )
+            data = render(pub, expires_at=expires_at, raw=False).encode("utf-8")
+        if len(data) > MAX_FILE_SIZE:
+            raise SinkError(
+                f"{self.path}: labels need {len(data)} bytes, over NFD's limit of "
+                f"{MAX_FILE_SIZE}; kept the previous file"
+            )
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            atomic_write(self.path, data)
+            st = os.stat(self.path)
+        except OSError as e:
+            raise SinkError(f"{self.path}: cannot write feature file: {e}") from None
+        self._body = body
+        self._expires_at = expires_at
+        self._stat = (st.st_ino, st.st_size, st.st_mtime_ns)
+        return True
+
+    def close(self) -> None:
+        if self.remove_on_exit:
+            try:
+                os.unlink(self.path)
+                log.info("removed feature file %s", self.path)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                log.error("%s: cannot remove feature file: %s", self.path, e.strerror)

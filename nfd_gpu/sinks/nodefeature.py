@@ -1,0 +1,381 @@
+"""NodeFeature sink: one ``nfd.k8s-sigs.io/v1alpha1`` NodeFeature object per node.
+
+The only module that imports ``kubernetes`` (lazily, on first use).
+
+Write strategy: **create-or-replace with ``resourceVersion``** (what nfd-worker does),
+not server-side apply. Reasons:
+
+* Steady state costs nothing: the sink remembers the object it last wrote (spec,
+  ``resourceVersion``) and sends no request while the desired spec is unchanged. SSA
+  would still need the same local change detection to avoid one PATCH per pass.
+* A replace states the whole object, so stale features disappear without relying on
+  field-ownership bookkeeping; a concurrent writer is detected by a 409 instead of being
+  silently overwritten (SSA with ``force``) or failing the pass (SSA without ``force``).
+* RBAC stays NFD's worker set: ``get``, ``create``, ``update`` on ``nodefeatures`` (no
+  ``patch``); ``pods: get`` only for the DaemonSet owner reference.
+* The object is the agent's alone (``nfd-gpu-<node>``), so conflicts are rare and a
+  bounded, jittered re-GET + retry resolves them.
+
+Requests per node: one GET (+ one create) at start, zero on unchanged passes, one PUT per
+change, one GET per resync period (default 1 h, jittered +/-10 %) to heal drift (an object
+deleted or edited behind the agent's back). The sink never deletes the object.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from nfd_gpu.sinks import Publication, SinkError
+
+log = logging.getLogger(__name__)
+
+GROUP = "nfd.k8s-sigs.io"
+VERSION = "v1alpha1"
+PLURAL = "nodefeatures"
+RESOURCE = f"{PLURAL}.{GROUP}"
+NODE_NAME_LABEL = "nfd.node.kubernetes.io/node-name"
+
+Obj = dict[str, Any]
+
+
+def build_api_client(kubeconfig: str | None = None, *, timeout: float = 10.0) -> Any:
+    """A ``kubernetes.client.ApiClient``: kubeconfig if given, else in-cluster, else
+    ``~/.kube/config``. urllib3's own retries are off: the sink and the agent back off."""
+    import kubernetes as _kubernetes  # lazy: heavy import, only for this sink
+
+    kubernetes: Any = _kubernetes
+    cfg = kubernetes.client.Configuration()
+    try:
+        if kubeconfig:
+            kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        else:
+            try:
+                kubernetes.config.load_incluster_config(client_configuration=cfg)
+            except kubernetes.config.ConfigException:
+                kubernetes.config.load_kube_config(client_configuration=cfg)
+    except (kubernetes.config.ConfigException, OSError, ValueError) as e:
+        where = kubeconfig or "in-cluster/~/.kube/config"
+        raise SinkError(f"{where}: cannot load Kubernetes client configuration: {e}") from None
+    cfg.retries = 0
+    return kubernetes.client.ApiClient(cfg)
+
+
+def _owner_key(refs: Sequence[Obj]) -> list[tuple[str, str, str, str]]:
+    return sorted(
+        (
+            str(r.get("apiVersion")),
+            str(r.get("kind")),
+            str(r.get("name")),
+            str(r.get("uid")),
+        )
+        for r in refs
+    )
+
+
+class NodeFeatureSink:
+    """Publishes ``spec.features`` + ``spec.labels`` to ``<namespace>/nfd-gpu-<node>``."""
+
+    name = "nodefeature"
+
+    def __init__(
+        self,
+        *,
+        node_name: str,
+        namespace: str,
+        api_client: Any = None,
+        kubeconfig: str | None = None,
+        owner_refs: Sequence[str] = ("pod", "ds"),
+        pod_name: str | None = None,
+        pod_uid: str | None = None,
+        timeout: float = 10.0,
+        resync_interval: float = 3600.0,
+        max_conflict_retries: int = 5,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.node_name = node_name
+        self.namespace = namespace
+        self.object_name = f"nfd-gpu-{node_name}"
+        self.owner_ref_kinds = tuple(owner_refs)
+        self.pod_name = pod_name
+        self.pod_uid = pod_uid
+        self.timeout = timeout
+        self.resync_interval = resync_interval
+        self.max_conflict_retries = max_conflict_retries
+        self.clock = clock
+        self.sleep = sleep
+        self.rng = rng or random.Random()
+        self._kubeconfig = kubeconfig
+        self._api_client = api_client
+        self._custom: Any = None
+        self._core: Any = None
+        self._obj: Obj | None = None  # last object seen from / written to the server
+        self._known = False  # _obj reflects the server (None + known = absent)
+        self._next_resync = 0.0
+        self._owner_refs: list[Obj] | None = None
+
+    # -- client -------------------------------------------------------------------------
+
+    def _apis(self) -> tuple[Any, Any]:
+        if self._custom is None:
+            import kubernetes  # lazy
+
+            if self._api_client is None:
+                self._api_client = build_api_client(self._kubeconfig, timeout=self.timeout)
+            self._custom = kubernetes.client.CustomObjectsApi(self._api_client)
+            self._core = kubernetes.client.CoreV1Api(self._api_client)
+        return self._custom, self._core
+
+    def _call(self, verb: str, fn: Callable[[], Any], resource: str = RESOURCE) -> Any:
+        """Run one API call; map failures to SinkError. 404 and 409 are re-raised as
+        ``_Status`` for the caller to handle."""
+        from kubernetes.client.exceptions import ApiException  # lazy
+        from urllib3.exceptions import HTTPError
+
+        try:
+            return fn()
+        except ApiException as e:
+            status = int(e.status or 0)
+            if status in (404, 409):
+                raise _Status(status, _reason(e)) from None
+            if status == 403:
+                raise SinkError(
+                    f"forbidden: the service account needs RBAC verb '{verb}' on {resource} "
+                    f"in namespace {self.namespace!r} ({_message(e)})"
+                ) from None
+            if status == 401:
+                raise SinkError(
+                    f"unauthorized: API server rejected the credentials ({verb})"
+                ) from None
+            if status >= 500 or status == 429:
+                raise SinkError(
+                    f"API server error {status} on {verb} {self.namespace}/{self.object_name}: "
+                    f"{_message(e)}",
+                    transient=True,
+                ) from None
+            raise SinkError(
+                f"API server rejected {verb} {self.namespace}/{self.object_name} "
+                f"({status}): {_message(e)}"
+            ) from None
+        except (HTTPError, OSError) as e:
+            raise SinkError(
+                f"API request {verb} {self.namespace}/{self.object_name} failed: "
+                f"{type(e).__name__}: {e}",
+                transient=True,
+            ) from None
+
+    def _get(self) -> Obj | None:
+        custom, _ = self._apis()
+        try:
+            obj: Obj = self._call(
+                "get",
+                lambda: custom.get_namespaced_custom_object(
+                    GROUP,
+                    VERSION,
+                    self.namespace,
+                    PLURAL,
+                    self.object_name,
+                    _request_timeout=self.timeout,
+                ),
+            )
+        except _Status as s:
+            if s.status == 404:
+                return None
+            raise SinkError(f"unexpected {s.status} on get: {s.reason}", transient=True) from None
+        return obj
+
+    # -- owner references ---------------------------------------------------------------
+
+    def _resolve_owner_refs(self) -> list[Obj]:
+        if self._owner_refs is not None:
+            return self._owner_refs
+        refs: list[Obj] = []
+        have_pod = bool(self.pod_name and self.pod_uid)
+        if "pod" in self.owner_ref_kinds and have_pod:
+            refs.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": self.pod_name,
+                    "uid": self.pod_uid,
+                    "blockOwnerDeletion": False,
+                }
+            )
+        if "ds" in self.owner_ref_kinds and have_pod:
+            _, core = self._apis()
+            try:
+                resp = self._call(
+                    "get",
+                    lambda: core.read_namespaced_pod(
+                        self.pod_name,
+                        self.namespace,
+                        _request_timeout=self.timeout,
+                        _preload_content=False,
+                    ),
+                    resource="pods",
+                )
+                pod = json.loads(resp.data)
+                for ref in pod.get("metadata", {}).get("ownerReferences") or []:
+                    if ref.get("kind") == "DaemonSet" and ref.get("apiVersion") == "apps/v1":
+                        refs.append(
+                            {
+                                "apiVersion": "apps/v1",
+                                "kind": "DaemonSet",
+                                "name": ref["name"],
+                                "uid": ref["uid"],
+                                "blockOwnerDeletion": False,
+                            }
+                        )
+                        break
+            except _Status as s:
+                log.warning("own pod %s not readable (%s): no DaemonSet owner", self.pod_name, s)
+            except SinkError as e:
+                if e.transient:
+                    raise
+                log.warning("no DaemonSet owner reference: %s", e)
+        self._owner_refs = refs
+        return refs
+
+    # -- publish --------------------------------------------------------------------------
+
+    def desired(self, pub: Publication) -> Obj:
+        return {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "NodeFeature",
+            "metadata": {
+                "name": self.object_name,
+                "namespace": self.namespace,
+                "labels": {NODE_NAME_LABEL: self.node_name},
+                "ownerReferences": self._resolve_owner_refs(),
+            },
+            "spec": {
+                "features": copy.deepcopy(pub.features),
+                "labels": dict(pub.labels),
+            },
+        }
+
+    @staticmethod
+    def _matches(current: Obj, want: Obj) -> bool:
+        meta = current.get("metadata") or {}
+        return (
+            current.get("spec") == want["spec"]
+            and (meta.get("labels") or {}).get(NODE_NAME_LABEL)
+            == want["metadata"]["labels"][NODE_NAME_LABEL]
+            and _owner_key(meta.get("ownerReferences") or [])
+            == _owner_key(want["metadata"]["ownerReferences"])
+        )
+
+    def _schedule_resync(self) -> None:
+        self._next_resync = self.clock() + self.resync_interval * self.rng.uniform(0.9, 1.1)
+
+    def publish(self, pub: Publication) -> bool:
+        want = self.desired(pub)
+        if not self._known or self.clock() >= self._next_resync:
+            self._obj = self._get()
+            self._known = True
+            self._schedule_resync()
+        if self._obj is not None and self._matches(self._obj, want):
+            return False
+        custom, _ = self._apis()
+        for attempt in range(self.max_conflict_retries + 1):
+            if attempt:
+                # jittered back-off before re-reading after a conflict
+                self.sleep(self.rng.uniform(0.05, 0.2) * 2 ** min(attempt - 1, 4))
+                self._obj = self._get()
+                if self._obj is not None and self._matches(self._obj, want):
+                    return False
+            try:
+                if self._obj is None:
+                    self._obj = self._call(
+                        "create",
+                        functools.partial(
+                            custom.create_namespaced_custom_object,
+                            GROUP,
+                            VERSION,
+                            self.namespace,
+                            PLURAL,
+                            want,
+                            _request_timeout=self.timeout,
+                        ),
+                    )
+                    log.info("created NodeFeature %s/%s", self.namespace, self.object_name)
+                else:
+                    self._obj = self._call(
+                        "update",
+                        functools.partial(
+                            custom.replace_namespaced_custom_object,
+                            GROUP,
+                            VERSION,
+                            self.namespace,
+                            PLURAL,
+                            self.object_name,
+                            self._replacement(self._obj, want),
+                            _request_timeout=self.timeout,
+                        ),
+                    )
+                    log.info("updated NodeFeature %s/%s", self.namespace, self.object_name)
+                if not isinstance(self._obj, dict):  # a server answering 200 without a body
+                    self._known = False
+                return True
+            except _Status as s:
+                log.info(
+                    "NodeFeature %s/%s: %s (%s), retrying",
+                    self.namespace,
+                    self.object_name,
+                    s.status,
+                    s.reason,
+                )
+                if s.status == 404:
+                    self._obj = None  # deleted behind our back: re-GET then create
+        self._known = False
+        raise SinkError(
+            f"NodeFeature {self.namespace}/{self.object_name}: gave up after "
+            f"{self.max_conflict_retries + 1} conflicting writes",
+            transient=True,
+        )
+
+    @staticmethod
+    def _replacement(current: Obj, want: Obj) -> Obj:
+        body = copy.deepcopy(current)
+        meta = body.setdefault("metadata", {})
+        meta.pop("managedFields", None)
+        meta["labels"] = {**(meta.get("labels") or {}), **want["metadata"]["labels"]}
+        meta["ownerReferences"] = want["metadata"]["ownerReferences"]
+        body["spec"] = want["spec"]
+        body["apiVersion"] = want["apiVersion"]
+        body["kind"] = want["kind"]
+        return body
+
+    def close(self) -> None:
+        """Never deletes the object: labels must not flap on a restart or rollout."""
+        return None
+
+
+class _Status(Exception):
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(f"{status} {reason}")
+        self.status = status
+        self.reason = reason
+
+
+def _message(e: Any) -> str:
+    try:
+        body = json.loads(e.body)
+        return str(body.get("message") or e.reason)
+    except (TypeError, ValueError, AttributeError):
+        return str(getattr(e, "reason", "") or e)
+
+
+def _reason(e: Any) -> str:
+    try:
+        return str(json.loads(e.body).get("reason") or e.reason)
+    except (TypeError, ValueError, AttributeError):
+        return str(getattr(e, "reason", ""))

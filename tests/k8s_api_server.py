@@ -1,0 +1,323 @@
+"""A small Kubernetes API server for tests: NodeFeature objects over real HTTP.
+
+Serves ``/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/<ns>/nodefeatures[/<name>]`` (GET, LIST,
+POST, PUT, DELETE) and ``/api/v1/namespaces/<ns>/pods/<name>`` (GET) on 127.0.0.1 with a
+random port. Like a real API server it:
+
+* assigns ``metadata.resourceVersion`` (one global counter), ``uid``,
+  ``creationTimestamp``, ``generation``;
+* answers a PUT whose ``resourceVersion`` is stale with 409 Conflict, a PUT without one
+  with 422, a POST of an existing name with 409 AlreadyExists, a missing object with 404,
+  all as ``Status`` bodies;
+* validates every stored object against the NodeFeature ``openAPIV3Schema`` from NFD's CRD
+  (``tests/sinks/data/nfd-api-crds.yaml``, a copy of NFD's
+  ``deployment/base/nfd-crds/nfd-api-crds.yaml``) and answers 422 on violation.
+
+Test controls: ``deny(verb)`` -> 403, ``fail(verb, status, count)`` -> injected errors,
+``delay(verb, seconds, count)`` -> slow answers (client timeouts), ``bump(ns, name)`` -> a
+concurrent writer. ``counts`` tallies requests per verb, ``object_counts`` per object name.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import jsonschema
+import yaml
+
+CRD_PATH = os.path.join(os.path.dirname(__file__), "sinks", "data", "nfd-api-crds.yaml")
+NF_PATH = re.compile(
+    r"^/apis/nfd\.k8s-sigs\.io/v1alpha1/namespaces/([^/]+)/nodefeatures(?:/([^/]+))?$"
+)
+POD_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)$")
+
+
+def nodefeature_schema() -> dict[str, Any]:
+    with open(CRD_PATH, encoding="utf-8") as f:
+        for doc in yaml.safe_load_all(f):
+            if doc and doc["metadata"]["name"] == "nodefeatures.nfd.k8s-sigs.io":
+                schema: dict[str, Any] = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+                return schema
+    raise RuntimeError(f"{CRD_PATH}: no NodeFeature CRD")
+
+
+class FakeKubeAPI:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.rv = 0
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.object_counts: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.denied: set[str] = set()
+        self.failures: dict[str, list[int]] = collections.defaultdict(list)
+        self.delays: dict[str, list[float]] = collections.defaultdict(list)
+        self.validator = jsonschema.Draft7Validator(nodefeature_schema())
+        self.rejected: list[str] = []
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- controls ---------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def deny(self, verb: str) -> None:
+        self.denied.add(verb)
+
+    def allow(self, verb: str) -> None:
+        self.denied.discard(verb)
+
+    def fail(self, verb: str, status: int = 500, count: int = 1) -> None:
+        with self.lock:
+            self.failures[verb].extend([status] * count)
+
+    def delay(self, verb: str, seconds: float, count: int = 1) -> None:
+        with self.lock:
+            self.delays[verb].extend([seconds] * count)
+
+    def bump(self, namespace: str, name: str) -> None:
+        """A concurrent writer: change the stored object's resourceVersion."""
+        with self.lock:
+            obj = self.objects[(namespace, name)]
+            self.rv += 1
+            obj["metadata"]["resourceVersion"] = str(self.rv)
+
+    def add_pod(self, namespace: str, name: str, uid: str, owners: list[dict[str, Any]]) -> None:
+        self.pods[(namespace, name)] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": uid,
+                "ownerReferences": owners,
+            },
+        }
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        with self.lock:
+            obj = self.objects.get((namespace, name))
+            return json.loads(json.dumps(obj)) if obj is not None else None
+
+    def writes(self) -> int:
+        return self.counts["create"] + self.counts["update"]
+
+    def reset_counts(self) -> None:
+        with self.lock:
+            self.counts.clear()
+            self.object_counts.clear()
+
+    def kubeconfig(self, path: str) -> str:
+        cfg = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "test", "cluster": {"server": self.url}}],
+            "users": [{"name": "test", "user": {"token": "test-token"}}],
+            "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
+            "current-context": "test",
+        }
+        with open(path, "w", encoding="utf-8") as f:
+            yaml.safe_dump(cfg, f)
+        return path
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def start(self) -> FakeKubeAPI:
+        api = self
+
+        class Handler(_Handler):
+            server_api = api
+
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    # -- request handling (called by the handler) -------------------------------------
+    def handle(self, method: str, path: str, body: Any) -> tuple[int, dict[str, Any]]:
+        path = path.split("?", 1)[0]
+        m = NF_PATH.match(path)
+        pm = POD_PATH.match(path)
+        if pm and method == "GET":
+            verb, key = "get-pod", (pm.group(1), pm.group(2))
+        elif m:
+            ns, name = m.group(1), m.group(2)
+            verb = {
+                ("GET", False): "list",
+                ("GET", True): "get",
+                ("POST", False): "create",
+                ("PUT", True): "update",
+                ("DELETE", True): "delete",
+            }.get((method, name is not None), "")
+            if not verb:
+                return 405, _status(405, "MethodNotAllowed", f"{method} not allowed")
+            key = (ns, name or (body or {}).get("metadata", {}).get("name", ""))
+        else:
+            return 404, _status(404, "NotFound", "the server could not find the requested resource")
+        with self.lock:
+            self.counts[verb] += 1
+            self.object_counts[key] += 1
+            delay = self.delays[verb].pop(0) if self.delays[verb] else 0.0
+            failure = self.failures[verb].pop(0) if self.failures[verb] else 0
+        if delay:
+            time.sleep(delay)
+        if verb in self.denied:
+            return 403, _status(403, "Forbidden", f"nodefeatures is forbidden: cannot {verb}")
+        if failure:
+            return failure, _status(failure, "InternalError", "injected failure")
+        with self.lock:
+            return self._dispatch(verb, key, body)
+
+    def _dispatch(self, verb: str, key: tuple[str, str], body: Any) -> tuple[int, dict[str, Any]]:
+        ns, name = key
+        if verb == "get-pod":
+            pod = self.pods.get(key)
+            if pod is None:
+                return 404, _status(404, "NotFound", f'pods "{name}" not found')
+            return 200, pod
+        if verb == "list":
+            items = [o for (n, _), o in sorted(self.objects.items()) if n == ns]
+            return 200, {
+                "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+                "kind": "NodeFeatureList",
+                "metadata": {"resourceVersion": str(self.rv)},
+                "items": items,
+            }
+        if verb == "get":
+            obj = self.objects.get(key)
+            if obj is None:
+                return 404, _status(404, "NotFound", f'nodefeatures "{name}" not found')
+            return 200, obj
+        if verb == "delete":
+            if self.objects.pop(key, None) is None:
+                return 404, _status(404, "NotFound", f'nodefeatures "{name}" not found')
+            return 200, _status(200, "", "deleted")
+        if not isinstance(body, dict):
+            return 400, _status(400, "BadRequest", "body must be a JSON object")
+        meta = body.get("metadata") or {}
+        if meta.get("namespace", ns) != ns or (verb == "update" and meta.get("name") != name):
+            return 400, _status(400, "BadRequest", "metadata does not match the URL")
+        errors = sorted(self.validator.iter_errors(body), key=lambda e: list(e.path))
+        if errors or body.get("kind") != "NodeFeature" or not meta.get("name"):
+            msg = "; ".join(f"{'.'.join(map(str, e.path))}: {e.message}" for e in errors)
+            self.rejected.append(msg or "kind/name")
+            return 422, _status(422, "Invalid", f"NodeFeature is invalid: {msg or 'kind/name'}")
+        if verb == "create":
+            if key in self.objects:
+                return 409, _status(409, "AlreadyExists", f'nodefeatures "{name}" already exists')
+            self.rv += 1
+            obj = json.loads(json.dumps(body))
+            obj["metadata"].update(
+                namespace=ns,
+                resourceVersion=str(self.rv),
+                uid=str(uuid.uuid4()),
+                generation=1,
+                creationTimestamp=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            )
+            self.objects[key] = obj
+            return 201, obj
+        # update
+        cur = self.objects.get(key)
+        if cur is None:
+            return 404, _status(404, "NotFound", f'nodefeatures "{name}" not found')
+        sent_rv = meta.get("resourceVersion")
+        if not sent_rv:
+            return 422, _status(
+                422, "Invalid", "metadata.resourceVersion: Invalid value: must be specified"
+            )
+        if sent_rv != cur["metadata"]["resourceVersion"]:
+            return 409, _status(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on nodefeatures "{name}": the object has been '
+                "modified; please apply your changes to the latest version and try again",
+            )
+        self.rv += 1
+        obj = json.loads(json.dumps(body))
+        obj["metadata"].update(
+            resourceVersion=str(self.rv),
+            uid=cur["metadata"]["uid"],
+            creationTimestamp=cur["metadata"]["creationTimestamp"],
+            generation=cur["metadata"]["generation"] + (obj.get("spec") != cur.get("spec")),
+        )
+        self.objects[key] = obj
+        return 200, obj
+
+
+def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success" if code < 400 else "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        return None  # clients closing keep-alive connections are not errors
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_api: FakeKubeAPI
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        # headers and body go out in two sends: without NODELAY, delayed ACKs cost 40 ms each
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        return None
+
+    def _serve(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            code, payload = 400, _status(400, "BadRequest", "invalid JSON")
+        else:
+            code, payload = self.server_api.handle(self.command, self.path, body)
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _serve
+
+
+@contextmanager
+def running() -> Iterator[FakeKubeAPI]:
+    api = FakeKubeAPI().start()
+    try:
+        yield api
+    finally:
+        api.stop()

@@ -1,0 +1,161 @@
+"""Rules against the real sysfs fixtures, through `nfd-gpu rules test --root`
+(the same scan the agent runs), not hand-made feature files."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from nfd_gpu.cli import app
+from tests.rules.conftest import FIXTURES, REPO, need_reference
+
+runner = CliRunner()
+G = "gpu.feature.node.kubernetes.io/"
+
+
+def _rules_test_root(rules: str, fixture: str) -> dict[str, Any]:
+    root = FIXTURES / fixture
+    assert root.is_dir(), root
+    res = runner.invoke(app, ["rules", "test", rules, "--root", str(root)])
+    assert res.exit_code == 0, res.output
+    out: dict[str, Any] = json.loads(res.stdout)
+    return out
+
+
+def test_intel_upstream_rules_on_flex170_sriov_root() -> None:
+    ref = need_reference()
+    rules = ref / "intel" / "deployments" / "nfd" / "overlays" / "node-feature-rules"
+    out = _rules_test_root(str(rules), "flex170-sriov")
+    # One Flex 170 PF (8086:56c0, class 0380, i915 loaded) with 8 VFs enabled; the
+    # ASPEED BMC VGA (1a03, class 0300) must not count. NFD's pci.device lists every
+    # PCI function, VFs included (they keep the PF's device ID), so Intel's count
+    # templates say 9 here, exactly as nfd-master would on this host.
+    assert out["labels"] == {
+        "intel.feature.node.kubernetes.io/gpu": "true",
+        "gpu.intel.com/device-id.0380-56c0.present": "true",
+        "gpu.intel.com/device-id.0380-56c0.count": "9",
+        "gpu.intel.com/device.count": "9",
+        "gpu.intel.com/family": "Flex_Series",
+        "gpu.intel.com/product": "Flex_170",
+    }
+    assert out["errors"] == []
+    assert out["extendedResources"] == {}
+    assert out["taints"] == []
+
+
+@pytest.mark.parametrize("fixture", ["hgx-h100", "mi210-8x", "workstation-rtx4090", "vm-no-gpu"])
+def test_intel_upstream_rules_ignore_other_vendors(fixture: str) -> None:
+    ref = need_reference()
+    rules = ref / "intel" / "deployments" / "nfd" / "overlays" / "node-feature-rules"
+    out = _rules_test_root(str(rules), fixture)
+    # the RTX 4090 workstation has an Intel iGPU (8086:a780, class 0300, i915)
+    expected = (
+        {
+            "intel.feature.node.kubernetes.io/gpu": "true",
+            "gpu.intel.com/device-id.0300-a780.present": "true",
+            "gpu.intel.com/device-id.0300-a780.count": "1",
+        }
+        if fixture == "workstation-rtx4090"
+        else {}
+    )
+    assert out["labels"] == expected
+    assert out["errors"] == []
+
+
+def test_amd_upstream_rule_on_mi210_root() -> None:
+    ref = need_reference()
+    out = _rules_test_root(str(ref / "amd" / "gpu-nfd-default-rule.yaml"), "mi210-8x")
+    # 8x MI210 (1002:740f): the generic AMD GPU label and the MI210 one, no VF label
+    assert out["labels"] == {
+        "feature.node.kubernetes.io/amd-gpu": "true",
+        "feature.node.kubernetes.io/amd-gpu-mi210": "true",
+    }
+    assert out["errors"] == []
+
+
+@pytest.mark.parametrize("fixture", ["hgx-h100", "flex170-sriov", "passthrough-host", "vm-no-gpu"])
+def test_amd_upstream_rule_ignores_other_vendors(fixture: str) -> None:
+    ref = need_reference()
+    out = _rules_test_root(str(ref / "amd" / "gpu-nfd-default-rule.yaml"), fixture)
+    assert out["labels"] == {}
+    assert out["errors"] == []
+
+
+# Shipped rules/: every fixture, exact labels (all four files evaluated together).
+SHIPPED_EXPECTED: dict[str, dict[str, str]] = {
+    # 8x H100 SXM5 80GB (hopper, 81559 MiB, MIG-capable, nvidia driver)
+    "hgx-h100": {G + "class": "large", G + "mig-ready": "true"},
+    # 8x MI210 (cdna2, 65536 MiB): large tier; not CDNA3
+    "mi210-8x": {G + "class": "large"},
+    # Flex 170 PF + 8 VFs (16 GiB): small tier, Intel Data Center Flex, 9 functions
+    "flex170-sriov": {
+        G + "class": "small",
+        G + "intel.datacenter": "true",
+        G + "intel.datacenter.series": "flex",
+        G + "intel.datacenter.count": "9",
+    },
+    # mixed Intel iGPU + RTX 4090: no node memory figure without NVML, so no tier
+    "workstation-rtx4090": {},
+    # 4x A100 80GB on vfio-pci: ampere, 81920 MiB, MIG-capable
+    "passthrough-host": {G + "class": "large", G + "mig-ready": "true"},
+    "vm-no-gpu": {},
+    # damaged tree: mixed vendors, smallest readable memory 16 GiB
+    "broken": {G + "class": "small"},
+}
+
+
+@pytest.mark.parametrize("fixture", sorted(SHIPPED_EXPECTED))
+def test_shipped_rules_on_fixture_root(fixture: str) -> None:
+    out = _rules_test_root(str(REPO / "rules"), fixture)
+    assert out["labels"] == SHIPPED_EXPECTED[fixture]
+    assert out["errors"] == []
+
+
+def test_every_fixture_is_covered() -> None:
+    assert {p.name for p in FIXTURES.iterdir() if p.is_dir()} == set(SHIPPED_EXPECTED)
+
+
+@pytest.mark.parametrize(
+    ("rule_file", "fixture", "expected"),
+    [
+        ("gpu-class.yaml", "hgx-h100", {G + "class": "large"}),
+        ("gpu-class.yaml", "mi210-8x", {G + "class": "large"}),
+        ("gpu-class.yaml", "flex170-sriov", {G + "class": "small"}),
+        ("mig-ready.yaml", "hgx-h100", {G + "mig-ready": "true"}),
+        ("mig-ready.yaml", "mi210-8x", {}),
+        ("amd-instinct-cdna3.yaml", "mi210-8x", {}),
+        ("amd-instinct-cdna3.yaml", "hgx-h100", {}),
+        (
+            "intel-datacenter.yaml",
+            "flex170-sriov",
+            {
+                G + "intel.datacenter": "true",
+                G + "intel.datacenter.series": "flex",
+                G + "intel.datacenter.count": "9",
+            },
+        ),
+        ("intel-datacenter.yaml", "workstation-rtx4090", {}),
+    ],
+)
+def test_each_shipped_rule_on_its_target(
+    rule_file: str, fixture: str, expected: dict[str, str]
+) -> None:
+    out = _rules_test_root(str(REPO / "rules" / rule_file), fixture)
+    assert out["labels"] == expected
+    assert out["errors"] == []
+
+
+def test_scan_applies_shipped_rules_on_hgx_h100() -> None:
+    from nfd_gpu.scan import run_scan
+
+    plain = run_scan(FIXTURES / "hgx-h100")
+    with_rules = run_scan(FIXTURES / "hgx-h100", rules_path=REPO / "rules")
+    assert with_rules.labels == {
+        **plain.labels,
+        G + "class": "large",
+        G + "mig-ready": "true",
+    }
+    assert with_rules.warnings == plain.warnings

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nfd_gpu.config import ConfigError, load
+
+
+def test_precedence_file_env_flags(tmp_path: Any) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text("interval: 30\nexpiry: 600\noutputs: [featurefile, hook]\nlog-format: json\n")
+    cfg = load(str(f), env={})
+    assert (cfg.interval, cfg.outputs, cfg.log_format) == (30.0, ("featurefile", "hook"), "json")
+    cfg = load(str(f), env={"NFD_GPU_INTERVAL": "20"})
+    assert cfg.interval == 20.0
+    cfg = load(str(f), env={"NFD_GPU_INTERVAL": "20"}, flags={"interval": 10, "oneshot": None})
+    assert cfg.interval == 10.0 and cfg.oneshot is False
+
+
+def test_downward_api_env_below_nfd_gpu_env() -> None:
+    env = {"NODE_NAME": "n1", "POD_NAMESPACE": "ns", "NFD_GPU_NODE_NAME": "n2"}
+    cfg = load(None, env=env, flags={"outputs": ["nodefeature"]})
+    assert (cfg.node_name, cfg.namespace, cfg.object_name) == ("n2", "ns", "nfd-gpu-n2")
+
+
+@pytest.mark.parametrize(
+    ("content", "env", "message"),
+    [
+        ("interval: [1]\n", {}, "c.yaml: interval: expected a number"),
+        ("bogus: 1\n", {}, "c.yaml: unknown setting 'bogus'"),
+        ("a: [\n", {}, "c.yaml: invalid YAML"),
+        ("", {"NFD_GPU_NOPE": "1"}, "unknown variable NFD_GPU_NOPE"),
+        ("outputs: nodefeature\n", {}, "needs a node name"),
+        ("interval: 60\nexpiry: 60\n", {}, "at least twice the interval"),
+    ],
+)
+def test_errors_name_the_source(
+    tmp_path: Any, content: str, env: dict[str, str], message: str
+) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text(content)
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
+        load(str(f), env=env)
