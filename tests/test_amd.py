@@ -102,7 +102,7 @@ def test_mi210_snapshot() -> None:
     for g in snap.gpus:
         assert g.simd_count == 416
         assert g.compute_units == 104
-        assert g.memory_mib == 65520
+        assert g.memory_mib == 65536
         assert g.sources["memory_mib"] == "sysfs"
         assert g.board_product == "Instinct MI210"
         assert g.interconnects == ("xgmi",)
