@@ -121,3 +121,26 @@ def test_broken_tree_warns() -> None:
     assert "not a hex id" in text
     assert "not a PCI address" in text
     assert "0000:09:00.0: skipped" in text  # dangling device link
+
+
+def test_mi300x_cpx_nps4_partitions() -> None:
+    r = run_scan(fixture_root("mi300x-cpx-nps4"), profiles=("neutral", "amd"))
+    labels = r.labels
+    assert labels[f"{G}/count"] == "8"
+    assert labels[f"{G}/partitions"] == "64"
+    assert labels[f"{G}/partition.compute"] == "cpx"
+    assert labels[f"{G}/partition.memory"] == "nps4"
+    assert labels["amd.com/gpu.compute-memory-partition"] == "cpx_nps4"
+    assert labels["amd.com/gpu.cu-count"] == "38"  # per partition, as the labeller counts
+    assert len(r.snapshot.partitions) == 64
+    assert {p.compute_units for p in r.snapshot.partitions} == {38}
+    assert {g.compute_units for g in r.snapshot.gpus} == {304}
+    assert r.warnings == []
+
+
+def test_mixed_nvidia_amd() -> None:
+    labels = run_scan(fixture_root("mixed-nvidia-amd")).labels
+    assert labels[f"{G}/vendor"] == "mixed"
+    assert labels[f"{G}/nvidia.count"] == "2"
+    assert labels[f"{G}/amd.count"] == "2"
+    assert labels[f"{G}/memory-mib"] == "65536"  # MI210 64 GiB < H100 80 GB
