@@ -80,7 +80,12 @@ def scan(
     ] = None,
     profile: Annotated[
         list[str] | None,
-        typer.Option("--profile", "-p", help="Label profile: neutral (default), nvidia."),
+        typer.Option(
+            "--profile",
+            "-p",
+            envvar="NFD_GPU_PROFILES",
+            help="Label profile (repeatable): neutral (default), nvidia, amd.",
+        ),
     ] = None,
 ) -> None:
     """Scan this host (or --root) and print labels, features and GPUs."""
@@ -89,13 +94,14 @@ def scan(
     check_root(root)
     if rules is not None and not os.path.exists(rules):
         raise fail(f"--rules {rules}: no such file or directory")
-    try:
-        from nfd_gpu.scan import KNOWN_PROFILES
+    from nfd_gpu.scan import KNOWN_PROFILES, PROFILES
 
-        for p in profile or ():
-            if p not in KNOWN_PROFILES:
-                raise fail(f"--profile {p}: unknown (known: {', '.join(KNOWN_PROFILES)})")
-        result = run_scan(root, rules_path=rules, profiles=tuple(profile or ("neutral",)))
+    profiles = tuple(profile) if profile else PROFILES
+    for p in profiles:
+        if p not in KNOWN_PROFILES:
+            raise fail(f"--profile {p}: unknown (known: {', '.join(KNOWN_PROFILES)})")
+    try:
+        result = run_scan(root, profiles=profiles, rules_path=rules)
     except Exception as exc:
         from nfd_gpu.rules import RuleError
 

@@ -73,6 +73,7 @@ class Partition:
     memory_mib: int | None = None
     compute_units: int | None = None
     uuid: str | None = None
+    simd_count: int | None = None  # AMD: SIMDs in the partition (KFD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +95,15 @@ class Gpu:
     compute_minor: int | None = None
     gfx: str | None = None
     compute_units: int | None = None
+    # AMD / Intel depth (KFD, amdgpu and i915/xe sysfs)
+    simd_count: int | None = None
+    xcc_count: int | None = None
+    board_product: str | None = None  # amdgpu sysfs product_name, verbatim
+    compute_partitions_available: tuple[str, ...] = ()
+    memory_partitions_available: tuple[str, ...] = ()
+    interconnects: tuple[str, ...] = ()  # "xgmi", "xe-link"
+    xgmi_peers: int | None = None
+    tiles: int | None = None
     mig_capable: bool | None = None
     mig_enabled: bool | None = None
     driver: str | None = None

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from nfd_gpu import features as F
+from nfd_gpu.discovery import amd, amdgpuinfo, nvidia, pci, system
 from nfd_gpu.discovery import gpus as gpu_discovery
-from nfd_gpu.discovery import nvidia, pci, system
 from nfd_gpu.discovery.pciids import PciIds
 from nfd_gpu.featuremap import snapshot_features
 from nfd_gpu.hostroot import HostRoot
@@ -20,7 +20,7 @@ from nfd_gpu.labels.validate import filter_labels
 from nfd_gpu.model import Partition, Snapshot
 
 PROFILES = ("neutral",)
-KNOWN_PROFILES = ("neutral", "nvidia")
+KNOWN_PROFILES = ("neutral", "nvidia", "amd")
 
 
 @dataclass
@@ -46,6 +46,10 @@ def discover(host: HostRoot) -> Snapshot:
     partitions: tuple[Partition, ...] = ()
     if any(g.vendor == "nvidia" for g in gpus):
         gpus, partitions, versions = nvidia.apply(nvidia.collect(host), gpus, versions)
+    if any(g.vendor == "amd" for g in gpus):
+        gpus = amdgpuinfo.apply(gpus, amdgpuinfo.query(host))
+    gpus, amd_partitions = amd.enrich(host, gpus)
+    partitions = partitions + amd_partitions
     return Snapshot(
         root=host.root,
         pci=devices,
@@ -72,6 +76,10 @@ def label(
             from nfd_gpu.labels.nvidia import nvidia_labels
 
             labels.update(nvidia_labels(snap))
+        elif p == "amd":
+            from nfd_gpu.labels.amd import amd_labels
+
+            labels.update(amd_labels(snap))
         else:
             known = ", ".join(KNOWN_PROFILES)
             raise ValueError(f"unknown label profile {p!r} (known: {known})")

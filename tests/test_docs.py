@@ -27,3 +27,20 @@ def test_readme_commands_exist() -> None:
     readme = (REPO / "README.md").read_text()
     assert "nfd-gpu scan --root tests/fixtures/sysfs/hgx-h100" in readme
     assert "bash scripts/test.sh" in readme
+
+
+def test_amd_labels_doc_is_generated() -> None:
+    from nfd_gpu.labels import amd
+
+    assert (REPO / "docs/labels-amd.md").read_text() == amd.render_docs(), (
+        "docs/labels-amd.md is stale: run `python -m nfd_gpu.labels.amd > docs/labels-amd.md`"
+    )
+
+
+@pytest.mark.parametrize("name", ALL_FIXTURES)
+def test_every_amd_label_is_documented(name: str) -> None:
+    from nfd_gpu.labels import amd
+
+    for key in run_scan(fixture_root(name), profiles=("amd",)).labels:
+        assert key.startswith("amd.com/"), key
+        assert amd.documented(key), key

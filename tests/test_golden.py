@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nfd_gpu.scan import run_scan
+from nfd_gpu.scan import KNOWN_PROFILES, run_scan
 from tests.conftest import ALL_FIXTURES, GOLDEN, fixture_root
 
 G = "gpu.feature.node.kubernetes.io"
@@ -23,13 +23,36 @@ def test_golden_labels(name: str) -> None:
     assert run_scan(fixture_root(name)).labels == read_golden(name)
 
 
-@pytest.mark.parametrize("name", ALL_FIXTURES)
-def test_golden_labels_nvidia_profile(name: str) -> None:
-    assert run_scan(fixture_root(name), profiles=["nvidia"]).labels == read_golden(f"nvidia/{name}")
-
-
 def test_every_fixture_has_a_golden_file() -> None:
-    assert sorted(p.stem for p in GOLDEN.glob("*.labels")) == ALL_FIXTURES
+    assert sorted(p.stem for p in GOLDEN.glob("*.labels") if "." not in p.stem) == ALL_FIXTURES
+
+
+VENDOR_PROFILES = [p for p in KNOWN_PROFILES if p != "neutral"]
+
+
+@pytest.mark.parametrize("profile", VENDOR_PROFILES)
+@pytest.mark.parametrize("name", ALL_FIXTURES)
+def test_vendor_profile_golden_labels(name: str, profile: str) -> None:
+    """Vendor profiles have a golden file wherever they emit anything."""
+    labels = run_scan(fixture_root(name), profiles=(profile,)).labels
+    path = GOLDEN / f"{name}.{profile}.labels"
+    if not labels:
+        assert not path.exists()
+        return
+    assert labels == read_golden(f"{name}.{profile}")
+
+
+def test_mi210_amd_profile_matches_labeller_formulas() -> None:
+    """AMD labeller formulas on the KFD capture: simd_count 416, simd_per_cu 4 -> 104 CUs;
+    vram = round(MiB / 1024) G."""
+    labels = run_scan(fixture_root("mi210-8x"), profiles=("amd",)).labels
+    assert labels["amd.com/gpu.vram"] == "64G"
+    assert labels["amd.com/gpu.cu-count"] == "104"
+    assert labels["amd.com/gpu.simd-count"] == "416"
+    assert labels["amd.com/gpu.device-id"] == "740f"
+    assert labels["amd.com/gpu.product-name"] == "Instinct_MI210"
+    assert labels["amd.com/gpu.family"] == "AI"
+    assert labels["amd.com/gpu.driver-version"] == "6.10.5"
 
 
 def test_hgx_h100() -> None:
@@ -56,6 +79,8 @@ def test_mi210() -> None:
     assert labels[f"{G}/vendor"] == "amd"
     assert labels[f"{G}/family"] == "cdna2"
     assert labels[f"{G}/amd.gfx"] == "gfx90a"
+    assert labels[f"{G}/interconnect.xgmi"] == "true"
+    assert labels[f"{G}/compute-units"] == "104"
 
 
 def test_flex170_counts_pf_once_and_reports_vfs() -> None:
@@ -96,3 +121,26 @@ def test_broken_tree_warns() -> None:
     assert "not a hex id" in text
     assert "not a PCI address" in text
     assert "0000:09:00.0: skipped" in text  # dangling device link
+
+
+def test_mi300x_cpx_nps4_partitions() -> None:
+    r = run_scan(fixture_root("mi300x-cpx-nps4"), profiles=("neutral", "amd"))
+    labels = r.labels
+    assert labels[f"{G}/count"] == "8"
+    assert labels[f"{G}/partitions"] == "64"
+    assert labels[f"{G}/partition.compute"] == "cpx"
+    assert labels[f"{G}/partition.memory"] == "nps4"
+    assert labels["amd.com/gpu.compute-memory-partition"] == "cpx_nps4"
+    assert labels["amd.com/gpu.cu-count"] == "38"  # per partition, as the labeller counts
+    assert len(r.snapshot.partitions) == 64
+    assert {p.compute_units for p in r.snapshot.partitions} == {38}
+    assert {g.compute_units for g in r.snapshot.gpus} == {304}
+    assert r.warnings == []
+
+
+def test_mixed_nvidia_amd() -> None:
+    labels = run_scan(fixture_root("mixed-nvidia-amd")).labels
+    assert labels[f"{G}/vendor"] == "mixed"
+    assert labels[f"{G}/nvidia.count"] == "2"
+    assert labels[f"{G}/amd.count"] == "2"
+    assert labels[f"{G}/memory-mib"] == "65536"  # MI210 64 GiB < H100 80 GB

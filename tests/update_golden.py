@@ -10,7 +10,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from nfd_gpu.scan import run_scan  # noqa: E402
+from nfd_gpu.scan import KNOWN_PROFILES, run_scan  # noqa: E402
+
+VENDOR_PROFILES = [p for p in KNOWN_PROFILES if p != "neutral"]
 
 
 def main() -> None:
@@ -20,12 +22,15 @@ def main() -> None:
         labels = run_scan(root).labels
         text = "".join(f"{k}={labels[k]}\n" for k in sorted(labels))
         (HERE / "golden" / f"{root.name}.labels").write_text(text)
-        nv = run_scan(root, profiles=["nvidia"]).labels
-        (HERE / "golden" / "nvidia").mkdir(exist_ok=True)
-        (HERE / "golden" / "nvidia" / f"{root.name}.labels").write_text(
-            "".join(f"{k}={nv[k]}\n" for k in sorted(nv))
-        )
         print(f"{root.name}: {len(labels)} labels")
+        for profile in VENDOR_PROFILES:
+            out = HERE / "golden" / f"{root.name}.{profile}.labels"
+            labels = run_scan(root, profiles=(profile,)).labels
+            if labels:
+                out.write_text("".join(f"{k}={labels[k]}\n" for k in sorted(labels)))
+                print(f"{root.name} [{profile}]: {len(labels)} labels")
+            elif out.exists():
+                out.unlink()
 
 
 if __name__ == "__main__":

@@ -86,6 +86,22 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
     LabelDoc("sriov.capable", "`true` `false`", "Any GPU PF supports SR-IOV."),
     LabelDoc("sriov.vfs", "integer", "VFs enabled on GPU PFs (when SR-IOV capable)."),
     LabelDoc("interconnect.nvswitch", "`true`", "NVSwitch bridges present."),
+    LabelDoc("interconnect.xgmi", "`true`", "AMD GPUs linked by XGMI (KFD io_links type 11)."),
+    LabelDoc(
+        "partitions",
+        "integer",
+        "AMD compute partitions on the node (KFD nodes of partitioned GPUs).",
+    ),
+    LabelDoc(
+        "partition.compute",
+        "`spx` `dpx` `tpx` `qpx` `cpx` or `mixed`",
+        "AMD compute partition mode (`current_compute_partition`).",
+    ),
+    LabelDoc(
+        "partition.memory",
+        "`nps1` `nps2` `nps4` `nps8` or `mixed`",
+        "AMD memory partition mode (`current_memory_partition`).",
+    ),
     LabelDoc("pcie.gen", "integer", "Lowest negotiated PCIe generation over the GPUs."),
     LabelDoc("pcie.width", "integer", "Lowest negotiated PCIe link width over the GPUs."),
     LabelDoc("pcie.degraded", "`true`", "Some GPU link trained below its maximum."),
@@ -198,6 +214,18 @@ def neutral_attributes(snap: Snapshot) -> dict[str, str]:
 
     if snap.nvswitches and nv:
         out["interconnect.nvswitch"] = "true"
+    if any("xgmi" in g.interconnects for g in amd):
+        out["interconnect.xgmi"] = "true"
+    amd_parts = [p for p in snap.partitions if p.kind == "amd"]
+    if amd_parts:
+        out["partitions"] = str(len(amd_parts))
+    for key, get in (
+        ("partition.compute", lambda g: g.partition_compute),
+        ("partition.memory", lambda g: g.partition_memory),
+    ):
+        known = [v for v in map(get, amd) if v]
+        if known:
+            out[key] = known[0] if len(set(known)) == 1 else MIXED
 
     links = [g.link for g in gpus if g.link is not None]
     gens = [lk.current_gen for lk in links if lk.current_gen]

@@ -118,6 +118,14 @@ SHIPPED_EXPECTED: dict[str, dict[str, str]] = {
     "h100-gpu-lost": {G + "class": "large", G + "mig-ready": "true"},
     # damaged tree: mixed vendors, smallest readable memory 16 GiB
     "broken": {G + "class": "small"},
+    # 8x MI300X (cdna3, 192 GiB) in CPX/NPS4: still 8 PCI GPUs for the CDNA3 rule
+    "mi300x-cpx-nps4": {
+        G + "class": "large",
+        G + "amd.instinct-cdna3": "true",
+        G + "amd.instinct-cdna3.count": "8",
+    },
+    # 2x H100 + 2x MI210: family is `mixed`, so not the large tier; 64 GiB minimum -> medium
+    "mixed-nvidia-amd": {G + "class": "medium"},
 }
 
 

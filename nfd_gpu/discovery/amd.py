@@ -1,0 +1,284 @@
+"""AMD depth: KFD topology, amdgpu DRM sysfs attributes, partitions and XGMI.
+
+Sources (``reference/amd-intel.md`` §A3):
+
+* ``sys/class/kfd/kfd/topology/nodes/<n>/properties``: ``<key> <decimal>`` lines.
+  GPU nodes have ``simd_count > 0``; ``gfx_target_version`` encodes
+  major*10000 + minor*100 + stepping, printed ``gfx<major><minor><stepping:x>``;
+  ``location_id`` holds bus (bits 8-15), device (3-7) and function (0-2); all
+  partitions of one GPU share bus and device.
+* ``nodes/<n>/mem_banks/<i>/properties`` ``size_in_bytes``;
+  ``nodes/<n>/io_links/<i>/properties`` ``type 11`` = XGMI.
+* ``sys/bus/pci/devices/<bdf>/{mem_info_vram_total, product_name,
+  current_compute_partition, available_compute_partition,
+  current_memory_partition, available_memory_partition}``.
+
+Everything is best effort: unreadable or odd files are warnings (from
+:class:`HostRoot`) and the facts stay unknown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.model import Gpu, Partition
+
+KFD_NODES = "sys/class/kfd/kfd/topology/nodes"
+IO_LINK_XGMI = 11
+MIB = 1024 * 1024
+
+
+def parse_properties(text: str | None) -> dict[str, int]:
+    """KFD ``properties``: ``<key> <integer>`` per line; other lines are ignored."""
+    out: dict[str, int] = {}
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if len(parts) != 2:
+            continue
+        key, value = parts
+        if not key.replace("_", "").isalnum():
+            continue
+        try:
+            out[key] = int(value, 10)
+        except ValueError:
+            continue
+    return out
+
+
+def gfx_name(version: int | None) -> str | None:
+    """``gfx_target_version`` to an ISA name: 90010 -> gfx90a, 90402 -> gfx942."""
+    if not version or version < 0:
+        return None
+    major = version // 10000 % 100
+    minor = version // 100 % 100
+    stepping = version % 100
+    if major == 0 or stepping > 15:
+        return None
+    return f"gfx{major}{minor}{stepping:x}"
+
+
+def location_address(domain: int, location_id: int) -> str:
+    """PCI address of a KFD node: ``dddd:bb:dd.f``."""
+    bus = (location_id >> 8) & 0xFF
+    dev = (location_id >> 3) & 0x1F
+    fn = location_id & 0x7
+    return f"{domain & 0xFFFF:04x}:{bus:02x}:{dev:02x}.{fn}"
+
+
+def slot_of(address: str) -> str:
+    """``dddd:bb:dd`` of a PCI address (partitions of a GPU differ only in the function)."""
+    return address.rsplit(".", 1)[0]
+
+
+def parse_partition_list(text: str | None) -> tuple[str, ...]:
+    """``available_*_partition``: ``SPX, DPX, QPX, CPX`` -> ("cpx", "dpx", "qpx", "spx")."""
+    if not text or "not supported" in text.lower():
+        return ()
+    items = {p.strip().lower() for p in text.replace(",", " ").split()}
+    return tuple(sorted(p for p in items if p.isalnum()))
+
+
+def parse_partition_mode(text: str | None) -> str | None:
+    """``current_*_partition``: one word (``CPX``, ``NPS4``) -> lower case, else None."""
+    if not text:
+        return None
+    word = text.strip().split()[0].lower() if text.strip() else ""
+    return word if word.isalnum() else None
+
+
+@dataclass(frozen=True, slots=True)
+class KfdNode:
+    """One KFD GPU node (a whole GPU, or one partition of it)."""
+
+    node: int
+    address: str
+    simd_count: int
+    simd_per_cu: int | None
+    gfx: str | None
+    device_id: str | None
+    render_minor: int | None
+    num_xcc: int | None
+    unique_id: str | None
+    memory_bytes: int | None
+    xgmi_peers: tuple[int, ...] = ()
+
+    @property
+    def compute_units(self) -> int | None:
+        if not self.simd_per_cu:
+            return None
+        return self.simd_count // self.simd_per_cu
+
+
+def _node_memory(host: HostRoot, base: str) -> int | None:
+    total = 0
+    found = False
+    for bank in host.listdir(f"{base}/mem_banks"):
+        props = parse_properties(host.read_text(f"{base}/mem_banks/{bank}/properties"))
+        size = props.get("size_in_bytes")
+        if size is not None and size > 0:
+            total += size
+            found = True
+    return total if found else None
+
+
+def _xgmi_peers(host: HostRoot, base: str) -> tuple[int, ...]:
+    peers = set()
+    for link in host.listdir(f"{base}/io_links"):
+        props = parse_properties(host.read_text(f"{base}/io_links/{link}/properties"))
+        if props.get("type") == IO_LINK_XGMI and "node_to" in props:
+            peers.add(props["node_to"])
+    return tuple(sorted(peers))
+
+
+def read_kfd(host: HostRoot) -> list[KfdNode]:
+    """GPU nodes of the KFD topology (CPU nodes, with ``simd_count 0``, are skipped)."""
+    out: list[KfdNode] = []
+    names = host.listdir(KFD_NODES)
+    for name in sorted((n for n in names if n.isdigit()), key=int):
+        base = f"{KFD_NODES}/{name}"
+        props = parse_properties(host.read_text(f"{base}/properties"))
+        simd = props.get("simd_count", 0)
+        if simd <= 0:
+            continue
+        loc = props.get("location_id")
+        if loc is None:
+            host.warn(f"/{base}/properties: GPU node without location_id")
+            continue
+        dev = props.get("device_id")
+        render = props.get("drm_render_minor")
+        unique = props.get("unique_id")
+        out.append(
+            KfdNode(
+                node=int(name),
+                address=location_address(props.get("domain", 0), loc),
+                simd_count=simd,
+                simd_per_cu=props.get("simd_per_cu") or None,
+                gfx=gfx_name(props.get("gfx_target_version")),
+                device_id=f"{dev:04x}" if dev is not None and 0 < dev <= 0xFFFF else None,
+                render_minor=render if render and render > 0 else None,
+                num_xcc=props.get("num_xcc"),
+                unique_id=str(unique) if unique else None,
+                memory_bytes=_node_memory(host, base),
+                xgmi_peers=_xgmi_peers(host, base),
+            )
+        )
+    return out
+
+
+def _sum_known(values: Iterable[int | None]) -> int | None:
+    vals = list(values)
+    if not vals or any(v is None for v in vals):
+        return None
+    return sum(v for v in vals if v is not None)
+
+
+def enrich(
+    host: HostRoot, gpus: tuple[Gpu, ...], kfd: list[KfdNode] | None = None
+) -> tuple[tuple[Gpu, ...], tuple[Partition, ...]]:
+    """AMD GPUs completed from KFD and amdgpu sysfs; partitions from KFD nodes."""
+    if not any(g.vendor == "amd" for g in gpus):
+        return gpus, ()
+    nodes = read_kfd(host) if kfd is None else kfd
+    by_slot: dict[str, list[KfdNode]] = {}
+    for n in nodes:
+        by_slot.setdefault(slot_of(n.address), []).append(n)
+    peers_node_to_slot = {n.node: slot_of(n.address) for n in nodes}
+
+    out: list[Gpu] = []
+    partitions: list[Partition] = []
+    for g in gpus:
+        if g.vendor != "amd":
+            out.append(g)
+            continue
+        mine = by_slot.get(slot_of(g.address), [])
+        g2, parts = _enrich_one(host, g, mine, peers_node_to_slot)
+        out.append(g2)
+        partitions += parts
+    return tuple(out), tuple(partitions)
+
+
+def _enrich_one(
+    host: HostRoot, g: Gpu, nodes: list[KfdNode], node_slot: dict[int, str]
+) -> tuple[Gpu, list[Partition]]:
+    dev = f"sys/bus/pci/devices/{g.address}"
+    sources = dict(g.sources)
+    changes: dict[str, object] = {}
+
+    vram = host.read_int(f"{dev}/mem_info_vram_total")
+    if vram and vram > 0:
+        changes["memory_mib"] = vram // MIB
+        sources["memory_mib"] = "sysfs"
+    elif nodes:
+        mem = _sum_known(n.memory_bytes for n in nodes)
+        if mem:
+            changes["memory_mib"] = mem // MIB
+            sources["memory_mib"] = "kfd"
+
+    board = host.read_text(f"{dev}/product_name")
+    if board:
+        changes["board_product"] = board
+        sources["board_product"] = "sysfs"
+
+    compute = parse_partition_mode(host.read_text(f"{dev}/current_compute_partition"))
+    memory = parse_partition_mode(host.read_text(f"{dev}/current_memory_partition"))
+    if compute:
+        changes["partition_compute"] = compute
+        sources["partition_compute"] = "sysfs"
+    if memory:
+        changes["partition_memory"] = memory
+        sources["partition_memory"] = "sysfs"
+    if host.exists(f"{dev}/available_compute_partition"):
+        changes["compute_partitions_available"] = parse_partition_list(
+            host.read_text(f"{dev}/available_compute_partition")
+        )
+    if host.exists(f"{dev}/available_memory_partition"):
+        changes["memory_partitions_available"] = parse_partition_list(
+            host.read_text(f"{dev}/available_memory_partition")
+        )
+
+    parts: list[Partition] = []
+    if nodes:
+        first = nodes[0]
+        simd = sum(n.simd_count for n in nodes)
+        changes["simd_count"] = simd
+        sources["simd_count"] = "kfd"
+        cus = _sum_known(n.compute_units for n in nodes)
+        if cus:
+            changes["compute_units"] = cus
+            sources["compute_units"] = "kfd"
+        if first.gfx:
+            changes["gfx"] = first.gfx
+            sources["gfx"] = "kfd"
+        xcc = _sum_known(n.num_xcc for n in nodes)
+        if xcc:
+            changes["xcc_count"] = xcc
+        if first.unique_id and not g.uuid:
+            changes["uuid"] = first.unique_id
+            sources["uuid"] = "kfd"
+        own = slot_of(g.address)
+        peers = {node_slot.get(p) for n in nodes for p in n.xgmi_peers}
+        peers.discard(None)
+        peers.discard(own)
+        if peers:
+            changes["interconnects"] = tuple(sorted({*g.interconnects, "xgmi"}))
+            changes["xgmi_peers"] = len(peers)
+        if len(nodes) > 1:
+            profile = compute or f"{len(nodes)}x"
+            for i, n in enumerate(nodes):
+                parts.append(
+                    Partition(
+                        parent=g.address,
+                        kind="amd",
+                        profile=profile,
+                        index=i,
+                        memory_mib=n.memory_bytes // MIB if n.memory_bytes else None,
+                        compute_units=n.compute_units,
+                        uuid=n.unique_id,
+                        simd_count=n.simd_count,
+                    )
+                )
+    changes["sources"] = sources
+    return dataclasses.replace(g, **changes), parts  # type: ignore[arg-type]

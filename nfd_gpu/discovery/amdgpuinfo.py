@@ -1,0 +1,95 @@
+"""Adapter for ``pyamdgpuinfo`` (libdrm): marketing name and VRAM size per GPU.
+
+The only module that imports ``pyamdgpuinfo``, lazily. The library opens the
+real ``/dev/dri`` nodes, so it is used only when the host root is ``/`` and
+``/dev/dri`` exists. It raises ``OSError`` (no permission, no device) or
+``RuntimeError``; every failure becomes a warning, never a crash.
+
+API facts (mark9064/pyamdgpuinfo 2.1.x): ``detect_gpus() -> int``,
+``get_gpu(i)`` with ``.pci_slot`` (``0000:03:00.0`` or None), ``.name`` (str or
+None) and ``.memory_info["vram_size"]`` (bytes or None).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.model import Gpu
+
+MODULE = "pyamdgpuinfo"
+
+
+@dataclass(frozen=True, slots=True)
+class AmdgpuInfo:
+    pci_slot: str
+    name: str | None
+    vram_bytes: int | None
+
+
+def usable(host: HostRoot) -> bool:
+    """The library reads the live /dev/dri: only for the real root."""
+    return host.root == "/" and os.path.isdir("/dev/dri")
+
+
+def query(host: HostRoot, *, force: bool = False) -> dict[str, AmdgpuInfo]:
+    """PCI address -> facts. Empty (with a warning on failure) when unavailable."""
+    if not force and not usable(host):
+        return {}
+    try:
+        mod: Any = importlib.import_module(MODULE)
+    except ImportError:
+        return {}
+    except Exception as exc:  # a broken extension module
+        host.warn(f"{MODULE}: import failed: {exc}")
+        return {}
+    try:
+        count = int(mod.detect_gpus())
+    except Exception as exc:
+        host.warn(f"{MODULE}: detect_gpus failed: {exc}")
+        return {}
+    out: dict[str, AmdgpuInfo] = {}
+    for i in range(max(count, 0)):
+        try:
+            gpu = mod.get_gpu(i)
+            slot = gpu.pci_slot
+            name = gpu.name
+            mem = gpu.memory_info
+            vram = mem.get("vram_size") if isinstance(mem, dict) else None
+        except Exception as exc:
+            host.warn(f"{MODULE}: get_gpu({i}) failed: {exc}")
+            continue
+        if not isinstance(slot, str) or not slot:
+            continue
+        out[slot.lower()] = AmdgpuInfo(
+            pci_slot=slot.lower(),
+            name=name.strip() if isinstance(name, str) and name.strip() else None,
+            vram_bytes=vram if isinstance(vram, int) and vram > 0 else None,
+        )
+    return out
+
+
+def apply(gpus: tuple[Gpu, ...], infos: dict[str, AmdgpuInfo]) -> tuple[Gpu, ...]:
+    """AMD GPUs with the library's name and VRAM (library facts win over tables)."""
+    if not infos:
+        return gpus
+    out = []
+    for g in gpus:
+        info = infos.get(g.address) if g.vendor == "amd" else None
+        if info is None:
+            out.append(g)
+            continue
+        sources = dict(g.sources)
+        changes: dict[str, Any] = {}
+        if info.name:
+            changes["product"] = info.name
+            sources["product"] = MODULE
+        if info.vram_bytes:
+            changes["memory_mib"] = info.vram_bytes // (1024 * 1024)
+            sources["memory_mib"] = MODULE
+        out.append(dataclasses.replace(g, **changes, sources=sources))
+    return tuple(out)
