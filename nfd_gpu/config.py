@@ -192,6 +192,11 @@ def _validate(cfg: Config) -> None:
     for o in cfg.outputs:
         if o not in OUTPUTS:
             raise bad(f"unknown output {o!r} (choose from {', '.join(OUTPUTS)})")
+    from nfd_gpu.scan import KNOWN_PROFILES  # light: no vendor library is imported
+
+    for p in cfg.profiles:
+        if p not in KNOWN_PROFILES:
+            raise bad(f"unknown label profile {p!r} (choose from {', '.join(KNOWN_PROFILES)})")
     for o in cfg.owner_refs:
         if o not in OWNER_REF_KINDS:
             raise bad(f"unknown owner reference {o!r} (choose from {', '.join(OWNER_REF_KINDS)})")

@@ -321,9 +321,8 @@ def test_compat_profiles_exist() -> None:
 
     env = {e["name"]: e.get("value") for e in agent_container(render("compat"))["env"]}
     wanted = env["NFD_GPU_PROFILES"].split(",")
-    if set(wanted) - set(scan.PROFILES) and scan.PROFILES == ("neutral",):
-        pytest.skip("vendor label profiles are not on this branch yet (only 'neutral')")
-    assert set(wanted) <= set(scan.PROFILES)
+    assert set(wanted) <= set(scan.KNOWN_PROFILES)
+    assert set(scan.KNOWN_PROFILES) <= set(wanted), "compat should switch every profile on"
 
 
 # -- RBAC against the NodeFeature sink -------------------------------------------------

@@ -33,6 +33,7 @@ def test_downward_api_env_below_nfd_gpu_env() -> None:
         ("", {"NFD_GPU_NOPE": "1"}, "unknown variable NFD_GPU_NOPE"),
         ("outputs: nodefeature\n", {}, "needs a node name"),
         ("interval: 60\nexpiry: 60\n", {}, "at least twice the interval"),
+        ("profiles: [neutral, bogus]\n", {}, "unknown label profile 'bogus'"),
     ],
 )
 def test_errors_name_the_source(
