@@ -128,6 +128,28 @@ def scan(
         typer.echo(render_table(result), nl=False)
 
 
+@app.command()
+def snapshot(
+    dest: Annotated[str, typer.Argument(metavar="DIR", help="Empty or new directory to write.")],
+    root: RootOption = "/",
+) -> None:
+    """Capture what a scan reads (and NVML's answers) into DIR; replay: scan --root DIR."""
+    from nfd_gpu.snapshot import SnapshotError, take_snapshot
+
+    check_root(root)
+    try:
+        report = take_snapshot(dest, root)
+    except SnapshotError as exc:
+        raise fail(str(exc)) from None
+    except OSError as exc:
+        raise fail(f"{dest}: {exc.strerror or exc}") from None
+    typer.echo(
+        f"{report.dest}: {len(report.files)} file(s), {len(report.links)} link(s), "
+        f"{len(report.markers)} marker(s), {report.bytes} bytes, nvml {report.nvml}"
+        + (f", {len(report.skipped)} skipped" if report.skipped else "")
+    )
+
+
 def render_table(result: Any) -> str:
     """A per-GPU table for people."""
     from nfd_gpu.model import Gpu

@@ -6,6 +6,7 @@ import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 
 from nfd_gpu import features as F
 from nfd_gpu.discovery import gpus as gpu_discovery
@@ -34,8 +35,10 @@ class ScanResult:
         return dict(Counter(g.vendor for g in self.snapshot.gpus))
 
 
-def discover(host: HostRoot) -> Snapshot:
-    """Read the host into a :class:`Snapshot` (read-only; failures become warnings)."""
+def discover(host: HostRoot, *, nvml_lib: ModuleType | None = None) -> Snapshot:
+    """Read the host into a :class:`Snapshot` (read-only; failures become warnings).
+
+    ``nvml_lib`` replaces the NVML library (``nfd-gpu snapshot`` records through it)."""
     devices = pci.discover(host)
     gpu_fns, vfs, switches = gpu_discovery.classify(devices)
     ids = PciIds(host)
@@ -43,7 +46,7 @@ def discover(host: HostRoot) -> Snapshot:
     versions = system.module_versions(host)
     partitions: tuple[Partition, ...] = ()
     if any(g.vendor == "nvidia" for g in gpus):
-        gpus, partitions, versions = nvidia.apply(nvidia.collect(host), gpus, versions)
+        gpus, partitions, versions = nvidia.apply(nvidia.collect(host, nvml_lib), gpus, versions)
     return Snapshot(
         root=host.root,
         pci=devices,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+from types import ModuleType
 
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu, Partition
@@ -216,18 +217,19 @@ def merge(gpus: tuple[Gpu, ...], facts: NvidiaFacts) -> tuple[Gpu, ...]:
 NVML_RECORDING = "nvml.json"
 
 
-def collect(host: HostRoot) -> NvidiaFacts:
+def collect(host: HostRoot, nvml_lib: ModuleType | None = None) -> NvidiaFacts:
     """procfs facts, overlaid with NVML's when NVML answers.
 
-    NVML is the real library on ``/``; under another root it is the recording
-    ``<root>/nvml.json`` when one exists (a fixture or ``nfd-gpu snapshot``), else absent.
+    NVML is ``nvml_lib`` when given (``nfd-gpu snapshot`` passes a recording wrapper), else
+    the real library on ``/``; under another root it is the recording ``<root>/nvml.json``
+    when one exists (a fixture or ``nfd-gpu snapshot``), else absent.
     NVML warnings (a lost GPU) go to the host's warnings; such a GPU keeps its procfs facts.
     """
     from nfd_gpu.discovery import nvml, nvml_replay  # lazy: only on NVIDIA nodes
 
     procfs = read_procfs(host)
-    lib = None
-    if host.root != "/":
+    lib = nvml_lib
+    if lib is None and host.root != "/":
         rec = host.path(NVML_RECORDING)
         if not host.exists(NVML_RECORDING):
             return procfs
