@@ -82,6 +82,22 @@ def scan(
         list[str] | None,
         typer.Option("--profile", "-p", help="Label profile: neutral (default), nvidia."),
     ] = None,
+    mig_strategy: Annotated[
+        str | None,
+        typer.Option(
+            "--mig-strategy",
+            envvar="NFD_GPU_MIG_STRATEGY",
+            help="nvidia profile MIG strategy: none, single, mixed (default: from the hardware).",
+        ),
+    ] = None,
+    sharing_config: Annotated[
+        str | None,
+        typer.Option(
+            "--sharing-config",
+            envvar="NFD_GPU_SHARING_CONFIG",
+            help="Device-plugin config file (sharing.timeSlicing/mps replicas, flags.migStrategy).",
+        ),
+    ] = None,
 ) -> None:
     """Scan this host (or --root) and print labels, features and GPUs."""
     from nfd_gpu.scan import run_scan
@@ -95,7 +111,13 @@ def scan(
         for p in profile or ():
             if p not in KNOWN_PROFILES:
                 raise fail(f"--profile {p}: unknown (known: {', '.join(KNOWN_PROFILES)})")
-        result = run_scan(root, rules_path=rules, profiles=tuple(profile or ("neutral",)))
+        nvidia_options = _nvidia_options(mig_strategy, sharing_config)
+        result = run_scan(
+            root,
+            rules_path=rules,
+            profiles=tuple(profile or ("neutral",)),
+            nvidia_options=nvidia_options,
+        )
     except Exception as exc:
         from nfd_gpu.rules import RuleError
 
@@ -148,6 +170,19 @@ def snapshot(
         f"{len(report.markers)} marker(s), {report.bytes} bytes, nvml {report.nvml}"
         + (f", {len(report.skipped)} skipped" if report.skipped else "")
     )
+
+
+def _nvidia_options(mig_strategy: str | None, sharing_config: str | None) -> Any:
+    from nfd_gpu.labels.nvidia import MIG_STRATEGIES, NvidiaOptions, load_sharing_config
+
+    if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES[1:]:
+        raise fail(f"--mig-strategy {mig_strategy}: expected none, single or mixed")
+    if sharing_config is None:
+        return NvidiaOptions(mig_strategy=mig_strategy or "auto")
+    try:
+        return load_sharing_config(sharing_config, mig_strategy)
+    except ValueError as exc:
+        raise fail(f"--sharing-config {exc}") from None
 
 
 def render_table(result: Any) -> str:

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from nfd_gpu import features as F
 from nfd_gpu.discovery import gpus as gpu_discovery
@@ -17,6 +18,9 @@ from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.labels.neutral import NAMESPACE, neutral_labels
 from nfd_gpu.labels.validate import filter_labels
 from nfd_gpu.model import Partition, Snapshot
+
+if TYPE_CHECKING:
+    from nfd_gpu.labels.nvidia import NvidiaOptions
 
 PROFILES = ("neutral",)
 KNOWN_PROFILES = ("neutral", "nvidia")
@@ -61,7 +65,10 @@ def discover(host: HostRoot, *, nvml_lib: ModuleType | None = None) -> Snapshot:
 
 
 def label(
-    snap: Snapshot, profiles: Sequence[str] = PROFILES, namespace: str = NAMESPACE
+    snap: Snapshot,
+    profiles: Sequence[str] = PROFILES,
+    namespace: str = NAMESPACE,
+    nvidia_options: NvidiaOptions | None = None,
 ) -> tuple[dict[str, str], list[str]]:
     """Labels of the chosen profiles, validated; invalid ones dropped with a warning."""
     warnings: list[str] = []
@@ -72,7 +79,7 @@ def label(
         elif p == "nvidia":
             from nfd_gpu.labels.nvidia import nvidia_labels
 
-            labels.update(nvidia_labels(snap))
+            labels.update(nvidia_labels(snap, nvidia_options, warnings))
         else:
             known = ", ".join(KNOWN_PROFILES)
             raise ValueError(f"unknown label profile {p!r} (known: {known})")
@@ -86,6 +93,7 @@ def run_scan(
     rules_path: str | os.PathLike[str] | None = None,
     tolerant_rules: bool = False,
     namespace: str = NAMESPACE,
+    nvidia_options: NvidiaOptions | None = None,
 ) -> ScanResult:
     """Discover, label and apply custom rules. Hardware problems are warnings, never
     exceptions. An invalid rule file raises :class:`nfd_gpu.rules.RuleError`, unless
@@ -93,7 +101,7 @@ def run_scan(
     warnings and rule errors while the valid ones still apply."""
     host = HostRoot(root)
     snap = discover(host)
-    labels, warnings = label(snap, profiles, namespace)
+    labels, warnings = label(snap, profiles, namespace, nvidia_options)
     feats = snapshot_features(snap)
     all_warnings = list(snap.warnings) + warnings
     rule_errors: list[tuple[str, str]] = []

@@ -26,6 +26,15 @@ def main() -> None:
             "".join(f"{k}={nv[k]}\n" for k in sorted(nv))
         )
         print(f"{root.name}: {len(labels)} labels")
+    from tests.nvidia_cases import OPTION_CASES
+
+    out = HERE / "golden" / "nvidia" / "options"
+    out.mkdir(exist_ok=True)
+    for case, (fixture, opts) in OPTION_CASES.items():
+        nv = run_scan(HERE / "fixtures" / "sysfs" / fixture, profiles=["nvidia"],
+                      nvidia_options=opts).labels  # fmt: skip
+        (out / f"{case}.labels").write_text("".join(f"{k}={nv[k]}\n" for k in sorted(nv)))
+        print(f"nvidia/options/{case}: {len(nv)} labels")
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ class GpuFacts:
     max_mig_devices: int | None = None
     multiprocessors: int | None = None
     virtualization: str | None = None  # none | passthrough | vgpu-guest | vgpu-host
+    clique: str | None = None  # NVLink fabric "<clusterUUID>.<cliqueId>"
     source: str = ""  # where these facts came from, when not the NvidiaFacts' source
 
 
@@ -170,7 +171,7 @@ def _reindex(parts: list[Partition]) -> list[Partition]:
     return out
 
 
-_GPU_FIELDS = ("product", "uuid", "memory_mib", "mig_capable", "mig_enabled")
+_GPU_FIELDS = ("product", "uuid", "memory_mib", "mig_capable", "mig_enabled", "clique")
 
 
 def merge(gpus: tuple[Gpu, ...], facts: NvidiaFacts) -> tuple[Gpu, ...]:

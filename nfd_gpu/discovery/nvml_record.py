@@ -30,10 +30,9 @@ DEVICE_FUNCTIONS = (
     "nvmlDeviceGetAttributes",
     "nvmlDeviceGetGpuInstanceId",
     "nvmlDeviceGetComputeInstanceId",
-    "nvmlDeviceGetGpuFabricInfo",
 )
 SYSTEM_FUNCTIONS = ("nvmlSystemGetDriverVersion", "nvmlSystemGetCudaDriverVersion")
-CONSTANT_PREFIXES = ("NVML_",)
+CONSTANT_PREFIXES = ("NVML_", "c_nvmlGpuFabricInfo_t")
 
 
 def encode(v: Any, depth: int = 0) -> Any:
@@ -177,6 +176,18 @@ class Recording:
             dev.setdefault("computeInstanceProfiles", {})[str(p)] = encode(info)
             return info
 
+        def nvmlDeviceGetGpuFabricInfo(h: Handle, ref: Any) -> Any:
+            fn = "nvmlDeviceGetGpuFabricInfo"
+            try:
+                ret = lib.nvmlDeviceGetGpuFabricInfo(h.real, ref)
+            except lib.NVMLError as exc:
+                h.data[fn] = {"error": error_name(exc)}
+                raise
+            h.data[fn] = encode(getattr(ref, "_obj", ref))  # the struct NVML filled in
+            return ret
+
+        if hasattr(lib, "nvmlDeviceGetGpuFabricInfo"):
+            mod.__dict__["nvmlDeviceGetGpuFabricInfo"] = nvmlDeviceGetGpuFabricInfo
         for fn in SYSTEM_FUNCTIONS:
             if hasattr(lib, fn):
                 mod.__dict__[fn] = system(fn)
