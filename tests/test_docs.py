@@ -27,3 +27,18 @@ def test_readme_commands_exist() -> None:
     readme = (REPO / "README.md").read_text()
     assert "nfd-gpu scan --root tests/fixtures/sysfs/hgx-h100" in readme
     assert "bash scripts/test.sh" in readme
+
+
+def test_nvidia_doc_covers_the_options() -> None:
+    doc = (REPO / "docs/nvidia.md").read_text()
+    for needle in (
+        "--mig-strategy",
+        "NFD_GPU_MIG_STRATEGY",
+        "--sharing-config",
+        "MIG-INVALID",
+        "nfd-gpu snapshot",
+        "nvml.json",
+        "most\nnumerous model",
+    ):
+        assert needle in doc, needle
+    assert "docs/nvidia.md" in (REPO / "README.md").read_text()
