@@ -139,3 +139,24 @@ def test_no_clique_when_gpus_disagree_or_fabric_incomplete(tmp_path: Path) -> No
     assert any("several fabric cliques" in w for w in r.warnings)
     r = run_scan(fixture_root("h100-mig-single"), profiles=["nvidia"])
     assert f"{NV}/gpu.clique" not in r.labels
+
+
+def test_agent_config_keys(tmp_path: Path) -> None:
+    from nfd_gpu import config
+    from nfd_gpu.agent import Agent
+
+    root = str(fixture_root("h100-mig-single"))
+    cfg = config.load(
+        env={"NFD_GPU_MIG_STRATEGY": "mixed"},
+        flags={"root": root, "profiles": "nvidia", "oneshot": True},
+    )
+    assert cfg.mig_strategy == "mixed"
+    assert Agent(cfg).scan().labels[f"{NV}/mig.strategy"] == "mixed"
+    cfg = config.load(
+        env={},
+        flags={"root": root, "profiles": "nvidia", "oneshot": True,
+               "sharing_config": str(SHARING / "time-slicing-4.yaml")},
+    )  # fmt: skip
+    assert Agent(cfg).scan().labels[f"{NV}/gpu.replicas"] == "4"
+    with pytest.raises(config.ConfigError, match="mig_strategy"):
+        config.load(env={"NFD_GPU_MIG_STRATEGY": "double"}, flags={"oneshot": True})
