@@ -78,8 +78,11 @@ class _Copier:
             os.makedirs(self.dst(rel), exist_ok=True)
 
     def _link(self, rel: str, target: str, parent: str) -> None:
-        if target.startswith("/"):
-            target = os.path.relpath(target.lstrip("/") or ".", parent or ".")
+        joined = os.path.normpath(os.path.join(parent, target))
+        if target.startswith("/") or joined == ".." or joined.startswith("../"):
+            # absolute, or climbing above the root: pointed at the same place inside DIR
+            inside = "/".join(p for p in joined.split("/") if p not in ("", ".."))
+            target = os.path.relpath(inside or ".", parent or ".")
         d = self.dst(rel)
         if os.path.lexists(d):
             return

@@ -100,6 +100,10 @@ def test_links_and_bounded_files(tmp_path: Path) -> None:
     _Copier(str(root), str(dest), SnapshotReport(str(dest))).copy("sys/class/gpu0/vendor")
     assert os.readlink(dest / "sys/class/gpu0") == "../devices/pci0000:00/0000:00:02.0"
     assert (dest / "sys/class/gpu0/vendor").read_text() == "0x8086\n"
+    # a relative link climbing above the root stays inside DIR
+    (root / "sys/class/up").symlink_to("../../../../../sys/devices")
+    _Copier(str(root), str(dest), SnapshotReport(str(dest))).copy("sys/class/up")
+    assert os.readlink(dest / "sys/class/up") == "../devices"
 
 
 def test_refuses_a_non_empty_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
