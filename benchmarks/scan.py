@@ -12,7 +12,12 @@ runs of:
 
 and the ratios to lspci. Absolute times are context; the ratios are the result.
 
-    python benchmarks/scan.py [--runs 7] [--keep DIR]
+It also times the NVML path (``nvml.query``: the adapter with its error handling and MIG
+naming) against the fake library built from recorded answers (``nvml_replay``) for 8 and
+16 GPUs, without and with MIG (7 MIG devices each), reported per GPU: the Python cost a
+pass adds per NVIDIA GPU, excluding the time the real driver takes to answer.
+
+    python benchmarks/scan.py [--runs 7] [--keep DIR] [--nvml-only]
 """
 
 from __future__ import annotations
@@ -159,6 +164,40 @@ def build_tree(dest: Path) -> int:
     return len(list((root / "sys/bus/pci/devices").iterdir()))
 
 
+def nvml_recording(gpus: int, mig: bool) -> dict:  # type: ignore[type-arg]
+    """A recorded-answer JSON for ``gpus`` A100s (from the DGX fixture), MIG on or off."""
+    import copy
+    import json
+
+    rec = json.loads((REPO / "tests/fixtures/sysfs/dgx-a100-mig-mixed/nvml.json").read_text())
+    # device 1: MIG on with 7 x 1g.5gb; device 3: MIG off
+    base = rec["devices"][1 if mig else 3]
+    devices = []
+    for i in range(gpus):
+        d = copy.deepcopy(base)
+        d["nvmlDeviceGetPciInfo"]["busId"] = f"00000000:{0x10 + i:02X}:00.0"
+        d["nvmlDeviceGetMinorNumber"] = i
+        devices.append(d)
+    rec["devices"] = devices
+    return rec
+
+
+def nvml_rows(runs: int) -> list[tuple[str, float, str]]:
+    from nfd_gpu.discovery import nvml, nvml_replay
+
+    rows = []
+    for mig in (False, True):
+        for gpus in (8, 16):
+            lib = nvml_replay.build(nvml_recording(gpus, mig))
+            facts = nvml.query(lib)
+            assert facts is not None and len(facts.gpus) == gpus, facts
+            assert len(facts.partitions) == (7 * gpus if mig else 0)
+            t = median_time(lambda lib=lib: nvml.query(lib), max(runs, 21))
+            what = f"NVML path, {gpus} GPUs" + (" MIG 7x" if mig else "")
+            rows.append((what, t, f"{t * 1000 / gpus:.3f} ms per GPU (fake library)"))
+    return rows
+
+
 def median_time(fn, runs: int) -> float:  # type: ignore[no-untyped-def]
     times = []
     for _ in range(runs):
@@ -174,9 +213,17 @@ def main() -> int:
     ap.add_argument(
         "--keep", type=Path, help="build the tree here and keep it (reused when it exists)"
     )
+    ap.add_argument("--nvml-only", action="store_true", help="only the NVML path rows")
     args = ap.parse_args()
 
     from nfd_gpu.scan import run_scan
+
+    if args.nvml_only:
+        print(f"| {'what':<28} | {'median ms':>9} | notes")
+        print(f"|{'-' * 30}|{'-' * 11}|------")
+        for name, t_, note in nvml_rows(args.runs):
+            print(f"| {name:<28} | {t_ * 1000:>9.2f} | {note}")
+        return 0
 
     tmp = Path(tempfile.mkdtemp(prefix="nfd-gpu-bench-"))
     out = args.keep or tmp
@@ -222,12 +269,14 @@ def main() -> int:
     else:
         print("note: lspci not found (apt-get install pciutils); peer column skipped")
 
+    rows += nvml_rows(args.runs)
+
     print(f"\nmedian of {args.runs} runs, {count} PCI functions\n")
     print(f"| {'what':<28} | {'median ms':>9} | {'vs lspci':>8} | notes")
     print(f"|{'-' * 30}|{'-' * 11}|{'-' * 10}|------")
     for name, t_, note in rows:
-        ratio = f"{t_ / lspci_t:.2f}x" if (lspci_t and t_) else "-"
-        print(f"| {name:<28} | {t_ * 1000 if t_ else 0:>9.1f} | {ratio:>8} | {note}")
+        ratio = f"{t_ / lspci_t:.2f}x" if (lspci_t and t_ and "NVML" not in name) else "-"
+        print(f"| {name:<28} | {t_ * 1000 if t_ else 0:>9.2f} | {ratio:>8} | {note}")
     if not args.keep:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

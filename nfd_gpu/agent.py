@@ -244,6 +244,10 @@ class Agent:
         if self._scan is None:
             self._scan = default_scan()
         kwargs: dict[str, Any] = {"profiles": self.cfg.profiles}
+        if "nvidia" in self.cfg.profiles and (
+            self.cfg.mig_strategy != "auto" or self.cfg.sharing_config
+        ):
+            kwargs["nvidia_options"] = self._nvidia_options()
         rules = self.cfg.rules
         if rules is None and os.path.isdir(DEFAULT_RULES_DIR):
             rules = DEFAULT_RULES_DIR
@@ -252,6 +256,18 @@ class Agent:
             kwargs["rules_path"] = rules
             kwargs["tolerant_rules"] = True
         return self._scan(self.cfg.root, **kwargs)
+
+    def _nvidia_options(self) -> Any:
+        """MIG strategy and sharing config; the file is re-read every pass (a bad one warns)."""
+        from nfd_gpu.labels.nvidia import NvidiaOptions, load_sharing_config
+
+        strategy = self.cfg.mig_strategy if self.cfg.mig_strategy != "auto" else None
+        if self.cfg.sharing_config:
+            try:
+                return load_sharing_config(self.cfg.sharing_config, strategy)
+            except ValueError as exc:
+                log.warning("sharing config ignored: %s", exc)
+        return NvidiaOptions(mig_strategy=self.cfg.mig_strategy)
 
     def run_pass(self) -> bool:
         """Scan and publish once. True when every sink succeeded."""

@@ -87,6 +87,22 @@ def scan(
             help="Label profile (repeatable): neutral (default), nvidia, amd.",
         ),
     ] = None,
+    mig_strategy: Annotated[
+        str | None,
+        typer.Option(
+            "--mig-strategy",
+            envvar="NFD_GPU_MIG_STRATEGY",
+            help="nvidia profile MIG strategy: none, single, mixed (default: from the hardware).",
+        ),
+    ] = None,
+    sharing_config: Annotated[
+        str | None,
+        typer.Option(
+            "--sharing-config",
+            envvar="NFD_GPU_SHARING_CONFIG",
+            help="Device-plugin config file (sharing.timeSlicing/mps replicas, flags.migStrategy).",
+        ),
+    ] = None,
 ) -> None:
     """Scan this host (or --root) and print labels, features and GPUs."""
     from nfd_gpu.scan import run_scan
@@ -101,7 +117,13 @@ def scan(
         if p not in KNOWN_PROFILES:
             raise fail(f"--profile {p}: unknown (known: {', '.join(KNOWN_PROFILES)})")
     try:
-        result = run_scan(root, profiles=profiles, rules_path=rules)
+        nvidia_options = _nvidia_options(mig_strategy, sharing_config)
+        result = run_scan(
+            root,
+            rules_path=rules,
+            profiles=profiles,
+            nvidia_options=nvidia_options,
+        )
     except Exception as exc:
         from nfd_gpu.rules import RuleError
 
@@ -132,6 +154,41 @@ def scan(
         typer.echo(yaml.safe_dump(doc, sort_keys=True), nl=False)
     else:
         typer.echo(render_table(result), nl=False)
+
+
+@app.command()
+def snapshot(
+    dest: Annotated[str, typer.Argument(metavar="DIR", help="Empty or new directory to write.")],
+    root: RootOption = "/",
+) -> None:
+    """Capture what a scan reads (and NVML's answers) into DIR; replay: scan --root DIR."""
+    from nfd_gpu.snapshot import SnapshotError, take_snapshot
+
+    check_root(root)
+    try:
+        report = take_snapshot(dest, root)
+    except SnapshotError as exc:
+        raise fail(str(exc)) from None
+    except OSError as exc:
+        raise fail(f"{dest}: {exc.strerror or exc}") from None
+    typer.echo(
+        f"{report.dest}: {len(report.files)} file(s), {len(report.links)} link(s), "
+        f"{len(report.markers)} marker(s), {report.bytes} bytes, nvml {report.nvml}"
+        + (f", {len(report.skipped)} skipped" if report.skipped else "")
+    )
+
+
+def _nvidia_options(mig_strategy: str | None, sharing_config: str | None) -> Any:
+    from nfd_gpu.labels.nvidia import MIG_STRATEGIES, NvidiaOptions, load_sharing_config
+
+    if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES[1:]:
+        raise fail(f"--mig-strategy {mig_strategy}: expected none, single or mixed")
+    if sharing_config is None:
+        return NvidiaOptions(mig_strategy=mig_strategy or "auto")
+    try:
+        return load_sharing_config(sharing_config, mig_strategy)
+    except ValueError as exc:
+        raise fail(f"--sharing-config {exc}") from None
 
 
 def render_table(result: Any) -> str:

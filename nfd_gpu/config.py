@@ -23,6 +23,7 @@ OUTPUTS = ("featurefile", "nodefeature", "hook")
 OWNER_REF_KINDS = ("pod", "ds")
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+MIG_STRATEGIES = ("auto", "none", "single", "mixed")  # nfd_gpu.labels.nvidia.MIG_STRATEGIES
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
@@ -39,6 +40,8 @@ class Config:
     outputs: tuple[str, ...] = ("featurefile",)
     root: str = "/"
     profiles: tuple[str, ...] = ("neutral",)
+    mig_strategy: str = "auto"
+    sharing_config: str | None = None
     rules: str | None = None
     features_dir: str = DEFAULT_FEATURES_DIR
     features_file: str = "nfd-gpu"
@@ -72,6 +75,8 @@ KEYS: dict[str, tuple[str, str]] = {
     "outputs": ("list", "sinks: featurefile, nodefeature, hook (several allowed)"),
     "root": ("str", "host root to scan"),
     "profiles": ("list", "label profiles"),
+    "mig_strategy": ("str", "nvidia profile MIG strategy: auto, none, single, mixed"),
+    "sharing_config": ("str", "device-plugin config file for the nvidia profile (sharing)"),
     "rules": ("str", "NodeFeatureRule file or directory"),
     "features_dir": ("str", "feature-file directory"),
     "features_file": ("str", "feature-file name"),
@@ -202,6 +207,10 @@ def _validate(cfg: Config) -> None:
             raise bad(f"unknown owner reference {o!r} (choose from {', '.join(OWNER_REF_KINDS)})")
     if len(set(cfg.owner_refs)) != len(cfg.owner_refs):
         raise bad("owner_refs has duplicates")
+    if cfg.mig_strategy not in MIG_STRATEGIES:
+        raise bad(
+            f"mig_strategy must be one of {', '.join(MIG_STRATEGIES)}, got {cfg.mig_strategy!r}"
+        )
     if cfg.log_format not in LOG_FORMATS:
         raise bad(f"log_format must be text or json, got {cfg.log_format!r}")
     if cfg.log_level not in LOG_LEVELS:

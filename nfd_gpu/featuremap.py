@@ -83,6 +83,13 @@ def snapshot_features(snap: Snapshot) -> F.Features:
                     "memory_mib": _s(p.memory_mib),
                     "compute_units": _s(p.compute_units),
                     "uuid": p.uuid,
+                    "slices_gi": _s(p.slices_gi),
+                    "slices_ci": _s(p.slices_ci),
+                    "engines_copy": _s(p.engines_copy),
+                    "engines_decoder": _s(p.engines_decoder),
+                    "engines_encoder": _s(p.engines_encoder),
+                    "engines_jpeg": _s(p.engines_jpeg),
+                    "engines_ofa": _s(p.engines_ofa),
                 }.items()
                 if v is not None
             }

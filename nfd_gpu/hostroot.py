@@ -36,7 +36,8 @@ class HostRoot:
         return f"HostRoot({self.root!r})"
 
     def set_recorder(self, recorder: Callable[[str], None] | None) -> None:
-        """Call ``recorder(rel)`` for every path read (used by ``nfd-gpu snapshot``)."""
+        """Call ``recorder(rel)`` for every path read, listed, readlink'd or tested
+        (``exists`` / ``is_dir``); used by ``nfd-gpu snapshot``."""
         self._recorder = recorder
 
     def path(self, rel: str) -> str:
@@ -150,9 +151,13 @@ class HostRoot:
             return []
 
     def exists(self, rel: str) -> bool:
+        if self._recorder is not None:
+            self._recorder(rel)
         return os.path.exists(self.path(rel))
 
     def is_dir(self, rel: str) -> bool:
+        if self._recorder is not None:
+            self._recorder(rel)
         return os.path.isdir(self.path(rel))
 
 

@@ -74,6 +74,14 @@ class Partition:
     compute_units: int | None = None
     uuid: str | None = None
     simd_count: int | None = None  # AMD: SIMDs in the partition (KFD)
+    # MIG device attributes (NVML nvmlDeviceGetAttributes on the MIG handle)
+    slices_gi: int | None = None
+    slices_ci: int | None = None
+    engines_copy: int | None = None
+    engines_decoder: int | None = None
+    engines_encoder: int | None = None
+    engines_jpeg: int | None = None
+    engines_ofa: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +127,7 @@ class Gpu:
     partition_compute: str | None = None
     partition_memory: str | None = None
     mode: str | None = None
+    clique: str | None = None  # NVLink fabric "<clusterUUID>.<cliqueId>" (NVML fabric info)
     # provenance of each fact: field name -> nvml | sysfs | procfs | pci.ids | table | kfd
     sources: dict[str, str] = field(default_factory=dict)
 

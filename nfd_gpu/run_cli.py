@@ -38,6 +38,12 @@ def run_command(
     profile: Annotated[
         list[str] | None, Opt("--profile", help="Label profile(s) (default neutral)")
     ] = None,
+    mig_strategy: Annotated[
+        str | None, Opt(help="nvidia profile MIG strategy: none, single, mixed (default auto)")
+    ] = None,
+    sharing_config: Annotated[
+        str | None, Opt(help="Device-plugin sharing config file (nvidia profile)")
+    ] = None,
     rules: Annotated[str | None, Opt(help="NodeFeatureRule file or directory")] = None,
     features_dir: Annotated[str | None, Opt(help="Feature-file directory")] = None,
     features_file: Annotated[str | None, Opt(help="Feature-file name (default nfd-gpu)")] = None,
@@ -83,6 +89,8 @@ def run_command(
         "outputs": output,
         "root": root,
         "profiles": profile,
+        "mig_strategy": mig_strategy,
+        "sharing_config": sharing_config,
         "rules": rules,
         "features_dir": features_dir,
         "features_file": features_file,

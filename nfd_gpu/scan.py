@@ -7,7 +7,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from nfd_gpu import features as F
 from nfd_gpu.discovery import amd, amdgpuinfo, nvidia, pci, system
@@ -18,6 +19,9 @@ from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.labels.neutral import NAMESPACE, neutral_labels
 from nfd_gpu.labels.validate import filter_labels
 from nfd_gpu.model import Partition, Snapshot
+
+if TYPE_CHECKING:
+    from nfd_gpu.labels.nvidia import NvidiaOptions
 
 PROFILES = ("neutral",)
 KNOWN_PROFILES = ("neutral", "nvidia", "amd")
@@ -36,8 +40,10 @@ class ScanResult:
         return dict(Counter(g.vendor for g in self.snapshot.gpus))
 
 
-def discover(host: HostRoot) -> Snapshot:
-    """Read the host into a :class:`Snapshot` (read-only; failures become warnings)."""
+def discover(host: HostRoot, *, nvml_lib: ModuleType | None = None) -> Snapshot:
+    """Read the host into a :class:`Snapshot` (read-only; failures become warnings).
+
+    ``nvml_lib`` replaces the NVML library (``nfd-gpu snapshot`` records through it)."""
     devices = pci.discover(host)
     gpu_fns, vfs, switches = gpu_discovery.classify(devices)
     ids = PciIds(host)
@@ -45,7 +51,7 @@ def discover(host: HostRoot) -> Snapshot:
     versions = system.module_versions(host)
     partitions: tuple[Partition, ...] = ()
     if any(g.vendor == "nvidia" for g in gpus):
-        gpus, partitions, versions = nvidia.apply(nvidia.collect(host), gpus, versions)
+        gpus, partitions, versions = nvidia.apply(nvidia.collect(host, nvml_lib), gpus, versions)
     if any(g.vendor == "amd" for g in gpus):
         gpus = amdgpuinfo.apply(gpus, amdgpuinfo.query(host))
     gpus, amd_partitions = amd.enrich(host, gpus)
@@ -64,7 +70,10 @@ def discover(host: HostRoot) -> Snapshot:
 
 
 def label(
-    snap: Snapshot, profiles: Sequence[str] = PROFILES, namespace: str = NAMESPACE
+    snap: Snapshot,
+    profiles: Sequence[str] = PROFILES,
+    namespace: str = NAMESPACE,
+    nvidia_options: NvidiaOptions | None = None,
 ) -> tuple[dict[str, str], list[str]]:
     """Labels of the chosen profiles, validated; invalid ones dropped with a warning."""
     warnings: list[str] = []
@@ -75,7 +84,7 @@ def label(
         elif p == "nvidia":
             from nfd_gpu.labels.nvidia import nvidia_labels
 
-            labels.update(nvidia_labels(snap))
+            labels.update(nvidia_labels(snap, nvidia_options, warnings))
         elif p == "amd":
             from nfd_gpu.labels.amd import amd_labels
 
@@ -122,6 +131,7 @@ def run_scan(
     rules_path: str | os.PathLike[str] | None = None,
     tolerant_rules: bool = False,
     namespace: str = NAMESPACE,
+    nvidia_options: NvidiaOptions | None = None,
 ) -> ScanResult:
     """Discover, label and apply custom rules. Hardware problems are warnings, never
     exceptions. An invalid rule file raises :class:`nfd_gpu.rules.RuleError`, unless
@@ -129,7 +139,7 @@ def run_scan(
     warnings and rule errors while the valid ones still apply."""
     host = HostRoot(root)
     snap = discover(host)
-    labels, warnings = label(snap, profiles, namespace)
+    labels, warnings = label(snap, profiles, namespace, nvidia_options)
     feats = snapshot_features(snap)
     all_warnings = list(snap.warnings) + warnings
     rule_errors: list[tuple[str, str]] = []

@@ -44,3 +44,18 @@ def test_every_amd_label_is_documented(name: str) -> None:
     for key in run_scan(fixture_root(name), profiles=("amd",)).labels:
         assert key.startswith("amd.com/"), key
         assert amd.documented(key), key
+
+
+def test_nvidia_doc_covers_the_options() -> None:
+    doc = (REPO / "docs/nvidia.md").read_text()
+    for needle in (
+        "--mig-strategy",
+        "NFD_GPU_MIG_STRATEGY",
+        "--sharing-config",
+        "MIG-INVALID",
+        "nfd-gpu snapshot",
+        "nvml.json",
+        "most\nnumerous model",
+    ):
+        assert needle in doc, needle
+    assert "docs/nvidia.md" in (REPO / "README.md").read_text()

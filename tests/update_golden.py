@@ -31,6 +31,15 @@ def main() -> None:
                 print(f"{root.name} [{profile}]: {len(labels)} labels")
             elif out.exists():
                 out.unlink()
+    from tests.nvidia_cases import OPTION_CASES
+
+    out = HERE / "golden" / "nvidia" / "options"
+    out.mkdir(parents=True, exist_ok=True)
+    for case, (fixture, opts) in OPTION_CASES.items():
+        nv = run_scan(HERE / "fixtures" / "sysfs" / fixture, profiles=["nvidia"],
+                      nvidia_options=opts).labels  # fmt: skip
+        (out / f"{case}.labels").write_text("".join(f"{k}={nv[k]}\n" for k in sorted(nv)))
+        print(f"nvidia/options/{case}: {len(nv)} labels")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+from types import ModuleType
 
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu, Partition
@@ -49,6 +50,7 @@ class GpuFacts:
     max_mig_devices: int | None = None
     multiprocessors: int | None = None
     virtualization: str | None = None  # none | passthrough | vgpu-guest | vgpu-host
+    clique: str | None = None  # NVLink fabric "<clusterUUID>.<cliqueId>"
     source: str = ""  # where these facts came from, when not the NvidiaFacts' source
 
 
@@ -169,7 +171,7 @@ def _reindex(parts: list[Partition]) -> list[Partition]:
     return out
 
 
-_GPU_FIELDS = ("product", "uuid", "memory_mib", "mig_capable", "mig_enabled")
+_GPU_FIELDS = ("product", "uuid", "memory_mib", "mig_capable", "mig_enabled", "clique")
 
 
 def merge(gpus: tuple[Gpu, ...], facts: NvidiaFacts) -> tuple[Gpu, ...]:
@@ -216,18 +218,19 @@ def merge(gpus: tuple[Gpu, ...], facts: NvidiaFacts) -> tuple[Gpu, ...]:
 NVML_RECORDING = "nvml.json"
 
 
-def collect(host: HostRoot) -> NvidiaFacts:
+def collect(host: HostRoot, nvml_lib: ModuleType | None = None) -> NvidiaFacts:
     """procfs facts, overlaid with NVML's when NVML answers.
 
-    NVML is the real library on ``/``; under another root it is the recording
-    ``<root>/nvml.json`` when one exists (a fixture or ``nfd-gpu snapshot``), else absent.
+    NVML is ``nvml_lib`` when given (``nfd-gpu snapshot`` passes a recording wrapper), else
+    the real library on ``/``; under another root it is the recording ``<root>/nvml.json``
+    when one exists (a fixture or ``nfd-gpu snapshot``), else absent.
     NVML warnings (a lost GPU) go to the host's warnings; such a GPU keeps its procfs facts.
     """
     from nfd_gpu.discovery import nvml, nvml_replay  # lazy: only on NVIDIA nodes
 
     procfs = read_procfs(host)
-    lib = None
-    if host.root != "/":
+    lib = nvml_lib
+    if lib is None and host.root != "/":
         rec = host.path(NVML_RECORDING)
         if not host.exists(NVML_RECORDING):
             return procfs

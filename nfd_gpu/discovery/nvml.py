@@ -16,8 +16,10 @@ MIG profile names follow go-nvlib (``mig_profile.go``; shared/reference/nvidia.m
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 import math
+import uuid
 from types import ModuleType
 from typing import Any
 
@@ -167,6 +169,7 @@ def _device(lib: ModuleType, call: _Gpu, i: int) -> tuple[GpuFacts, list[Partiti
     attrs = call.opt("nvmlDeviceGetAttributes", h) if not mig_cur else None
     if attrs is not None:
         sms = int(attrs.multiprocessorCount) or None
+    fabric = _clique(lib, h)
     parts: list[Partition] = []
     if mig_cur and max_mig and total:
         parts = _mig_devices(lib, call, h, addr, int(max_mig), total)
@@ -184,8 +187,35 @@ def _device(lib: ModuleType, call: _Gpu, i: int) -> tuple[GpuFacts, list[Partiti
         max_mig_devices=int(max_mig) if max_mig is not None else None,
         multiprocessors=sms,
         virtualization=_VIRT.get(int(virt)) if virt is not None else None,
+        clique=fabric,
     )
     return facts, parts
+
+
+FABRIC_STATE_COMPLETED = 3  # NVML_GPU_FABRIC_STATE_COMPLETED
+
+
+def _clique(lib: ModuleType, h: Any) -> str | None:
+    """``<clusterUUID>.<cliqueId>`` when the GPU is attached to an NVLink fabric, else None.
+
+    ``nvmlDeviceGetGpuFabricInfo(handle, byref(c_nvmlGpuFabricInfo_t()))``; every error means
+    "no clique" (the call is absent before Hopper drivers and deprecated after CUDA 13).
+    """
+    fn = getattr(lib, "nvmlDeviceGetGpuFabricInfo", None)
+    cls = getattr(lib, "c_nvmlGpuFabricInfo_t", None)
+    if fn is None or cls is None:
+        return None
+    info = cls()
+    try:
+        fn(h, ctypes.byref(info))
+    except lib.NVMLError:
+        return None
+    if int(info.state) != FABRIC_STATE_COMPLETED or int(info.status) != 0:
+        return None
+    raw = bytes(bytearray(info.clusterUuid))
+    if len(raw) != 16 or not any(raw):
+        return None
+    return f"{uuid.UUID(bytes=raw)}.{int(info.cliqueId)}"
 
 
 def _mig_devices(
@@ -235,9 +265,21 @@ def _mig_devices(
                 memory_mib=int(a.memorySizeMB),
                 compute_units=int(a.multiprocessorCount),
                 uuid=_str(uuid) if uuid else None,
+                slices_gi=_attr(a, "gpuInstanceSliceCount"),
+                slices_ci=_attr(a, "computeInstanceSliceCount"),
+                engines_copy=_attr(a, "sharedCopyEngineCount"),
+                engines_decoder=_attr(a, "sharedDecoderCount"),
+                engines_encoder=_attr(a, "sharedEncoderCount"),
+                engines_jpeg=_attr(a, "sharedJpegCount"),
+                engines_ofa=_attr(a, "sharedOfaCount"),
             )
         )
     return out
+
+
+def _attr(a: Any, name: str) -> int | None:
+    v = getattr(a, name, None)
+    return int(v) if v is not None else None
 
 
 def _profile_ids(lib: ModuleType, h: Any) -> dict[int, int]:

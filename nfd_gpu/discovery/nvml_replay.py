@@ -17,11 +17,14 @@ value makes the call raise that error; a missing key raises ``NotSupported``)::
                   "computeInstanceProfiles": {"<enum>": {"id": 0}},
                   "gpuInstances": {"<giId>": {"profileId": 19,
                                               "computeInstances": {"<ciId>": {"profileId": 0}}}},
-                  "migDevices": [{"nvmlDeviceGetGpuInstanceId": 1, ...}, null]}]}
+                  "migDevices": [{"nvmlDeviceGetGpuInstanceId": 1, ...}, null],
+                  "nvmlDeviceGetGpuFabricInfo": {"clusterUuid": [16 bytes], "cliqueId": 1,
+                                                 "state": 3, "status": 0}}]}
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import types
 from typing import Any, ClassVar
@@ -72,6 +75,17 @@ def _error_class(name: str, code: int) -> type[NVMLError]:
 
 
 ERROR_CLASSES = {name: _error_class(name, code) for name, (code, _) in ERRORS.items()}
+
+
+class c_nvmlGpuFabricInfo_t(ctypes.Structure):
+    """pynvml's fabric info struct (``nvmlDeviceGetGpuFabricInfo`` fills it)."""
+
+    _fields_ = (
+        ("clusterUuid", ctypes.c_uint8 * 16),
+        ("status", ctypes.c_uint),
+        ("cliqueId", ctypes.c_uint32),
+        ("state", ctypes.c_uint8),
+    )
 
 
 class Handle:
@@ -212,6 +226,22 @@ def build(recording: dict[str, Any]) -> types.ModuleType:
             _raise("NotSupported")
         return _struct(info)
 
+    def nvmlDeviceGetGpuFabricInfo(h: Handle, ref: Any) -> int:
+        need_init()
+        data = _answer(h.data, "nvmlDeviceGetGpuFabricInfo")
+        info = getattr(ref, "_obj", ref)  # ctypes.byref(struct) or the struct itself
+        for k, v in vars(data).items():
+            if k == "clusterUuid":
+                info.clusterUuid[:] = list(v)
+            else:
+                setattr(info, k, int(v))
+        return 0
+
+    mod.__dict__.update(
+        c_nvmlGpuFabricInfo_t=c_nvmlGpuFabricInfo_t,
+        nvmlDeviceGetGpuFabricInfo=nvmlDeviceGetGpuFabricInfo,
+        NVML_GPU_FABRIC_STATE_COMPLETED=3,
+    )
     for fn in ("nvmlSystemGetDriverVersion", "nvmlSystemGetCudaDriverVersion"):
         mod.__dict__[fn] = system(fn)
     for fn in (

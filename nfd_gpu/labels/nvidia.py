@@ -8,15 +8,26 @@ Deterministic product on mixed nodes (GFD picks by map order, its issues #27 / #
 ``gpu.*`` labels describe the most numerous model; on a tie, the first name in sorted order.
 ``gpu.count`` is the number of GPUs of that model, as in GFD.
 
-Not emitted: ``gfd.timestamp`` (labels must not change between passes), ``gpu.clique``,
-``vgpu.*``, MIG ``engines.*`` / ``slices.*`` (not recorded yet); sharing config files are not
-read yet, so ``gpu.replicas`` is 1 (0 for MIG-enabled GPUs) and ``gpu.sharing-strategy`` none.
+MIG strategy: ``auto`` (default) derives it as above; ``none`` / ``single`` / ``mixed``
+(``--mig-strategy``, ``NFD_GPU_MIG_STRATEGY`` or ``flags.migStrategy`` of the sharing config)
+behave as GFD's: an invalid ``single`` gives ``gpu.product=<model>-MIG-INVALID``, count 0.
+MIG devices carry ``memory``, ``multiprocessors``, ``slices.gi/ci`` and
+``engines.copy/decoder/encoder/jpeg/ofa`` from NVML's MIG device attributes.
+
+Sharing (``--sharing-config``, the device plugin's config file): ``gpu.replicas`` and
+``gpu.sharing-strategy`` (``time-slicing`` or ``mps``; MPS wins when both have replicas),
+``-SHARED`` on the product when replicas > 1 (unless ``renameByDefault``), ``mps.capable``.
+MPS with MIG-enabled GPUs is a warning and ``mps.capable=false`` (GFD fails the pass).
+``gpu.clique`` when every fabric-attached GPU reports the same cluster UUID and clique id.
+
+Not emitted: ``gfd.timestamp`` (labels must not change between passes), ``vgpu.*``.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass, field
 
 from nfd_gpu.model import Gpu, Partition, Snapshot
 
@@ -48,7 +59,40 @@ def _version_labels(prefix: str, version: str, names: tuple[str, str, str]) -> d
     return out
 
 
+MIG_STRATEGIES = ("auto", "none", "single", "mixed")
+SHARING_STRATEGIES = ("time-slicing", "mps")
+GPU_RESOURCE = "nvidia.com/gpu"
+_MIG_ATTRS = (
+    ("memory", "memory_mib"),
+    ("multiprocessors", "compute_units"),
+    ("slices.gi", "slices_gi"),
+    ("slices.ci", "slices_ci"),
+    ("engines.copy", "engines_copy"),
+    ("engines.decoder", "engines_decoder"),
+    ("engines.encoder", "engines_encoder"),
+    ("engines.jpeg", "engines_jpeg"),
+    ("engines.ofa", "engines_ofa"),
+)
+
+
+@dataclass(frozen=True)
+class NvidiaOptions:
+    """Options of the nvidia profile: MIG strategy and the device plugin's sharing config.
+
+    ``mig_strategy`` ``auto`` (the default) derives the strategy from the hardware (see the
+    module docstring); ``none`` / ``single`` / ``mixed`` behave as GFD's ``--mig-strategy``.
+    ``replicas`` maps a resource name (``nvidia.com/gpu``, ``nvidia.com/mig-1g.5gb``) to its
+    replicas; ``sharing`` is ``time-slicing`` or ``mps`` (MPS wins when both are configured).
+    """
+
+    mig_strategy: str = "auto"
+    sharing: str = "time-slicing"
+    replicas: dict[str, int] = field(default_factory=dict)
+    rename_by_default: bool = False
+
+
 def strategy(gpus: list[Gpu], parts: list[Partition]) -> str:
+    """The strategy ``auto`` picks: none without MIG, single when uniform, else mixed."""
     if not any(g.mig_enabled for g in gpus):
         return "none"
     profiles = {p.profile for p in parts}
@@ -57,7 +101,40 @@ def strategy(gpus: list[Gpu], parts: list[Partition]) -> str:
     return "mixed"
 
 
-def nvidia_labels(snap: Snapshot) -> dict[str, str]:
+def single_is_valid(gpus: list[Gpu], parts: list[Partition]) -> str | None:
+    """None when strategy ``single`` is valid here, else why not (GFD's four conditions)."""
+    with_parts = {p.parent for p in parts}
+    if any(g.mig_enabled and g.address not in with_parts for g in gpus):
+        return "a MIG-enabled GPU has no MIG devices"
+    if any(not g.mig_enabled for g in gpus):
+        return "MIG-enabled and MIG-disabled GPUs on one node"
+    if len({p.profile for p in parts}) != 1:
+        return "more than one MIG profile on the node"
+    return None
+
+
+def _sharing(opts: NvidiaOptions, resource: str) -> tuple[str, str, bool]:
+    """(replicas, sharing-strategy, shared) of a resource under the sharing config."""
+    n = opts.replicas.get(resource, 0)
+    if n > 1:
+        return str(n), opts.sharing, not opts.rename_by_default
+    return "1", "none", False
+
+
+def clique(gpus: list[Gpu], warnings: list[str] | None = None) -> str | None:
+    """``gpu.clique``: one cluster UUID and clique id for every fabric-attached GPU, else None."""
+    cliques = {g.clique for g in gpus if g.clique}
+    if len(cliques) == 1:
+        return cliques.pop()
+    if len(cliques) > 1 and warnings is not None:
+        warnings.append(f"nvidia: GPUs in several fabric cliques {sorted(cliques)}: no gpu.clique")
+    return None
+
+
+def nvidia_labels(
+    snap: Snapshot, opts: NvidiaOptions | None = None, warnings: list[str] | None = None
+) -> dict[str, str]:
+    opts = opts or NvidiaOptions()
     gpus = [g for g in snap.gpus if g.vendor == "nvidia"]
     if not gpus:
         return {}
@@ -81,9 +158,10 @@ def nvidia_labels(snap: Snapshot) -> dict[str, str]:
     first = mine[0]
     full = [g for g in mine if not g.mig_enabled]
     out["gpu.count"] = str(len(mine))
-    out["gpu.replicas"] = "1" if full else "0"
-    out["gpu.sharing-strategy"] = "none"
-    out["gpu.product"] = name
+    replicas, sharing, shared = _sharing(opts, GPU_RESOURCE) if full else ("0", "none", False)
+    out["gpu.replicas"] = replicas
+    out["gpu.sharing-strategy"] = sharing
+    out["gpu.product"] = name + ("-SHARED" if shared else "")
     if first.memory_mib:
         out["gpu.memory"] = str(first.memory_mib)
     if first.compute_major:
@@ -95,25 +173,110 @@ def nvidia_labels(snap: Snapshot) -> dict[str, str]:
         classes.pop() if len(classes) == 1 else "", "unknown"
     )
     out["mig.capable"] = "true" if any(g.mig_capable for g in gpus) else "false"
-    out["mps.capable"] = "false"
+    mps = opts.sharing == "mps" and any(n > 1 for n in opts.replicas.values())
+    if mps and any(g.mig_enabled for g in gpus):
+        if warnings is not None:
+            warnings.append("nvidia: MPS sharing is not supported for MIG devices")
+        mps = False
+    out["mps.capable"] = "true" if mps else "false"
+    cl = clique(gpus, warnings)
+    if cl:
+        out["gpu.clique"] = cl
 
     addrs = {g.address for g in gpus}
     parts = [p for p in snap.partitions if p.kind == "mig" and p.parent in addrs]
-    strat = strategy(gpus, parts)
+    strat = opts.mig_strategy if opts.mig_strategy != "auto" else strategy(gpus, parts)
     if strat != "none":
         out["mig.strategy"] = strat
+    if strat == "single" and not any(g.mig_enabled for g in gpus):
+        return {f"{PREFIX}/{k}": v for k, v in out.items()}  # single without MIG: as none
+    if strat == "single":
+        why = single_is_valid(gpus, parts)
+        if why is not None:
+            if warnings is not None:
+                warnings.append(f"nvidia: invalid MIG strategy single: {why}")
+            out.update(
+                {
+                    "gpu.product": f"{name}-MIG-INVALID",
+                    "gpu.count": "0",
+                    "gpu.replicas": "0",
+                    "gpu.sharing-strategy": "",
+                    "gpu.memory": "0",
+                }
+            )
+            return {f"{PREFIX}/{k}": v for k, v in out.items()}
     by_profile: dict[str, list[Partition]] = {}
     for p in parts:
         by_profile.setdefault(p.profile.replace("+", "."), []).append(p)
     model = {g.address: gfd_sanitise(g.product or "") for g in gpus}
     for prof, ps in sorted(by_profile.items()) if strat != "none" else ():
         base = "gpu" if strat == "single" else f"mig-{prof}"
-        out[f"{base}.product"] = f"{model[ps[0].parent]}-MIG-{prof}"
+        resource = GPU_RESOURCE if strat == "single" else f"{PREFIX}/mig-{prof}"
+        replicas, sharing, shared = _sharing(opts, resource)
+        product = f"{model[ps[0].parent]}-MIG-{prof}" + ("-SHARED" if shared else "")
+        out[f"{base}.product"] = product
         out[f"{base}.count"] = str(len(ps))
-        out[f"{base}.replicas"] = "1"
-        out[f"{base}.sharing-strategy"] = "none"
-        if ps[0].memory_mib:
-            out[f"{base}.memory"] = str(ps[0].memory_mib)
-        if ps[0].compute_units:
-            out[f"{base}.multiprocessors"] = str(ps[0].compute_units)
+        out[f"{base}.replicas"] = replicas
+        out[f"{base}.sharing-strategy"] = sharing
+        for label, attr in _MIG_ATTRS:
+            value = getattr(ps[0], attr)
+            if value is not None and (value or label.startswith(("engines", "slices"))):
+                out[f"{base}.{label}"] = str(value)
     return {f"{PREFIX}/{k}": v for k, v in out.items()}
+
+
+def load_sharing_config(path: str, mig_strategy: str | None = None) -> NvidiaOptions:
+    """:class:`NvidiaOptions` from a device-plugin / GFD config file (YAML or JSON, ``v1``).
+
+    Reads ``sharing.timeSlicing`` / ``sharing.mps`` (``renameByDefault``, ``resources``:
+    ``name`` + ``replicas``) and ``flags.migStrategy``; ``mig_strategy`` (a flag or the
+    environment) wins over the file. Raises ``ValueError`` with a one-line message.
+    """
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not YAML/JSON ({' '.join(str(exc).split())})") from None
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: expected a mapping at the top level")
+    version = doc.get("version", "v1")
+    if version != "v1":
+        raise ValueError(f"{path}: unknown version {version!r} (expected v1)")
+    flags = doc.get("flags") or {}
+    if not isinstance(flags, dict):
+        raise ValueError(f"{path}: flags: expected a mapping")
+    strat = mig_strategy or flags.get("migStrategy") or "auto"
+    if strat not in MIG_STRATEGIES:
+        raise ValueError(f"{path}: flags.migStrategy: {strat!r} is not none, single or mixed")
+    sharing = doc.get("sharing") or {}
+    if not isinstance(sharing, dict):
+        raise ValueError(f"{path}: sharing: expected a mapping")
+    found: dict[str, tuple[dict[str, int], bool]] = {}
+    for key, strategy_name in (("timeSlicing", "time-slicing"), ("mps", "mps")):
+        block = sharing.get(key)
+        if block is None:
+            continue
+        if not isinstance(block, dict):
+            raise ValueError(f"{path}: sharing.{key}: expected a mapping")
+        replicas: dict[str, int] = {}
+        for i, r in enumerate(block.get("resources") or []):
+            where = f"{path}: sharing.{key}.resources[{i}]"
+            if not isinstance(r, dict) or not isinstance(r.get("name"), str):
+                raise ValueError(f"{where}: expected name and replicas")
+            n = r.get("replicas")
+            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                raise ValueError(f"{where}.replicas: expected a non-negative integer")
+            replicas[r["name"]] = n
+        found[strategy_name] = (replicas, bool(block.get("renameByDefault", False)))
+    # MPS wins when it is configured with replicas (device plugin api/config/v1/sharing.go).
+    for name in ("mps", "time-slicing"):
+        if name in found and any(n > 1 for n in found[name][0].values()):
+            replicas, rename = found[name]
+            return NvidiaOptions(strat, name, replicas, rename)
+    return NvidiaOptions(mig_strategy=strat)
