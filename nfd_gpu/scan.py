@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from nfd_gpu import features as F
-from nfd_gpu.discovery import amd, amdgpuinfo, nvidia, pci, system
+from nfd_gpu.discovery import amd, amdgpuinfo, intel, nvidia, pci, runtime, system, vgpu
 from nfd_gpu.discovery import gpus as gpu_discovery
 from nfd_gpu.discovery.pciids import PciIds
 from nfd_gpu.featuremap import snapshot_features
@@ -20,7 +20,7 @@ from nfd_gpu.labels.validate import filter_labels
 from nfd_gpu.model import Partition, Snapshot
 
 PROFILES = ("neutral",)
-KNOWN_PROFILES = ("neutral", "nvidia", "amd")
+KNOWN_PROFILES = ("neutral", "nvidia", "amd", "intel")
 
 
 @dataclass
@@ -50,6 +50,10 @@ def discover(host: HostRoot) -> Snapshot:
         gpus = amdgpuinfo.apply(gpus, amdgpuinfo.query(host))
     gpus, amd_partitions = amd.enrich(host, gpus)
     partitions = partitions + amd_partitions
+    gpus = intel.enrich(host, gpus)
+    vgpu_types = vgpu.read_types(host, gpus)
+    gpus = vgpu.apply(gpus, vgpu_types)
+    rt = runtime.discover(host, gpus, devices)
     return Snapshot(
         root=host.root,
         pci=devices,
@@ -60,6 +64,8 @@ def discover(host: HostRoot) -> Snapshot:
         driver_versions=versions,
         machine=system.machine(host),
         warnings=tuple(host.warnings),
+        vgpu_types=vgpu_types,
+        runtime=rt,
     )
 
 
@@ -80,6 +86,10 @@ def label(
             from nfd_gpu.labels.amd import amd_labels
 
             labels.update(amd_labels(snap))
+        elif p == "intel":
+            from nfd_gpu.labels.intel import intel_labels
+
+            labels.update(intel_labels(snap))
         else:
             known = ", ".join(KNOWN_PROFILES)
             raise ValueError(f"unknown label profile {p!r} (known: {known})")
