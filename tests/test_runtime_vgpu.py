@@ -6,14 +6,16 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from hypothesis import given
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nfd_gpu.discovery import runtime, vgpu
 from nfd_gpu.featuremap import snapshot_features
 from nfd_gpu.labels.neutral import documented
+from nfd_gpu.labels.validate import check_label
 from nfd_gpu.model import Snapshot
-from nfd_gpu.scan import run_scan
+from nfd_gpu.scan import KNOWN_PROFILES, run_scan
 from tests.conftest import fixture_root
 
 G = "gpu.feature.node.kubernetes.io"
@@ -217,3 +219,73 @@ def test_snapshot_with_runtime_round_trips() -> None:
     assert Snapshot.from_json(snap.to_json()) == snap
     snap = run_scan(fixture_root("nvidia-vgpu-host")).snapshot
     assert Snapshot.from_json(snap.to_json()) == snap
+
+
+# --- property: the new files with any content ------------------------------------------
+
+NEW_FILES = {
+    "max1550-xe": [
+        "sys/devices/pci0000:29/0000:29:00.0/tile0/physical_vram_size_bytes",
+        "etc/cdi/intel-gpu.yaml",
+    ],
+    "arc-a770": ["sys/devices/pci0000:03/0000:03:00.0/drm/card0/lmem_total_bytes"],
+    "nvidia-vgpu-host": [
+        "sys/devices/pci0000:3b/0000:3b:00.0/mdev_supported_types/nvidia-222/name",
+        "sys/devices/pci0000:3b/0000:3b:00.0/mdev_supported_types/nvidia-222/available_instances",
+    ],
+    "mi300x-vf-guest": ["opt/rocm/.info/version", "etc/OpenCL/vendors/amdocl64.icd"],
+}
+
+
+@pytest.fixture(scope="module")
+def new_trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = {}
+    for name in NEW_FILES:
+        root = tmp_path_factory.mktemp(name) / "root"
+        shutil.copytree(fixture_root(name), root, symlinks=True)
+        out[name] = root
+    return out
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    fixture=st.sampled_from(sorted(NEW_FILES)),
+    index=st.integers(min_value=0),
+    data=st.binary(max_size=200),
+)
+def test_new_files_any_bytes(
+    new_trees: dict[str, Path], fixture: str, index: int, data: bytes
+) -> None:
+    root = new_trees[fixture]
+    files = NEW_FILES[fixture]
+    path = root / files[index % len(files)]
+    original = path.read_bytes()
+    try:
+        path.write_bytes(data)
+        r = run_scan(root, profiles=KNOWN_PROFILES)
+        for k, v in r.labels.items():
+            check_label(k, v)
+        for fs in r.features["instances"].values():
+            for inst in fs["elements"]:
+                assert all(isinstance(v, str) for v in inst["attributes"].values())
+    finally:
+        path.write_bytes(original)
+
+
+def test_intel_gvtg_types_on_igpu(tmp_path: Path) -> None:
+    """Intel GVT-g offers mdev types on the iGPU (``i915-GVTg_V5_<n>``)."""
+    root = _copy("workstation-rtx4090", tmp_path)
+    d = root / "sys/devices/pci0000:00/0000:00:02.0/mdev_supported_types/i915-GVTg_V5_4"
+    d.mkdir(parents=True)
+    (d / "available_instances").write_text("2\n")
+    (d / "device_api").write_text("vfio-pci\n")
+    (d / "description").write_text("low_gm_size: 128MB\nhigh_gm_size: 512MB\n")
+    r = run_scan(root)
+    (t,) = r.snapshot.vgpu_types
+    assert (t.parent, t.type, t.available_instances) == ("0000:00:02.0", "i915-GVTg_V5_4", 2)
+    assert t.description == "low_gm_size: 128MB high_gm_size: 512MB"
+    modes = {g.vendor: g.mode for g in r.snapshot.gpus}
+    assert modes == {"intel": "vgpu-host", "nvidia": "container"}
+    assert r.labels[f"{G}/mode"] == "mixed"
