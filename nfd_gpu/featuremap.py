@@ -48,6 +48,8 @@ def gpu_instance(g: Gpu) -> dict[str, str]:
         "partition_memory": g.partition_memory,
         "mode": g.mode,
         "uuid": g.uuid,
+        "tiles": g.tiles,
+        "interconnects": ".".join(g.interconnects) or None,
     }
     return {k: s for k, v in raw.items() if (s := _s(v)) is not None and s != ""}
 
