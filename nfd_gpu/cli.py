@@ -84,7 +84,7 @@ def scan(
             "--profile",
             "-p",
             envvar="NFD_GPU_PROFILES",
-            help="Label profile (repeatable): neutral (default), nvidia, amd.",
+            help="Label profile (repeatable): neutral (default), nvidia, amd, intel.",
         ),
     ] = None,
     mig_strategy: Annotated[

@@ -48,6 +48,8 @@ def gpu_instance(g: Gpu) -> dict[str, str]:
         "partition_memory": g.partition_memory,
         "mode": g.mode,
         "uuid": g.uuid,
+        "tiles": g.tiles,
+        "interconnects": ".".join(g.interconnects) or None,
     }
     return {k: s for k, v in raw.items() if (s := _s(v)) is not None and s != ""}
 
@@ -96,6 +98,28 @@ def snapshot_features(snap: Snapshot) -> F.Features:
             for p in snap.partitions
         ),
     )
+    F.add_instances(
+        feats,
+        "gpu.vgpu_type",
+        (
+            {
+                k: v
+                for k, v in {
+                    "parent": t.parent,
+                    "type": t.type,
+                    "name": t.name,
+                    "available_instances": _s(t.available_instances),
+                    "device_api": t.device_api,
+                }.items()
+                if v is not None
+            }
+            for t in snap.vgpu_types
+        ),
+    )
+    if snap.runtime is not None:
+        from nfd_gpu.discovery.runtime import flags
+
+        F.add_flags(feats, "gpu.runtime", flags(snap.runtime))
     F.add_attributes(feats, "gpu.node", neutral_attributes(snap))
     F.add_instances(feats, "pci.device", (pci_instance(d) for d in snap.pci))
     F.add_flags(feats, "kernel.loadedmodule", snap.loaded_modules)

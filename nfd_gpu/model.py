@@ -130,6 +130,43 @@ class Gpu:
     clique: str | None = None  # NVLink fabric "<clusterUUID>.<cliqueId>" (NVML fabric info)
     # provenance of each fact: field name -> nvml | sysfs | procfs | pci.ids | table | kfd
     sources: dict[str, str] = field(default_factory=dict)
+    local_memory_bytes: int | None = None  # Intel: lmem_total_bytes x tiles (i915), VRAM (xe)
+
+
+@dataclass(frozen=True, slots=True)
+class VgpuType:
+    """A mediated-device (vGPU) type a GPU offers (``mdev_supported_types/<type>``)."""
+
+    parent: str  # PCI address of the GPU
+    type: str  # directory name, e.g. "nvidia-558"
+    name: str | None = None
+    available_instances: int | None = None
+    device_api: str | None = None
+    description: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceNode:
+    """A device node under ``dev/`` (a regular file stands in for it in fixtures)."""
+
+    path: str  # relative to the root, e.g. "dev/dri/renderD128"
+    mode: str  # permission bits in octal, e.g. "0666"
+    char_device: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """Container-runtime facts around the GPUs (``nfd_gpu.discovery.runtime``)."""
+
+    dev_visible: bool = False  # the root has a dev/ directory
+    device_nodes: tuple[DeviceNode, ...] = ()
+    nvidia_toolkit_config: bool = False
+    nvidia_runtime_binary: bool = False
+    cdi_kinds: tuple[str, ...] = ()  # "nvidia.com/gpu", "amd.com/gpu"
+    rocm_version: str | None = None
+    opencl_icds: tuple[str, ...] = ()  # ICD file names without ".icd"
+    level_zero: bool = False
+    devices_ready: bool | None = None  # None: dev/ not visible or no GPU to check
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +182,8 @@ class Snapshot:
     driver_versions: dict[str, str] = field(default_factory=dict)  # module -> version
     machine: str | None = None
     warnings: tuple[str, ...] = ()
+    vgpu_types: tuple[VgpuType, ...] = ()
+    runtime: Runtime | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -166,6 +205,8 @@ class Snapshot:
             driver_versions=dict(d.get("driver_versions", {})),
             machine=d.get("machine"),
             warnings=tuple(d.get("warnings", ())),
+            vgpu_types=tuple(_load(VgpuType, x) for x in d.get("vgpu_types", ())),
+            runtime=_load_runtime(d.get("runtime")),
         )
 
     @classmethod
@@ -189,3 +230,11 @@ def _load(cls: type[T], d: dict[str, Any]) -> T:
             v = tuple(v)
         kwargs[f.name] = v
     return cls(**kwargs)
+
+
+def _load_runtime(d: dict[str, Any] | None) -> Runtime | None:
+    if d is None:
+        return None
+    nodes = tuple(_load(DeviceNode, x) for x in d.get("device_nodes", ()))
+    rest = {k: v for k, v in d.items() if k != "device_nodes"}
+    return dataclasses.replace(_load(Runtime, rest), device_nodes=nodes)

@@ -11,7 +11,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from nfd_gpu import features as F
-from nfd_gpu.discovery import amd, amdgpuinfo, nvidia, pci, system
+from nfd_gpu.discovery import amd, amdgpuinfo, intel, nvidia, pci, runtime, system, vgpu
 from nfd_gpu.discovery import gpus as gpu_discovery
 from nfd_gpu.discovery.pciids import PciIds
 from nfd_gpu.featuremap import snapshot_features
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from nfd_gpu.labels.nvidia import NvidiaOptions
 
 PROFILES = ("neutral",)
-KNOWN_PROFILES = ("neutral", "nvidia", "amd")
+KNOWN_PROFILES = ("neutral", "nvidia", "amd", "intel")
 
 
 @dataclass
@@ -56,6 +56,10 @@ def discover(host: HostRoot, *, nvml_lib: ModuleType | None = None) -> Snapshot:
         gpus = amdgpuinfo.apply(gpus, amdgpuinfo.query(host))
     gpus, amd_partitions = amd.enrich(host, gpus)
     partitions = partitions + amd_partitions
+    gpus = intel.enrich(host, gpus)
+    vgpu_types = vgpu.read_types(host, gpus)
+    gpus = vgpu.apply(gpus, vgpu_types)
+    rt = runtime.discover(host, gpus, devices)
     return Snapshot(
         root=host.root,
         pci=devices,
@@ -66,6 +70,8 @@ def discover(host: HostRoot, *, nvml_lib: ModuleType | None = None) -> Snapshot:
         driver_versions=versions,
         machine=system.machine(host),
         warnings=tuple(host.warnings),
+        vgpu_types=vgpu_types,
+        runtime=rt,
     )
 
 
@@ -89,6 +95,10 @@ def label(
             from nfd_gpu.labels.amd import amd_labels
 
             labels.update(amd_labels(snap))
+        elif p == "intel":
+            from nfd_gpu.labels.intel import intel_labels
+
+            labels.update(intel_labels(snap))
         else:
             known = ", ".join(KNOWN_PROFILES)
             raise ValueError(f"unknown label profile {p!r} (known: {known})")

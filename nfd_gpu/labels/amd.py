@@ -54,7 +54,11 @@ GFX_FAMILY = {
 }
 
 LABEL_TABLE: tuple[LabelDoc, ...] = (
-    LabelDoc("gpu.device-id", "4 lower-hex digits, e.g. `740f`", "PCI device id."),
+    LabelDoc(
+        "gpu.device-id",
+        "4 lower-hex digits, e.g. `740f`",
+        "PCI device id (of the VFs on a `vf-passthrough` host).",
+    ),
     LabelDoc(
         "gpu.product-name",
         "e.g. `Instinct_MI210`",
@@ -97,9 +101,12 @@ def vram_label(mib: int) -> str:
     return f"{(mib * 2 + 1024) // 2048}G"
 
 
-def _units(gpu: Gpu, parts: list[Partition]) -> list[dict[str, str]]:
-    """Per-device label values: one per partition on a partitioned GPU, else the GPU."""
+def _units(gpu: Gpu, parts: list[Partition], vf_ids: list[str]) -> list[dict[str, str]]:
+    """Per-device label values: one per partition on a partitioned GPU, one per VF
+    on a ``vf-passthrough`` PF (the labeller's VF mode lists the VFs), else the GPU."""
     base: dict[str, str] = {"device-id": gpu.device_id}
+    if gpu.mode == "vf-passthrough" and vf_ids:
+        return [{"device-id": v} for v in vf_ids]
     if gpu.mode != "container":
         return [base]
     raw = gpu.board_product or gpu.product
@@ -147,8 +154,10 @@ def amd_labels(snap: Snapshot) -> dict[str, str]:
     if not gpus:
         return {}
     units: list[dict[str, str]] = []
+    device_of = {d.address: d.device for d in snap.pci}
     for g in gpus:
-        units += _units(g, [p for p in snap.partitions if p.parent == g.address])
+        vf_ids = [device_of[v] for v in g.vfs if v in device_of]
+        units += _units(g, [p for p in snap.partitions if p.parent == g.address], vf_ids)
     out: dict[str, str] = {}
     for kind in ("device-id", "product-name", "vram", "simd-count", "cu-count", "family"):
         vals = [u[kind] for u in units if kind in u]

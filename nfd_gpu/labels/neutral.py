@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from nfd_gpu.labels.validate import NAME_MAX, sanitize_value
-from nfd_gpu.model import Gpu, Snapshot
+from nfd_gpu.model import Gpu, Runtime, Snapshot
 
 NAMESPACE = "gpu.feature.node.kubernetes.io"
 MIXED = "mixed"
@@ -87,6 +87,7 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
     LabelDoc("sriov.vfs", "integer", "VFs enabled on GPU PFs (when SR-IOV capable)."),
     LabelDoc("interconnect.nvswitch", "`true`", "NVSwitch bridges present."),
     LabelDoc("interconnect.xgmi", "`true`", "AMD GPUs linked by XGMI (KFD io_links type 11)."),
+    LabelDoc("interconnect.xelink", "`true`", "Intel GPUs with Xe Link (an `iaf` fabric device)."),
     LabelDoc(
         "partitions",
         "integer",
@@ -106,6 +107,25 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
     LabelDoc("pcie.width", "integer", "Lowest negotiated PCIe link width over the GPUs."),
     LabelDoc("pcie.degraded", "`true`", "Some GPU link trained below its maximum."),
     LabelDoc("machine", "sanitised DMI product name", "`sys/class/dmi/id/product_name`."),
+    LabelDoc(
+        "devices.ready",
+        "`true` `false`",
+        "Every GPU's device nodes exist (render node, `/dev/kfd`, `/dev/nvidiactl` + "
+        "`/dev/nvidia<N>`, or `/dev/vfio/<group>` when passed through). Omitted when "
+        "`/dev` is not visible under the root.",
+    ),
+    LabelDoc(
+        "runtime.nvidia-container-toolkit",
+        "`true`",
+        "`etc/nvidia-container-runtime/config.toml` or the runtime binary present.",
+    ),
+    LabelDoc("runtime.cdi", "`true`", "CDI specs in `etc/cdi` or `var/run/cdi`."),
+    LabelDoc("runtime.cdi.<vendor>", "`true`", "A CDI spec of that vendor (`nvidia.com`)."),
+    LabelDoc("runtime.rocm.version", "e.g. `6.2.0`", "`opt/rocm/.info/version`."),
+    LabelDoc("runtime.rocm.major", "integer", "ROCm major version."),
+    LabelDoc("runtime.opencl", "`true`", "OpenCL ICDs in `etc/OpenCL/vendors`."),
+    LabelDoc("runtime.opencl.<icd>", "`true`", "One per ICD file (`intel`, `nvidia`, ...)."),
+    LabelDoc("runtime.level-zero", "`true`", "The Level Zero loader `libze_loader.so` found."),
 )
 
 _VENDOR_MODULE = {"nvidia": "nvidia", "amd": "amdgpu", "intel": ("i915", "xe")}
@@ -216,6 +236,8 @@ def neutral_attributes(snap: Snapshot) -> dict[str, str]:
         out["interconnect.nvswitch"] = "true"
     if any("xgmi" in g.interconnects for g in amd):
         out["interconnect.xgmi"] = "true"
+    if any("xe-link" in g.interconnects for g in gpus if g.vendor == "intel"):
+        out["interconnect.xelink"] = "true"
     amd_parts = [p for p in snap.partitions if p.kind == "amd"]
     if amd_parts:
         out["partitions"] = str(len(amd_parts))
@@ -241,6 +263,35 @@ def neutral_attributes(snap: Snapshot) -> dict[str, str]:
         m = sanitize_value(snap.machine)
         if m:
             out["machine"] = m
+    if snap.runtime is not None:
+        out.update(runtime_attributes(snap.runtime))
+    return out
+
+
+def runtime_attributes(rt: Runtime) -> dict[str, str]:
+    """The ``runtime.*`` and ``devices.ready`` values (only on nodes with GPUs)."""
+    out: dict[str, str] = {}
+    if rt.devices_ready is not None:
+        out["devices.ready"] = "true" if rt.devices_ready else "false"
+    if rt.nvidia_toolkit_config or rt.nvidia_runtime_binary:
+        out["runtime.nvidia-container-toolkit"] = "true"
+    if rt.cdi_kinds:
+        out["runtime.cdi"] = "true"
+        for kind in rt.cdi_kinds:
+            vendor = sanitize_value(kind.split("/", 1)[0], NAME_MAX - len("runtime.cdi."))
+            if vendor:
+                out[f"runtime.cdi.{vendor}"] = "true"
+    if rt.rocm_version:
+        out["runtime.rocm.version"] = sanitize_value(rt.rocm_version)
+        out["runtime.rocm.major"] = rt.rocm_version.split(".", 1)[0]
+    if rt.opencl_icds:
+        out["runtime.opencl"] = "true"
+        for icd in rt.opencl_icds:
+            name = sanitize_value(icd, NAME_MAX - len("runtime.opencl."))
+            if name:
+                out[f"runtime.opencl.{name}"] = "true"
+    if rt.level_zero:
+        out["runtime.level-zero"] = "true"
     return out
 
 

@@ -126,6 +126,31 @@ SHIPPED_EXPECTED: dict[str, dict[str, str]] = {
     },
     # 2x H100 + 2x MI210: family is `mixed`, so not the large tier; 64 GiB minimum -> medium
     "mixed-nvidia-amd": {G + "class": "medium"},
+    # 8x MI300X PF on gim (cdna3, 196608 MiB from the table) -> large. The CDNA3 rule
+    # matches pci.device, which lists every function: 8 PFs (74a1) + 8 VFs (74b5) = 16.
+    "mi300x-sriov-host": {
+        G + "class": "large",
+        G + "amd.instinct-cdna3": "true",
+        G + "amd.instinct-cdna3.count": "16",
+    },
+    # VM with one MI300X VF (74b5 is in the CDNA3 list); its memory is unknown, so
+    # memory-mib is absent and no class tier matches.
+    "mi300x-vf-guest": {
+        G + "amd.instinct-cdna3": "true",
+        G + "amd.instinct-cdna3.count": "1",
+    },
+    # 4x Max 1550 on xe (xe-hpc, 131072 MiB from tile VRAM) -> large; 0bd5 class 0380 with
+    # xe loaded -> Intel Data Center, series max (device does not start with 56c), 4 functions.
+    "max1550-xe": {
+        G + "class": "large",
+        G + "intel.datacenter": "true",
+        G + "intel.datacenter.series": "max",
+        G + "intel.datacenter.count": "4",
+    },
+    # Arc A770 (16384 MiB from lmem_total_bytes) < 24576 -> small; class 0300: not Data Center
+    "arc-a770": {G + "class": "small"},
+    # 2x Tesla T4 (turing, 15360 MiB) -> small; not MIG-capable
+    "nvidia-vgpu-host": {G + "class": "small"},
 }
 
 

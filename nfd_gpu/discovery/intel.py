@@ -1,0 +1,110 @@
+"""Intel depth: tiles, local memory and Xe Link from i915 and xe sysfs.
+
+Sources (``reference/amd-intel.md`` §B1-B3, kernel sources named below):
+
+* tiles: i915 lists one ``drm/card<N>/gt/gt<i>`` directory per tile; xe lists
+  ``tile<i>`` directories under the PCI device (Intel's labeler counts
+  ``card<N>/gt/gt*`` plus ``card<N>/device/tile?``, and 1 when there are none).
+* local memory, i915: ``drm/card<N>/lmem_total_bytes`` (parsed with base 0);
+  Intel's labeler multiplies it by the tile count and so do we.
+* local memory, xe: ``tile<i>/physical_vram_size_bytes`` (``%llu``, xe_tile_sysfs.c),
+  summed over tiles.
+* Xe Link: an ``i915.iaf.<n>`` (or legacy ``iaf.<n>``) directory with an
+  ``iaf_fabric_id`` attribute below the PCI device (Intel Accelerator Fabric;
+  compute-runtime reads the same path).
+* family / product / tiles fallback: ``nfd_gpu/data/intel.tsv``.
+
+Everything is best effort: facts that cannot be read stay unknown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from nfd_gpu.discovery import tables
+from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.model import Gpu
+
+MIB = 1024 * 1024
+INTEL_DRIVERS = ("i915", "xe")
+_GT = re.compile(r"^gt[0-9]+$")
+_TILE = re.compile(r"^tile[0-9]+$")
+_IAF = re.compile(r"^(i915\.)?iaf\.[0-9]+$")
+
+
+def parse_bytes(text: str | None) -> int | None:
+    """A byte count as sysfs prints it (decimal, or ``0x`` hex); None when not one."""
+    if not text:
+        return None
+    token = text.strip().split()[0] if text.strip() else ""
+    try:
+        value = int(token, 0)
+    except ValueError:
+        return None
+    return value if value >= 0 else None
+
+
+def count_matching(names: list[str], pattern: re.Pattern[str]) -> int:
+    return sum(1 for n in names if pattern.match(n))
+
+
+def _cards(g: Gpu) -> list[str]:
+    return [n for n in g.drm if re.match(r"^card[0-9]+$", n)]
+
+
+def enrich(host: HostRoot, gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
+    """Intel GPUs completed from i915 / xe sysfs and the model table."""
+    return tuple(_enrich_one(host, g) if g.vendor == "intel" else g for g in gpus)
+
+
+def _enrich_one(host: HostRoot, g: Gpu) -> Gpu:
+    dev = f"sys/bus/pci/devices/{g.address}"
+    sources = dict(g.sources)
+    changes: dict[str, object] = {}
+    entries = host.listdir(dev)
+
+    xe_tiles = sorted((n for n in entries if _TILE.match(n)), key=lambda n: int(n[4:]))
+    gt_tiles = 0
+    lmem: int | None = None
+    for card in _cards(g):
+        gt_tiles = max(gt_tiles, count_matching(host.listdir(f"{dev}/drm/{card}/gt"), _GT))
+        if lmem is None:
+            lmem = parse_bytes(host.read_text(f"{dev}/drm/{card}/lmem_total_bytes"))
+
+    tiles: int | None = None
+    if xe_tiles or gt_tiles:
+        tiles = len(xe_tiles) + gt_tiles
+        sources["tiles"] = "sysfs"
+    elif g.driver in INTEL_DRIVERS and _cards(g):
+        tiles = 1  # the driver shows no tile directories on single-tile parts
+        sources["tiles"] = "sysfs"
+    else:
+        info = tables.lookup("intel", g.device_id, g.revision)
+        if info is not None and info.tiles:
+            tiles = info.tiles
+            sources["tiles"] = "table"
+    if tiles is not None:
+        changes["tiles"] = tiles
+
+    memory: int | None = None
+    if xe_tiles:
+        sizes = [
+            parse_bytes(host.read_text(f"{dev}/{t}/physical_vram_size_bytes")) for t in xe_tiles
+        ]
+        known = [s for s in sizes if s]
+        if known:
+            memory = sum(known)
+    if memory is None and lmem:
+        memory = lmem * (tiles or 1)
+    if memory:
+        changes["local_memory_bytes"] = memory
+        changes["memory_mib"] = memory // MIB
+        sources["memory_mib"] = "sysfs"
+
+    if any(_IAF.match(n) and host.exists(f"{dev}/{n}/iaf_fabric_id") for n in entries):
+        changes["interconnects"] = tuple(sorted({*g.interconnects, "xe-link"}))
+        sources["interconnects"] = "sysfs"
+
+    changes["sources"] = sources
+    return dataclasses.replace(g, **changes)  # type: ignore[arg-type]

@@ -1,0 +1,198 @@
+"""Runtime facts: can containers reach the GPUs, and with which software?
+
+Read under the host root (all optional, nothing is executed):
+
+* device nodes ``dev/nvidia*``, ``dev/dri/{card,renderD}*``, ``dev/kfd``,
+  ``dev/vfio/*``: existence and permission bits (``stat``). In test fixtures
+  regular files stand in for the character devices (git keeps no device nodes
+  and only 0644/0755 modes), so ``char_device`` is false there.
+* NVIDIA container toolkit: ``etc/nvidia-container-runtime/config.toml`` and the
+  ``nvidia-container-runtime`` / ``nvidia-ctk`` binaries under ``usr/bin``.
+* CDI specs in ``etc/cdi`` and ``var/run/cdi`` (``*.yaml``, ``*.yml``, ``*.json``):
+  the ``kind`` each declares (``nvidia.com/gpu``), read from a ``kind:`` line or a
+  JSON ``"kind"`` member, without a YAML parser.
+* ROCm: ``opt/rocm/.info/version``. OpenCL ICDs: ``etc/OpenCL/vendors/*.icd``.
+  Level Zero loader: ``libze_loader.so*`` in the usual library directories.
+
+``devices_ready`` is true when every GPU's device nodes exist: for a GPU used by
+containers, its ``renderD`` node (AMD: also ``dev/kfd``; NVIDIA: ``dev/nvidiactl``
+and one ``dev/nvidia<N>`` per GPU); for a GPU or VF passed through, its
+``dev/vfio/<iommu group>``. It is None when ``dev/`` is not visible under the
+root or no GPU has nodes to check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+
+from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.model import DeviceNode, Gpu, PciDevice, Runtime
+
+NVIDIA_TOOLKIT_CONFIG = "etc/nvidia-container-runtime/config.toml"
+NVIDIA_BINARIES = ("usr/bin/nvidia-container-runtime", "usr/bin/nvidia-ctk")
+CDI_DIRS = ("etc/cdi", "var/run/cdi")
+ROCM_VERSION = "opt/rocm/.info/version"
+OPENCL_VENDORS = "etc/OpenCL/vendors"
+LIB_DIRS = (
+    "usr/lib/x86_64-linux-gnu",
+    "usr/lib/aarch64-linux-gnu",
+    "usr/lib64",
+    "usr/lib",
+    "usr/local/lib",
+)
+_KIND = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
+_YAML_KIND = re.compile(r"""^kind\s*:\s*["']?([^"'\s#]+)["']?\s*(#.*)?$""")
+_NVIDIA_MINOR = re.compile(r"^nvidia[0-9]+$")
+
+
+def parse_cdi_kind(text: str | None) -> str | None:
+    """The ``kind`` of a CDI spec (``vendor.com/class``); None when absent or invalid."""
+    if not text:
+        return None
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        try:
+            doc = json.loads(stripped)
+        except ValueError:
+            return None
+        kind = doc.get("kind") if isinstance(doc, dict) else None
+        return kind if isinstance(kind, str) and _KIND.match(kind) else None
+    for line in text.splitlines():
+        m = _YAML_KIND.match(line)  # top level only: no indentation
+        if m:
+            return m.group(1) if _KIND.match(m.group(1)) else None
+    return None
+
+
+def parse_rocm_version(text: str | None) -> str | None:
+    """``opt/rocm/.info/version`` (``6.2.0-66``) -> ``6.2.0``; None when not a version."""
+    if not text or not text.strip():
+        return None
+    token = text.split()[0].split("-", 1)[0]
+    parts = token.split(".")
+    if len(parts) < 2 or not all(p.isascii() and p.isdigit() for p in parts):
+        return None
+    return token
+
+
+def _stat(host: HostRoot, rel: str) -> DeviceNode | None:
+    try:
+        st = os.stat(host.path(rel))
+    except OSError:
+        return None
+    return DeviceNode(
+        path=rel, mode=f"{stat.S_IMODE(st.st_mode):04o}", char_device=stat.S_ISCHR(st.st_mode)
+    )
+
+
+def device_nodes(host: HostRoot) -> tuple[DeviceNode, ...]:
+    names = [f"dev/{n}" for n in host.listdir("dev") if n.startswith("nvidia") or n == "kfd"]
+    names += [f"dev/dri/{n}" for n in host.listdir("dev/dri") if n.startswith(("card", "render"))]
+    names += [f"dev/vfio/{n}" for n in host.listdir("dev/vfio")]
+    return tuple(n for n in (_stat(host, p) for p in sorted(names)) if n is not None)
+
+
+def cdi_kinds(host: HostRoot) -> tuple[str, ...]:
+    kinds = set()
+    for d in CDI_DIRS:
+        for name in host.listdir(d):
+            if name.endswith((".yaml", ".yml", ".json")):
+                kind = parse_cdi_kind(host.read_text(f"{d}/{name}"))
+                if kind:
+                    kinds.add(kind)
+                else:
+                    host.warn(f"/{d}/{name}: no CDI kind found")
+    return tuple(sorted(kinds))
+
+
+def opencl_icds(host: HostRoot) -> tuple[str, ...]:
+    return tuple(n[: -len(".icd")] for n in host.listdir(OPENCL_VENDORS) if n.endswith(".icd"))
+
+
+def level_zero(host: HostRoot) -> bool:
+    return any(n.startswith("libze_loader.so") for d in LIB_DIRS for n in host.listdir(d))
+
+
+def required_nodes(
+    gpus: tuple[Gpu, ...], pci: tuple[PciDevice, ...], host: HostRoot | None = None
+) -> list[list[str]]:
+    """Per GPU, the device nodes containers or VMs need (empty: nothing to check).
+    Host-side VFs are read without their IOMMU group (pci.py keeps them cheap), so
+    ``host`` supplies it for the VFs of a ``vf-passthrough`` GPU."""
+    groups = {d.address: d.iommu_group for d in pci if d.iommu_group}
+    if host is not None:
+        for g in gpus:
+            for v in g.vfs:
+                if v not in groups:
+                    grp = host.readlink_name(f"sys/bus/pci/devices/{v}/iommu_group")
+                    if grp:
+                        groups[v] = grp
+    out: list[list[str]] = []
+    for g in gpus:
+        need: list[str] = []
+        render = [f"dev/dri/{n}" for n in g.drm if n.startswith("renderD")]
+        if g.mode == "container":
+            if g.vendor == "nvidia":
+                need.append("dev/nvidiactl")
+            else:
+                # no render node in sysfs: the driver is not ready, the check must fail
+                need += render or [f"dev/dri/<no render node for {g.address}>"]
+                if g.vendor == "amd":
+                    need.append("dev/kfd")
+        elif g.mode == "pf-passthrough":
+            need.append(f"dev/vfio/{groups.get(g.address, '<no iommu group>')}")
+        elif g.mode == "vf-passthrough":
+            need += [f"dev/vfio/{groups.get(v, '<no iommu group>')}" for v in g.vfs]
+        out.append(need)
+    return out
+
+
+def discover(host: HostRoot, gpus: tuple[Gpu, ...], pci: tuple[PciDevice, ...]) -> Runtime:
+    visible = host.is_dir("dev")
+    nodes = device_nodes(host) if visible else ()
+    ready: bool | None = None
+    if visible:
+        present = {n.path for n in nodes}
+        needs = required_nodes(gpus, pci, host)
+        nv = [g for g in gpus if g.vendor == "nvidia" and g.mode == "container"]
+        minors = sum(1 for p in present if _NVIDIA_MINOR.match(p.removeprefix("dev/")))
+        if any(needs):
+            ready = all(p in present for need in needs for p in need) and minors >= len(nv)
+    return Runtime(
+        dev_visible=visible,
+        device_nodes=nodes,
+        nvidia_toolkit_config=host.exists(NVIDIA_TOOLKIT_CONFIG),
+        nvidia_runtime_binary=any(host.exists(b) for b in NVIDIA_BINARIES),
+        cdi_kinds=cdi_kinds(host),
+        rocm_version=parse_rocm_version(host.read_text(ROCM_VERSION)),
+        opencl_icds=opencl_icds(host),
+        level_zero=level_zero(host),
+        devices_ready=ready,
+    )
+
+
+def flags(rt: Runtime) -> list[str]:
+    """The ``gpu.runtime`` flag feature: the runtime pieces found."""
+    out = []
+    if rt.nvidia_toolkit_config:
+        out.append("nvidia-container-toolkit")
+    if rt.nvidia_runtime_binary:
+        out.append("nvidia-container-runtime")
+    out += [f"cdi.{k}" for k in rt.cdi_kinds]
+    if rt.rocm_version:
+        out.append("rocm")
+    out += [f"opencl.{i}" for i in rt.opencl_icds]
+    if rt.level_zero:
+        out.append("level-zero")
+    if any(n.path == "dev/kfd" for n in rt.device_nodes):
+        out.append("dev.kfd")
+    if any(n.path.startswith("dev/dri/renderD") for n in rt.device_nodes):
+        out.append("dev.dri.render")
+    if any(n.path == "dev/nvidiactl" for n in rt.device_nodes):
+        out.append("dev.nvidiactl")
+    if rt.devices_ready:
+        out.append("devices-ready")
+    return out

@@ -1,0 +1,65 @@
+"""Mediated-device (vGPU) types offered by GPUs: ``mdev_supported_types``.
+
+``Documentation/ABI/testing/sysfs-bus-vfio-mdev`` (Linux): each
+``<device>/mdev_supported_types/<type-id>/`` directory holds ``device_api`` and
+``available_instances`` (mandatory) and optionally ``name`` and ``description``.
+NVIDIA vGPU (``nvidia-<n>``) and Intel GVT-g (``i915-GVTg_V5_<n>``) use it. A GPU
+that offers types is a vGPU host (mode ``vgpu-host``) unless it is passed through.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.model import Gpu, VgpuType
+
+PASSTHROUGH_MODES = ("pf-passthrough",)
+
+
+def parse_count(text: str | None) -> int | None:
+    """``available_instances``: a non-negative decimal; None otherwise."""
+    if text is None:
+        return None
+    token = text.strip()
+    return int(token) if token.isascii() and token.isdigit() else None
+
+
+def _one_line(text: str | None) -> str | None:
+    if not text:
+        return None
+    line = " ".join(text.split())
+    return line[:200] or None
+
+
+def read_types(host: HostRoot, gpus: tuple[Gpu, ...]) -> tuple[VgpuType, ...]:
+    out: list[VgpuType] = []
+    for g in gpus:
+        base = f"sys/bus/pci/devices/{g.address}/mdev_supported_types"
+        for t in host.listdir(base):
+            d = f"{base}/{t}"
+            if not host.is_dir(d):
+                continue
+            out.append(
+                VgpuType(
+                    parent=g.address,
+                    type=t,
+                    name=_one_line(host.read_text(f"{d}/name")),
+                    available_instances=parse_count(host.read_text(f"{d}/available_instances")),
+                    device_api=_one_line(host.read_text(f"{d}/device_api")),
+                    description=_one_line(host.read_text(f"{d}/description")),
+                )
+            )
+    return tuple(out)
+
+
+def apply(gpus: tuple[Gpu, ...], types: tuple[VgpuType, ...]) -> tuple[Gpu, ...]:
+    """GPUs offering mdev types become ``vgpu-host`` (a passed-through GPU stays so)."""
+    parents = {t.parent for t in types}
+    out = []
+    for g in gpus:
+        if g.address in parents and g.mode not in PASSTHROUGH_MODES:
+            sources = {**g.sources, "mode": "sysfs"}
+            g = dataclasses.replace(g, mode="vgpu-host", sources=sources)
+        out.append(g)
+    return tuple(out)
