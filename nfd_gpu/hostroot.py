@@ -160,6 +160,15 @@ class HostRoot:
             self._recorder(rel)
         return os.path.isdir(self.path(rel))
 
+    def stat(self, rel: str) -> os.stat_result | None:
+        """``os.stat`` (following links) or None; recorded like every other access."""
+        if self._recorder is not None:
+            self._recorder(rel)
+        try:
+            return os.stat(self.path(rel))
+        except OSError:
+            return None
+
 
 def _preview(text: str, limit: int = 40) -> str:
     """A short, single-line, printable preview of bad content for a warning."""

@@ -10,8 +10,10 @@ readlink'd or tested is then copied from the root into DIR, and nothing else:
 * regular files are copied bounded: at most ``MAX_READ`` + 1 bytes, i.e. what a scan reads
   plus the byte that tells it the file was longer (so the truncation warning replays);
 * a directory that was listed gets its entries as markers (an empty directory, an empty
-  file, or the link), enough for the same listing; below ``dev/`` only the ``nvidia*``
-  entries discovery uses, all as empty marker files (device nodes are never opened);
+  file, or the link), enough for the same listing; below ``dev/`` only the entries
+  discovery uses (``nvidia*``, ``kfd``, ``dri/card*``, ``dri/renderD*``, ``vfio/*``), all
+  as empty marker files with the node's permission bits (device nodes are never opened;
+  they replay as regular files);
 * FIFOs, sockets and device nodes that were read become empty files (what a scan read);
 * pci.ids (``usr/share/...``) is read by the pci.ids parser, not through the recorder: the
   first one found is copied whole (public data, at most 16 MiB) so product names replay;
@@ -25,6 +27,7 @@ Nothing is written outside DIR, and DIR must be empty (or missing).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -40,7 +43,10 @@ from nfd_gpu.hostroot import _FLAGS, MAX_READ, HostRoot
 MANIFEST = "SNAPSHOT.json"
 MAX_LINK_HOPS = 40
 # Listed directories whose entries are filtered: only names with these prefixes are kept.
-LIST_FILTERS: dict[str, tuple[str, ...]] = {"dev": ("nvidia",)}
+LIST_FILTERS: dict[str, tuple[str, ...]] = {
+    "dev": ("nvidia", "kfd", "dri", "vfio"),
+    "dev/dri": ("card", "render"),
+}
 # Never copied with content: device nodes and anything below dev/ are markers only.
 MARKER_ONLY = ("dev",)
 
@@ -97,6 +103,9 @@ class _Copier:
         self._mkdir(parent)
         with open(d, "wb"):
             pass
+        # Keep the permission bits: runtime discovery reports device-node modes.
+        with contextlib.suppress(OSError):
+            os.chmod(d, stat.S_IMODE(os.stat(self.src(rel)).st_mode))
         self.report.markers.append(rel)
 
     def _copy_file(self, rel: str, parent: str, st: os.stat_result) -> None:
@@ -135,7 +144,10 @@ class _Copier:
             except OSError:
                 continue
             if rel.split("/", 1)[0] in MARKER_ONLY:
-                self._marker(child, rel)
+                if stat.S_ISDIR(st.st_mode):
+                    self._mkdir(child)  # dev/dri, dev/vfio: listed in turn
+                else:
+                    self._marker(child, rel)
             elif stat.S_ISLNK(st.st_mode):
                 self._link(child, os.readlink(self.src(child)), rel)
             elif stat.S_ISDIR(st.st_mode):
@@ -149,6 +161,8 @@ class _Copier:
         if key in self.done:
             return
         self.done.add(key)
+        if not os.path.lexists(self.src(rel)):
+            return  # the scan found nothing there; create no empty parents either
         todo = [p for p in rel.split("/") if p not in ("", ".")]
         cur = ""
         hops = 0

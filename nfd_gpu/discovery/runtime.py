@@ -24,7 +24,6 @@ root or no GPU has nodes to check.
 from __future__ import annotations
 
 import json
-import os
 import re
 import stat
 
@@ -79,9 +78,8 @@ def parse_rocm_version(text: str | None) -> str | None:
 
 
 def _stat(host: HostRoot, rel: str) -> DeviceNode | None:
-    try:
-        st = os.stat(host.path(rel))
-    except OSError:
+    st = host.stat(rel)
+    if st is None:
         return None
     return DeviceNode(
         path=rel, mode=f"{stat.S_IMODE(st.st_mode):04o}", char_device=stat.S_ISCHR(st.st_mode)
