@@ -194,6 +194,8 @@ class Agent:
     ) -> None:
         self.cfg = cfg
         self._scan = scan
+        # gfd.timestamp: fixed once per process start (as GFD), so passes stay unchanged.
+        self.started = int(time.time())
         self.sinks: list[Sink] = list(sinks) if sinks is not None else build_sinks(cfg)
         self._reload_fn = reload
         self.metrics = metrics
@@ -245,7 +247,7 @@ class Agent:
             self._scan = default_scan()
         kwargs: dict[str, Any] = {"profiles": self.cfg.profiles}
         if "nvidia" in self.cfg.profiles and (
-            self.cfg.mig_strategy != "auto" or self.cfg.sharing_config
+            self.cfg.mig_strategy != "auto" or self.cfg.sharing_config or self.cfg.gfd_timestamp
         ):
             kwargs["nvidia_options"] = self._nvidia_options()
         rules = self.cfg.rules
@@ -258,16 +260,19 @@ class Agent:
         return self._scan(self.cfg.root, **kwargs)
 
     def _nvidia_options(self) -> Any:
-        """MIG strategy and sharing config; the file is re-read every pass (a bad one warns)."""
+        """MIG strategy and sharing config; the file is re-read every pass (a bad one warns).
+
+        ``gfd.timestamp`` (``gfd_timestamp``) is the agent's start time, the same every pass."""
         from nfd_gpu.labels.nvidia import NvidiaOptions, load_sharing_config
 
         strategy = self.cfg.mig_strategy if self.cfg.mig_strategy != "auto" else None
+        stamp = self.started if self.cfg.gfd_timestamp else None
         if self.cfg.sharing_config:
             try:
-                return load_sharing_config(self.cfg.sharing_config, strategy)
+                return load_sharing_config(self.cfg.sharing_config, strategy, stamp)
             except ValueError as exc:
                 log.warning("sharing config ignored: %s", exc)
-        return NvidiaOptions(mig_strategy=self.cfg.mig_strategy)
+        return NvidiaOptions(mig_strategy=self.cfg.mig_strategy, timestamp=stamp)
 
     def run_pass(self) -> bool:
         """Scan and publish once. True when every sink succeeded."""

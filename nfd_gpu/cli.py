@@ -7,6 +7,7 @@ import importlib
 import json
 import os
 import sys
+import time
 from typing import Annotated, Any
 
 import typer
@@ -103,6 +104,14 @@ def scan(
             help="Device-plugin config file (sharing.timeSlicing/mps replicas, flags.migStrategy).",
         ),
     ] = None,
+    gfd_timestamp: Annotated[
+        bool,
+        typer.Option(
+            "--gfd-timestamp",
+            envvar="NFD_GPU_GFD_TIMESTAMP",
+            help="nvidia profile: emit gfd.timestamp (this run's start, Unix seconds).",
+        ),
+    ] = False,
 ) -> None:
     """Scan this host (or --root) and print labels, features and GPUs."""
     from nfd_gpu.scan import run_scan
@@ -117,7 +126,9 @@ def scan(
         if p not in KNOWN_PROFILES:
             raise fail(f"--profile {p}: unknown (known: {', '.join(KNOWN_PROFILES)})")
     try:
-        nvidia_options = _nvidia_options(mig_strategy, sharing_config)
+        nvidia_options = _nvidia_options(
+            mig_strategy, sharing_config, int(time.time()) if gfd_timestamp else None
+        )
         result = run_scan(
             root,
             rules_path=rules,
@@ -178,15 +189,17 @@ def snapshot(
     )
 
 
-def _nvidia_options(mig_strategy: str | None, sharing_config: str | None) -> Any:
+def _nvidia_options(
+    mig_strategy: str | None, sharing_config: str | None, timestamp: int | None = None
+) -> Any:
     from nfd_gpu.labels.nvidia import MIG_STRATEGIES, NvidiaOptions, load_sharing_config
 
     if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES[1:]:
         raise fail(f"--mig-strategy {mig_strategy}: expected none, single or mixed")
     if sharing_config is None:
-        return NvidiaOptions(mig_strategy=mig_strategy or "auto")
+        return NvidiaOptions(mig_strategy=mig_strategy or "auto", timestamp=timestamp)
     try:
-        return load_sharing_config(sharing_config, mig_strategy)
+        return load_sharing_config(sharing_config, mig_strategy, timestamp)
     except ValueError as exc:
         raise fail(f"--sharing-config {exc}") from None
 

@@ -42,6 +42,7 @@ class Config:
     profiles: tuple[str, ...] = ("neutral",)
     mig_strategy: str = "auto"
     sharing_config: str | None = None
+    gfd_timestamp: bool = False
     rules: str | None = None
     features_dir: str = DEFAULT_FEATURES_DIR
     features_file: str = "nfd-gpu"
@@ -77,6 +78,7 @@ KEYS: dict[str, tuple[str, str]] = {
     "profiles": ("list", "label profiles"),
     "mig_strategy": ("str", "nvidia profile MIG strategy: auto, none, single, mixed"),
     "sharing_config": ("str", "device-plugin config file for the nvidia profile (sharing)"),
+    "gfd_timestamp": ("bool", "nvidia profile: emit gfd.timestamp (agent start, Unix seconds)"),
     "rules": ("str", "NodeFeatureRule file or directory"),
     "features_dir": ("str", "feature-file directory"),
     "features_file": ("str", "feature-file name"),

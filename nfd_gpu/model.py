@@ -128,6 +128,9 @@ class Gpu:
     partition_memory: str | None = None
     mode: str | None = None
     clique: str | None = None  # NVLink fabric "<clusterUUID>.<cliqueId>" (NVML fabric info)
+    # NVIDIA vGPU guest: the host's vGPU manager version / branch (PCI vendor capability)
+    vgpu_host_driver_version: str | None = None
+    vgpu_host_driver_branch: str | None = None
     # provenance of each fact: field name -> nvml | sysfs | procfs | pci.ids | table | kfd
     sources: dict[str, str] = field(default_factory=dict)
     local_memory_bytes: int | None = None  # Intel: lmem_total_bytes x tiles (i915), VRAM (xe)

@@ -44,6 +44,13 @@ def run_command(
     sharing_config: Annotated[
         str | None, Opt(help="Device-plugin sharing config file (nvidia profile)")
     ] = None,
+    gfd_timestamp: Annotated[
+        bool | None,
+        Opt(
+            "--gfd-timestamp/--no-gfd-timestamp",
+            help="nvidia profile: emit gfd.timestamp, fixed at agent start (default off)",
+        ),
+    ] = None,
     rules: Annotated[str | None, Opt(help="NodeFeatureRule file or directory")] = None,
     features_dir: Annotated[str | None, Opt(help="Feature-file directory")] = None,
     features_file: Annotated[str | None, Opt(help="Feature-file name (default nfd-gpu)")] = None,
@@ -91,6 +98,7 @@ def run_command(
         "profiles": profile,
         "mig_strategy": mig_strategy,
         "sharing_config": sharing_config,
+        "gfd_timestamp": gfd_timestamp,
         "rules": rules,
         "features_dir": features_dir,
         "features_file": features_file,

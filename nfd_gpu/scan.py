@@ -11,7 +11,17 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from nfd_gpu import features as F
-from nfd_gpu.discovery import amd, amdgpuinfo, intel, nvidia, pci, runtime, system, vgpu
+from nfd_gpu.discovery import (
+    amd,
+    amdgpuinfo,
+    intel,
+    nvidia,
+    nvidia_vgpu,
+    pci,
+    runtime,
+    system,
+    vgpu,
+)
 from nfd_gpu.discovery import gpus as gpu_discovery
 from nfd_gpu.discovery.pciids import PciIds
 from nfd_gpu.featuremap import snapshot_features
@@ -52,6 +62,7 @@ def discover(host: HostRoot, *, nvml_lib: ModuleType | None = None) -> Snapshot:
     partitions: tuple[Partition, ...] = ()
     if any(g.vendor == "nvidia" for g in gpus):
         gpus, partitions, versions = nvidia.apply(nvidia.collect(host, nvml_lib), gpus, versions)
+        gpus = nvidia_vgpu.apply(host, gpus)
     if any(g.vendor == "amd" for g in gpus):
         gpus = amdgpuinfo.apply(gpus, amdgpuinfo.query(host))
     gpus, amd_partitions = amd.enrich(host, gpus)

@@ -160,3 +160,45 @@ def test_agent_config_keys(tmp_path: Path) -> None:
     assert Agent(cfg).scan().labels[f"{NV}/gpu.replicas"] == "4"
     with pytest.raises(config.ConfigError, match="mig_strategy"):
         config.load(env={"NFD_GPU_MIG_STRATEGY": "double"}, flags={"oneshot": True})
+
+
+def test_agent_gfd_timestamp_fixed_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+    import time
+
+    from nfd_gpu import config
+    from nfd_gpu.agent import Agent
+
+    root = str(fixture_root("a100-t4"))
+    flags = {"root": root, "profiles": "nvidia", "oneshot": True}
+    off = Agent(config.load(env={}, flags=flags)).scan().labels
+    assert f"{NV}/gfd.timestamp" not in off
+    cfg = config.load(env={"NFD_GPU_GFD_TIMESTAMP": "true"}, flags=flags)
+    assert cfg.gfd_timestamp is True
+    agent = Agent(cfg)
+    first = agent.scan().labels[f"{NV}/gfd.timestamp"]
+    assert re.fullmatch(r"[0-9]{10}", first)
+    assert first == str(agent.started)
+    later = time.time() + 3600
+    monkeypatch.setattr(time, "time", lambda: later)  # an hour on: the same value
+    assert agent.scan().labels == agent.scan().labels
+    assert agent.scan().labels[f"{NV}/gfd.timestamp"] == first
+    # with a sharing config too
+    cfg = config.load(
+        env={}, flags={**flags, "gfd_timestamp": True,
+                       "sharing_config": str(SHARING / "time-slicing-4.yaml")},
+    )  # fmt: skip
+    agent = Agent(cfg)
+    assert agent.scan().labels[f"{NV}/gfd.timestamp"] == str(agent.started)
+
+
+def test_scan_gfd_timestamp_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    root = str(fixture_root("a100-t4"))
+    argv = ["scan", "--root", root, "-p", "nvidia", "--format", "labels"]
+    for extra, present in (([], False), (["--gfd-timestamp"], True)):
+        assert main([*argv, *extra]) == 0
+        out = capsys.readouterr().out
+        found = re.search(rf"^{NV}/gfd\.timestamp=([0-9]{{10}})$", out, re.M)
+        assert (found is not None) is present

@@ -6,20 +6,22 @@ import re
 
 import pytest
 
-from nfd_gpu.labels.nvidia import gfd_sanitise
+from nfd_gpu.labels.nvidia import NvidiaOptions, gfd_sanitise
 from nfd_gpu.scan import run_scan
 from tests.conftest import SHARED, fixture_root
 
 REF = SHARED / "reference" / "nvidia"
-# gfd.timestamp is deliberately not emitted: a label that changes on every restart makes
-# nfd-master rewrite the node object and churns watchers; nothing schedules on it.
-NOT_EMITTED = ("gfd\\.timestamp",)
+# gfd.timestamp is opt-in (NvidiaOptions.timestamp, --gfd-timestamp): on for this check.
+GFD_OPTS = NvidiaOptions(timestamp=1767225600)
 
+# GFD's main_test.go checks vgpu.* lines only against the -vgpu file; the vGPU guest
+# fixture carries the vGPU PCI capability (host driver 550.54.16 / r550_40).
 CASES = [
     ("k8s-device-plugin_v0.20.0__tests__expected-output.txt", "a100-t4"),
     ("k8s-device-plugin_v0.20.0__tests__expected-output-mig-none.txt", "h100-gpu-lost"),
     ("k8s-device-plugin_v0.20.0__tests__expected-output-mig-single.txt", "h100-mig-single"),
     ("k8s-device-plugin_v0.20.0__tests__expected-output-mig-mixed.txt", "dgx-a100-mig-mixed"),
+    ("k8s-device-plugin_v0.20.0__tests__expected-output-vgpu.txt", "nvidia-vgpu-guest"),
 ]
 
 
@@ -28,15 +30,32 @@ def test_every_gfd_line_is_matched(expected: str, fixture: str) -> None:
     path = REF / expected
     if not path.exists():
         pytest.skip(f"{path} not present")
-    labels = run_scan(fixture_root(fixture), profiles=["nvidia"]).labels
+    labels = run_scan(fixture_root(fixture), profiles=["nvidia"], nvidia_options=GFD_OPTS).labels
     lines = [f"{k}={v}" for k, v in labels.items()]
     missing = []
-    for regex in path.read_text().splitlines():
-        if not regex.strip() or any(s in regex for s in NOT_EMITTED):
-            continue
+    regexes = [r for r in path.read_text().splitlines() if r.strip()]
+    assert regexes
+    for regex in regexes:
         if not any(re.match(regex, line) for line in lines):
             missing.append(regex)
     assert missing == []
+
+
+def test_timestamp_is_opt_in() -> None:
+    root = fixture_root("a100-t4")
+    on = run_scan(root, profiles=["nvidia"], nvidia_options=GFD_OPTS).labels
+    assert re.fullmatch(r"[0-9]{10}", on["nvidia.com/gfd.timestamp"])
+    assert "nvidia.com/gfd.timestamp" not in run_scan(root, profiles=["nvidia"]).labels
+
+
+def test_vgpu_guest_labels() -> None:
+    labels = run_scan(fixture_root("nvidia-vgpu-guest"), profiles=["nvidia"]).labels
+    assert labels["nvidia.com/vgpu.present"] == "true"
+    assert labels["nvidia.com/vgpu.host-driver-version"] == "550.54.16"
+    assert labels["nvidia.com/vgpu.host-driver-branch"] == "r550_40"
+    # no config space in the other fixtures: nothing known, nothing claimed
+    other = run_scan(fixture_root("a100-t4"), profiles=["nvidia"]).labels
+    assert not any(k.startswith("nvidia.com/vgpu.") for k in other)
 
 
 def test_gfd_sanitise() -> None:

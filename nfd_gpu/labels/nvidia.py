@@ -20,7 +20,11 @@ Sharing (``--sharing-config``, the device plugin's config file): ``gpu.replicas`
 MPS with MIG-enabled GPUs is a warning and ``mps.capable=false`` (GFD fails the pass).
 ``gpu.clique`` when every fabric-attached GPU reports the same cluster UUID and clique id.
 
-Not emitted: ``gfd.timestamp`` (labels must not change between passes), ``vgpu.*``.
+``gfd.timestamp`` only with ``NvidiaOptions.timestamp`` (``--gfd-timestamp``; the agent
+fixes it once at start, as GFD does): off by default because a value that changes on every
+restart rewrites the node object. ``vgpu.present`` / ``vgpu.host-driver-version`` /
+``vgpu.host-driver-branch`` from the GPUs' vGPU-guest facts
+(:mod:`nfd_gpu.discovery.nvidia_vgpu`).
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ class NvidiaOptions:
     sharing: str = "time-slicing"
     replicas: dict[str, int] = field(default_factory=dict)
     rename_by_default: bool = False
+    timestamp: int | None = None  # gfd.timestamp (Unix seconds), None: not emitted
 
 
 def strategy(gpus: list[Gpu], parts: list[Partition]) -> str:
@@ -131,6 +136,26 @@ def clique(gpus: list[Gpu], warnings: list[str] | None = None) -> str | None:
     return None
 
 
+def vgpu_labels(gpus: list[Gpu]) -> dict[str, str]:
+    """``vgpu.*``: a GPU in ``vgpu-guest`` mode (PCI vGPU capability or NVML) is present.
+
+    ``vgpu.present=false`` only when every GPU's whole config space was read and none is a
+    vGPU (unprivileged reads stop at 64 bytes: nothing is known, nothing is claimed). Host
+    driver version / branch come from the capability; with several vGPUs the last wins (GFD).
+    """
+    guests = [g for g in gpus if g.mode == "vgpu-guest"]
+    out: dict[str, str] = {}
+    if guests:
+        out["vgpu.present"] = "true"
+    elif gpus and all(g.sources.get("vgpu_capability") for g in gpus):
+        out["vgpu.present"] = "false"
+    for g in guests:
+        if g.vgpu_host_driver_version is not None:
+            out["vgpu.host-driver-version"] = g.vgpu_host_driver_version
+            out["vgpu.host-driver-branch"] = g.vgpu_host_driver_branch or ""
+    return out
+
+
 def nvidia_labels(
     snap: Snapshot, opts: NvidiaOptions | None = None, warnings: list[str] | None = None
 ) -> dict[str, str]:
@@ -139,6 +164,9 @@ def nvidia_labels(
     if not gpus:
         return {}
     out: dict[str, str] = {}
+    if opts.timestamp is not None:
+        out["gfd.timestamp"] = str(opts.timestamp)
+    out.update(vgpu_labels(gpus))
     driver = snap.driver_versions.get("nvidia", "")
     for key in ("cuda.driver", "cuda.driver-version"):
         rev = "rev" if key == "cuda.driver" else "revision"
@@ -225,7 +253,9 @@ def nvidia_labels(
     return {f"{PREFIX}/{k}": v for k, v in out.items()}
 
 
-def load_sharing_config(path: str, mig_strategy: str | None = None) -> NvidiaOptions:
+def load_sharing_config(
+    path: str, mig_strategy: str | None = None, timestamp: int | None = None
+) -> NvidiaOptions:
     """:class:`NvidiaOptions` from a device-plugin / GFD config file (YAML or JSON, ``v1``).
 
     Reads ``sharing.timeSlicing`` / ``sharing.mps`` (``renameByDefault``, ``resources``:
@@ -278,5 +308,5 @@ def load_sharing_config(path: str, mig_strategy: str | None = None) -> NvidiaOpt
     for name in ("mps", "time-slicing"):
         if name in found and any(n > 1 for n in found[name][0].values()):
             replicas, rename = found[name]
-            return NvidiaOptions(strat, name, replicas, rename)
-    return NvidiaOptions(mig_strategy=strat)
+            return NvidiaOptions(strat, name, replicas, rename, timestamp)
+    return NvidiaOptions(mig_strategy=strat, timestamp=timestamp)

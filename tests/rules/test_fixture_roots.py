@@ -151,6 +151,9 @@ SHIPPED_EXPECTED: dict[str, dict[str, str]] = {
     "arc-a770": {G + "class": "small"},
     # 2x Tesla T4 (turing, 15360 MiB) -> small; not MIG-capable
     "nvidia-vgpu-host": {G + "class": "small"},
+    # vGPU guest: GRID T4-4Q (turing, NVML memory 4096 MiB, the vGPU's framebuffer) -> small
+    # (gpu-class.yaml); MIG not supported -> no mig-ready; not AMD or Intel
+    "nvidia-vgpu-guest": {G + "class": "small"},
 }
 
 

@@ -1,0 +1,105 @@
+"""NVIDIA vGPU guests: the PCI vendor-specific capability a vGPU device carries.
+
+Layout (as GFD v0.20.0 reads it, ``internal/vgpu/pciutil.go`` / ``vgpu.go``; facts only):
+
+* the config space must be whole (256 bytes or more; an unprivileged reader gets 64);
+* the status register (offset 0x06) bit 0x10 says there is a capability list, whose first
+  offset is the byte at 0x34; each capability is ``id`` (+0), ``next`` (+1), ``length`` (+2);
+  the walk stops at offset 0, at id 0xff, or on a loop;
+* the first vendor-specific capability (id 0x09) is ``length`` bytes from its id byte; it is
+  a vGPU when bytes 3 and 4 are ``'V'`` and ``'F'``;
+* records start at byte 5: ``record id`` (+0), ``record length`` (+1); records are skipped by
+  their length until one has id 0 (host driver version record), whose data (at +2) is 10
+  bytes of host driver version then 10 bytes of branch, NULs trimmed.
+
+A vGPU device becomes mode ``vgpu-guest`` (as NVML's virtualization mode VGPU does). Reads
+are bounded (``HostRoot.read_bytes``); nothing here raises on any input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.model import Gpu
+
+CONFIG_MIN = 256
+_STATUS = 0x06
+_STATUS_CAP_LIST = 0x10
+_CAP_PTR = 0x34
+_CAP_VENDOR = 0x09
+_RECORDS = 5
+_FIELD = 10
+
+
+def vendor_capability(config: bytes) -> bytes | None:
+    """The first vendor-specific capability of a whole config space, else None."""
+    if len(config) < CONFIG_MIN or not config[_STATUS] & _STATUS_CAP_LIST:
+        return None
+    seen: set[int] = set()
+    pos = config[_CAP_PTR]
+    while pos != 0 and pos not in seen and pos + 2 < len(config):
+        seen.add(pos)
+        cap_id, nxt, length = config[pos], config[pos + 1], config[pos + 2]
+        if cap_id == 0xFF:
+            return None
+        if cap_id == _CAP_VENDOR:
+            return config[pos : pos + length]
+        pos = nxt
+    return None
+
+
+def is_vgpu(cap: bytes | None) -> bool:
+    return cap is not None and len(cap) >= 5 and cap[3:5] == b"VF"
+
+
+def host_driver(cap: bytes) -> tuple[str, str] | None:
+    """(host driver version, branch) from the host driver version record (id 0), else None."""
+    if not is_vgpu(cap):
+        return None
+    pos = _RECORDS
+    while pos + 1 < len(cap) and cap[pos] != 0:
+        step = cap[pos + 1]
+        if step == 0:
+            return None  # a zero-length record would never end
+        pos += step
+    if pos >= len(cap) or cap[pos] != 0 or pos + 2 + 2 * _FIELD > len(cap):
+        return None
+    data = cap[pos + 2 : pos + 2 + 2 * _FIELD]
+    version = data[:_FIELD].strip(b"\x00").decode("latin-1")
+    branch = data[_FIELD:].strip(b"\x00").decode("latin-1")
+    return _printable(version), _printable(branch)
+
+
+def _printable(s: str) -> str:
+    return "".join(c for c in s if c.isascii() and c.isprintable())
+
+
+def apply(host: HostRoot, gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
+    """Read each NVIDIA GPU's config space; mark vGPU guests and their host driver.
+
+    ``sources["vgpu_capability"]`` records that the whole config space was read (so the
+    absence of the capability is a fact); a short or unreadable file only means unknown.
+    """
+    out = []
+    for g in gpus:
+        if g.vendor != "nvidia":
+            out.append(g)
+            continue
+        config = host.read_bytes(f"sys/bus/pci/devices/{g.address}/config")
+        if config is None or len(config) < CONFIG_MIN:
+            out.append(g)
+            continue
+        sources = {**g.sources, "vgpu_capability": "pci-config"}
+        cap = vendor_capability(config)
+        changes: dict[str, object] = {"sources": sources}
+        if is_vgpu(cap):
+            assert cap is not None
+            changes["mode"] = "vgpu-guest"
+            sources["mode"] = "pci-config"
+            info = host_driver(cap)
+            if info is not None:
+                changes["vgpu_host_driver_version"] = info[0]
+                changes["vgpu_host_driver_branch"] = info[1]
+        out.append(dataclasses.replace(g, **changes))  # type: ignore[arg-type]
+    return tuple(out)
