@@ -16,21 +16,8 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-# Functions of one device handle (physical GPU or MIG device) whose answers are recorded as is.
-DEVICE_FUNCTIONS = (
-    "nvmlDeviceGetName",
-    "nvmlDeviceGetUUID",
-    "nvmlDeviceGetPciInfo",
-    "nvmlDeviceGetMinorNumber",
-    "nvmlDeviceGetMemoryInfo",
-    "nvmlDeviceGetCudaComputeCapability",
-    "nvmlDeviceGetMigMode",
-    "nvmlDeviceGetMaxMigDeviceCount",
-    "nvmlDeviceGetVirtualizationMode",
-    "nvmlDeviceGetAttributes",
-    "nvmlDeviceGetGpuInstanceId",
-    "nvmlDeviceGetComputeInstanceId",
-)
+from nfd_gpu.discovery.nvml_replay import DEVICE_FUNCTIONS
+
 SYSTEM_FUNCTIONS = ("nvmlSystemGetDriverVersion", "nvmlSystemGetCudaDriverVersion")
 CONSTANT_PREFIXES = ("NVML_", "c_nvmlGpuFabricInfo_t")
 

@@ -29,6 +29,23 @@ import json
 import types
 from typing import Any, ClassVar
 
+# Functions of one device handle (physical GPU or MIG device) whose answers are recorded
+# (nvml_record) and replayed as is: one list, so the two can never disagree.
+DEVICE_FUNCTIONS = (
+    "nvmlDeviceGetName",
+    "nvmlDeviceGetUUID",
+    "nvmlDeviceGetPciInfo",
+    "nvmlDeviceGetMinorNumber",
+    "nvmlDeviceGetMemoryInfo",
+    "nvmlDeviceGetCudaComputeCapability",
+    "nvmlDeviceGetMigMode",
+    "nvmlDeviceGetMaxMigDeviceCount",
+    "nvmlDeviceGetVirtualizationMode",
+    "nvmlDeviceGetAttributes",
+    "nvmlDeviceGetGpuInstanceId",
+    "nvmlDeviceGetComputeInstanceId",
+)
+
 ERRORS = {
     "Uninitialized": (1, "Uninitialized"),
     "InvalidArgument": (2, "Invalid Argument"),
@@ -244,20 +261,7 @@ def build(recording: dict[str, Any]) -> types.ModuleType:
     )
     for fn in ("nvmlSystemGetDriverVersion", "nvmlSystemGetCudaDriverVersion"):
         mod.__dict__[fn] = system(fn)
-    for fn in (
-        "nvmlDeviceGetName",
-        "nvmlDeviceGetUUID",
-        "nvmlDeviceGetPciInfo",
-        "nvmlDeviceGetMinorNumber",
-        "nvmlDeviceGetMemoryInfo",
-        "nvmlDeviceGetCudaComputeCapability",
-        "nvmlDeviceGetMigMode",
-        "nvmlDeviceGetMaxMigDeviceCount",
-        "nvmlDeviceGetVirtualizationMode",
-        "nvmlDeviceGetAttributes",
-        "nvmlDeviceGetGpuInstanceId",
-        "nvmlDeviceGetComputeInstanceId",
-    ):
+    for fn in DEVICE_FUNCTIONS:
         mod.__dict__[fn] = device(fn)
     mod.__dict__.update(
         nvmlInit=nvmlInit,

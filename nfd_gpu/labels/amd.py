@@ -22,7 +22,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
-from nfd_gpu.labels.neutral import LabelDoc
+from nfd_gpu.labels.neutral import LabelDoc, table_rows
 from nfd_gpu.labels.validate import NAME_MAX, sanitize_value
 from nfd_gpu.model import Gpu, Partition, Snapshot
 
@@ -209,12 +209,9 @@ def render_docs() -> str:
         "names are sanitised (`/` -> `_`, parentheses dropped), `beta.amd.com` copies",
         "and firmware labels are not emitted.",
         "",
-        "| key | value | meaning |",
-        "|---|---|---|",
+        *table_rows(PREFIX, LABEL_TABLE),
+        "",
     ]
-    for d in LABEL_TABLE:
-        lines.append(f"| `{PREFIX}/{d.key}` | {d.value} | {d.description} |")
-    lines.append("")
     return "\n".join(lines)
 
 

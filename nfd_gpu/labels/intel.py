@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter
 
 from nfd_gpu.discovery import tables
-from nfd_gpu.labels.neutral import LabelDoc
+from nfd_gpu.labels.neutral import LabelDoc, table_rows
 from nfd_gpu.model import Gpu, Snapshot
 
 PREFIX = "gpu.intel.com"
@@ -107,12 +107,9 @@ def render_docs() -> str:
         "are set only when all Intel GPUs agree. `millicores`, `gpu-numbers`, `numa-gpu-map`",
         "and the removed capability labels are not emitted.",
         "",
-        "| key | value | meaning |",
-        "|---|---|---|",
+        *table_rows(PREFIX, LABEL_TABLE),
+        "",
     ]
-    for d in LABEL_TABLE:
-        lines.append(f"| `{PREFIX}/{d.key}` | {d.value} | {d.description} |")
-    lines.append("")
     return "\n".join(lines)
 
 

@@ -310,6 +310,13 @@ def neutral_labels(snap: Snapshot, namespace: str = NAMESPACE) -> dict[str, str]
     return {f"{namespace}/{k}": v for k, v in neutral_attributes(snap).items()}
 
 
+def table_rows(prefix: str, table: tuple[LabelDoc, ...]) -> list[str]:
+    """The markdown table of a label table, keys shown under ``prefix``."""
+    rows = ["| key | value | meaning |", "|---|---|---|"]
+    rows += [f"| `{prefix}/{d.key}` | {d.value} | {d.description} |" for d in table]
+    return rows
+
+
 def documented(key: str) -> bool:
     """True when an unprefixed neutral key matches an entry of LABEL_TABLE."""
     return any(d.regex().match(key) for d in LABEL_TABLE)
@@ -327,11 +334,8 @@ def render_docs() -> str:
         "`Gt`/`Lt` works. On nodes with several kinds of GPU, string summaries become",
         "`mixed` and numbers the minimum; the per-vendor and per-product counts say the rest.",
         "",
-        "| key | value | meaning |",
-        "|---|---|---|",
+        *table_rows("G", LABEL_TABLE),
     ]
-    for d in LABEL_TABLE:
-        lines.append(f"| `G/{d.key}` | {d.value} | {d.description} |")
     lines += [
         "",
         "Values are sanitised: `[A-Za-z0-9._-]` are kept, each run of other characters",
