@@ -114,13 +114,11 @@ def scan(
     ] = False,
 ) -> None:
     """Scan this host (or --root) and print labels, features and GPUs."""
-    from nfd_gpu.scan import run_scan
+    from nfd_gpu.scan import KNOWN_PROFILES, PROFILES, run_scan
 
     check_root(root)
     if rules is not None and not os.path.exists(rules):
         raise fail(f"--rules {rules}: no such file or directory")
-    from nfd_gpu.scan import KNOWN_PROFILES, PROFILES
-
     profiles = tuple(profile) if profile else PROFILES
     for p in profiles:
         if p not in KNOWN_PROFILES:

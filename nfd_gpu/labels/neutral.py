@@ -128,7 +128,12 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
     LabelDoc("runtime.level-zero", "`true`", "The Level Zero loader `libze_loader.so` found."),
 )
 
-_VENDOR_MODULE = {"nvidia": "nvidia", "amd": "amdgpu", "intel": ("i915", "xe")}
+# Kernel modules whose version is the vendor's driver version, in order of preference.
+_VENDOR_MODULE: dict[str, tuple[str, ...]] = {
+    "nvidia": ("nvidia",),
+    "amd": ("amdgpu",),
+    "intel": ("i915", "xe"),
+}
 
 
 def _summary(values: Iterable[str | None]) -> str | None:
@@ -296,10 +301,7 @@ def runtime_attributes(rt: Runtime) -> dict[str, str]:
 
 
 def _driver_version(snap: Snapshot, vendor: str) -> str | None:
-    mods = _VENDOR_MODULE.get(vendor, ())
-    if isinstance(mods, str):
-        mods = (mods,)
-    for m in mods:
+    for m in _VENDOR_MODULE.get(vendor, ()):
         v = snap.driver_versions.get(m)
         if v:
             return sanitize_value(v) or None
