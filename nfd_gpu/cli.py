@@ -93,7 +93,7 @@ def scan(
         typer.Option(
             "--mig-strategy",
             envvar="NFD_GPU_MIG_STRATEGY",
-            help="nvidia profile MIG strategy: none, single, mixed (default: from the hardware).",
+            help="nvidia profile MIG strategy: none (default, as GFD), single, mixed, auto.",
         ),
     ] = None,
     sharing_config: Annotated[
@@ -192,10 +192,10 @@ def _nvidia_options(
 ) -> Any:
     from nfd_gpu.labels.nvidia import MIG_STRATEGIES, NvidiaOptions, load_sharing_config
 
-    if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES[1:]:
-        raise fail(f"--mig-strategy {mig_strategy}: expected none, single or mixed")
+    if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES:
+        raise fail(f"--mig-strategy {mig_strategy}: expected none, single, mixed or auto")
     if sharing_config is None:
-        return NvidiaOptions(mig_strategy=mig_strategy or "auto", timestamp=timestamp)
+        return NvidiaOptions(mig_strategy=mig_strategy or "none", timestamp=timestamp)
     try:
         return load_sharing_config(sharing_config, mig_strategy, timestamp)
     except ValueError as exc:

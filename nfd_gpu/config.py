@@ -40,7 +40,7 @@ class Config:
     outputs: tuple[str, ...] = ("featurefile",)
     root: str = "/"
     profiles: tuple[str, ...] = ("neutral",)
-    mig_strategy: str = "auto"
+    mig_strategy: str = "none"
     sharing_config: str | None = None
     gfd_timestamp: bool = False
     rules: str | None = None
@@ -76,7 +76,7 @@ KEYS: dict[str, tuple[str, str]] = {
     "outputs": ("list", "sinks: featurefile, nodefeature, hook (several allowed)"),
     "root": ("str", "host root to scan"),
     "profiles": ("list", "label profiles"),
-    "mig_strategy": ("str", "nvidia profile MIG strategy: auto, none, single, mixed"),
+    "mig_strategy": ("str", "nvidia profile MIG strategy: none (default), single, mixed, auto"),
     "sharing_config": ("str", "device-plugin config file for the nvidia profile (sharing)"),
     "gfd_timestamp": ("bool", "nvidia profile: emit gfd.timestamp (agent start, Unix seconds)"),
     "rules": ("str", "NodeFeatureRule file or directory"),

@@ -39,7 +39,7 @@ def run_command(
         list[str] | None, Opt("--profile", help="Label profile(s) (default neutral)")
     ] = None,
     mig_strategy: Annotated[
-        str | None, Opt(help="nvidia profile MIG strategy: none, single, mixed (default auto)")
+        str | None, Opt(help="nvidia profile MIG strategy: none (default), single, mixed, auto")
     ] = None,
     sharing_config: Annotated[
         str | None, Opt(help="Device-plugin sharing config file (nvidia profile)")

@@ -93,6 +93,9 @@ def test_cli_options(
     monkeypatch.delenv("NFD_GPU_MIG_STRATEGY")
     cfg = str(SHARING / "time-slicing-4.yaml")
     assert main(["scan", "--root", root, "-p", "nvidia", "--sharing-config", cfg]) == 0
+    assert f"{NV}/gpu.replicas=0" in capsys.readouterr().out.splitlines()  # none: MIG GPUs
+    args = ["scan", "--root", root, "-p", "nvidia", "--sharing-config", cfg]
+    assert main([*args, "--mig-strategy", "single"]) == 0
     assert f"{NV}/gpu.replicas=4" in capsys.readouterr().out.splitlines()
     assert main(["scan", "--root", root, "--mig-strategy", "double"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
@@ -154,7 +157,7 @@ def test_agent_config_keys(tmp_path: Path) -> None:
     assert Agent(cfg).scan().labels[f"{NV}/mig.strategy"] == "mixed"
     cfg = config.load(
         env={},
-        flags={"root": root, "profiles": "nvidia", "oneshot": True,
+        flags={"root": root, "profiles": "nvidia", "oneshot": True, "mig_strategy": "single",
                "sharing_config": str(SHARING / "time-slicing-4.yaml")},
     )  # fmt: skip
     assert Agent(cfg).scan().labels[f"{NV}/gpu.replicas"] == "4"
