@@ -246,6 +246,8 @@ class Agent:
         if self._scan is None:
             self._scan = default_scan()
         kwargs: dict[str, Any] = {"profiles": self.cfg.profiles}
+        if self.cfg.profile_options:
+            kwargs["profile_options"] = self.cfg.profile_options
         if "nvidia" in self.cfg.profiles and (
             self.cfg.mig_strategy != "none" or self.cfg.sharing_config or self.cfg.gfd_timestamp
         ):

@@ -88,6 +88,14 @@ def scan(
             help="Label profile (repeatable): neutral (default), nvidia, amd, intel.",
         ),
     ] = None,
+    profile_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--profile-option",
+            envvar="NFD_GPU_PROFILE_OPTIONS",
+            help="Opt-in label group of a profile (repeatable): amd-beta, amd-driver-version, ...",
+        ),
+    ] = None,
     mig_strategy: Annotated[
         str | None,
         typer.Option(
@@ -123,6 +131,12 @@ def scan(
     for p in profiles:
         if p not in KNOWN_PROFILES:
             raise fail(f"--profile {p}: unknown (known: {', '.join(KNOWN_PROFILES)})")
+    from nfd_gpu.labels.options import check
+
+    options = tuple(o for v in profile_option or () for o in v.split(",") if o)
+    problem = check(options, profiles)
+    if problem:
+        raise fail(f"--profile-option: {problem}")
     try:
         nvidia_options = _nvidia_options(
             mig_strategy, sharing_config, int(time.time()) if gfd_timestamp else None
@@ -131,6 +145,7 @@ def scan(
             root,
             rules_path=rules,
             profiles=profiles,
+            profile_options=options,
             nvidia_options=nvidia_options,
         )
     except Exception as exc:

@@ -134,6 +134,7 @@ class Gpu:
     # provenance of each fact: field name -> nvml | sysfs | procfs | pci.ids | table | kfd
     sources: dict[str, str] = field(default_factory=dict)
     local_memory_bytes: int | None = None  # Intel: lmem_total_bytes x tiles (i915), VRAM (xe)
+    kfd_vram_mib: int | None = None  # AMD: KFD mem_banks/0 size_in_bytes (0 on a VF guest)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,10 @@ def run_command(
     profile: Annotated[
         list[str] | None, Opt("--profile", help="Label profile(s) (default neutral)")
     ] = None,
+    profile_option: Annotated[
+        list[str] | None,
+        Opt("--profile-option", help="Opt-in label group of a profile (repeatable): amd-beta, ..."),
+    ] = None,
     mig_strategy: Annotated[
         str | None, Opt(help="nvidia profile MIG strategy: none (default), single, mixed, auto")
     ] = None,
@@ -96,6 +100,7 @@ def run_command(
         "outputs": output,
         "root": root,
         "profiles": profile,
+        "profile_options": profile_option,
         "mig_strategy": mig_strategy,
         "sharing_config": sharing_config,
         "gfd_timestamp": gfd_timestamp,

@@ -91,8 +91,13 @@ def label(
     profiles: Sequence[str] = PROFILES,
     namespace: str = NAMESPACE,
     nvidia_options: NvidiaOptions | None = None,
+    profile_options: Sequence[str] = (),
 ) -> tuple[dict[str, str], list[str]]:
-    """Labels of the chosen profiles, validated; invalid ones dropped with a warning."""
+    """Labels of the chosen profiles, validated; invalid ones dropped with a warning.
+
+    ``profile_options`` are names from :data:`nfd_gpu.labels.options.PROFILE_OPTIONS`."""
+    from nfd_gpu.labels.options import of
+
     warnings: list[str] = []
     labels: dict[str, str] = {}
     for p in profiles:
@@ -105,7 +110,7 @@ def label(
         elif p == "amd":
             from nfd_gpu.labels.amd import amd_labels
 
-            labels.update(amd_labels(snap))
+            labels.update(amd_labels(snap, of("amd", profile_options)))
         elif p == "intel":
             from nfd_gpu.labels.intel import intel_labels
 
@@ -153,6 +158,7 @@ def run_scan(
     tolerant_rules: bool = False,
     namespace: str = NAMESPACE,
     nvidia_options: NvidiaOptions | None = None,
+    profile_options: Sequence[str] = (),
 ) -> ScanResult:
     """Discover, label and apply custom rules. Hardware problems are warnings, never
     exceptions. An invalid rule file raises :class:`nfd_gpu.rules.RuleError`, unless
@@ -160,7 +166,7 @@ def run_scan(
     warnings and rule errors while the valid ones still apply."""
     host = HostRoot(root)
     snap = discover(host)
-    labels, warnings = label(snap, profiles, namespace, nvidia_options)
+    labels, warnings = label(snap, profiles, namespace, nvidia_options, profile_options)
     feats = snapshot_features(snap)
     all_warnings = list(snap.warnings) + warnings
     rule_errors: list[tuple[str, str]] = []
