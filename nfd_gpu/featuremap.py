@@ -123,6 +123,8 @@ def snapshot_features(snap: Snapshot) -> F.Features:
     F.add_attributes(feats, "gpu.node", neutral_attributes(snap))
     F.add_instances(feats, "pci.device", (pci_instance(d) for d in snap.pci))
     F.add_flags(feats, "kernel.loadedmodule", snap.loaded_modules)
+    # NFD: enabledmodule = loaded + built in (modules.builtin)
+    F.add_flags(feats, "kernel.enabledmodule", snap.loaded_modules + snap.builtin_modules)
     # Drop empty feature sets: NFD omits features that have no elements.
     for kind in ("flags", "attributes", "instances"):
         for name in [n for n, fs in feats[kind].items() if not fs["elements"]]:

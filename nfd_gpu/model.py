@@ -183,6 +183,7 @@ class Snapshot:
     nvswitches: tuple[str, ...] = ()  # PCI addresses of NVSwitch bridges
     partitions: tuple[Partition, ...] = ()
     loaded_modules: tuple[str, ...] = ()
+    builtin_modules: tuple[str, ...] = ()  # built into the kernel (modules.builtin, sys/module)
     driver_versions: dict[str, str] = field(default_factory=dict)  # module -> version
     machine: str | None = None
     warnings: tuple[str, ...] = ()
@@ -206,6 +207,7 @@ class Snapshot:
             nvswitches=tuple(d.get("nvswitches", ())),
             partitions=tuple(_load(Partition, x) for x in d.get("partitions", ())),
             loaded_modules=tuple(d.get("loaded_modules", ())),
+            builtin_modules=tuple(d.get("builtin_modules", ())),
             driver_versions=dict(d.get("driver_versions", {})),
             machine=d.get("machine"),
             warnings=tuple(d.get("warnings", ())),

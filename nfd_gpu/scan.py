@@ -78,6 +78,7 @@ def discover(host: HostRoot, *, nvml_lib: ModuleType | None = None) -> Snapshot:
         nvswitches=tuple(switches),
         partitions=partitions,
         loaded_modules=system.loaded_modules(host),
+        builtin_modules=system.builtin_modules(host),
         driver_versions=versions,
         machine=system.machine(host),
         warnings=tuple(host.warnings),
