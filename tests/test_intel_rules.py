@@ -68,3 +68,11 @@ def test_builtin_driver_counts_as_enabled(tmp_path: Path) -> None:
     # without modules.builtin: the sys/module directory alone tells it is built in
     builtin.unlink()
     assert "i915" in run_scan(root, profiles=("intel",)).snapshot.builtin_modules
+
+
+def test_talos_fixture_builtin_xe() -> None:
+    r = run_scan(fixture_root("talos-arc-xe"), profiles=("intel",))
+    assert "xe" not in r.snapshot.loaded_modules
+    assert "xe" in r.snapshot.builtin_modules
+    expected, ours = _rule_labels(fixture_root("talos-arc-xe"))
+    assert ours[GPU_LABEL] == expected[GPU_LABEL] == "true"
