@@ -65,6 +65,11 @@ def pci_instance(d: PciDevice) -> dict[str, str]:
     }
     if d.sriov_totalvfs is not None:
         out["sriov_totalvfs"] = str(d.sriov_totalvfs)
+    if d.iommu_type is not None:
+        out["iommu_group/type"] = d.iommu_type
+    if d.intel_iommu_version is not None:
+        out["iommu/intel-iommu/version"] = d.intel_iommu_version
+    out.update(d.nfd_raw)  # malformed values as NFD keeps them
     return out
 
 

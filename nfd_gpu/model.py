@@ -52,6 +52,11 @@ class PciDevice:
     virtfns: tuple[str, ...] = ()
     link: PcieLink | None = None
     drm: tuple[str, ...] = ()  # DRM nodes below the device: card0, renderD128
+    iommu_type: str | None = None  # iommu_group/type (DMA, DMA-FQ, identity, ...)
+    intel_iommu_version: str | None = None  # iommu/intel-iommu/version
+    # NFD pci.device attributes kept as NFD reads them where the typed fields could not
+    # hold them: a malformed class/vendor/device, a negative sriov_totalvfs
+    nfd_raw: tuple[tuple[str, str], ...] = ()
 
     @property
     def base_class(self) -> str:
@@ -233,7 +238,7 @@ def _load(cls: type[T], d: dict[str, Any]) -> T:
         if f.name == "link" and v is not None:
             v = PcieLink(**v)
         elif isinstance(v, list):
-            v = tuple(v)
+            v = tuple(tuple(x) if isinstance(x, list) else x for x in v)  # nfd_raw pairs
         kwargs[f.name] = v
     return cls(**kwargs)
 
