@@ -43,12 +43,13 @@ def test_single_invalid_warns() -> None:
 
 
 def test_mps_with_mig_is_refused_with_a_warning() -> None:
+    # GFD's isMPSCapable fails its labelling pass: nothing is written
     r = run_scan(
         fixture_root("dgx-a100-mig-mixed"),
         profiles=["nvidia"],
         nvidia_options=load_sharing_config(str(SHARING / "mps-2.yaml")),
     )
-    assert r.labels[f"{NV}/mps.capable"] == "false"
+    assert r.labels == {}
     assert any("MPS sharing is not supported for MIG" in w for w in r.warnings)
 
 

@@ -26,7 +26,7 @@ Sharing (``--sharing-config``, the device plugin's config file): ``gpu.replicas`
 ``api/config/v1/sharing.go``: the strategy is MPS when the ``mps`` block has replicas, and
 the replicas come from the ``mps`` block whenever there is one),
 ``-SHARED`` on the product when replicas > 1 (unless ``renameByDefault``), ``mps.capable``.
-MPS with MIG-enabled GPUs is a warning and ``mps.capable=false`` (GFD fails the pass).
+MPS with MIG-enabled GPUs is a warning and no label at all (GFD fails its pass).
 ``gpu.clique`` when every fabric-attached GPU reports the same cluster UUID and clique id.
 
 ``gfd.timestamp`` only with ``NvidiaOptions.timestamp`` (``--gfd-timestamp``; the agent
@@ -239,9 +239,12 @@ def nvidia_labels(
     out["mig.capable"] = "true" if any(g.mig_capable for g in gpus) else "false"
     mps = opts.sharing == "mps" and any(n > 1 for n in opts.replicas.values())
     if mps and any(g.mig_enabled for g in gpus):
+        # GFD isMPSCapable fails its whole labelling pass: no nvidia.com label at all
         if warnings is not None:
-            warnings.append("nvidia: MPS sharing is not supported for MIG devices")
-        mps = False
+            warnings.append(
+                "nvidia: MPS sharing is not supported for MIG devices: no nvidia.com labels"
+            )
+        return {}
     out["mps.capable"] = "true" if mps else "false"
     cl = clique(gpus, warnings)
     if cl:
@@ -259,9 +262,10 @@ def nvidia_labels(
         if why is not None:
             if warnings is not None:
                 warnings.append(f"nvidia: invalid MIG strategy single: {why}")
+            first_mig = next(g for g in gpus if g.mig_enabled)  # GFD: migEnabledDevices[0]
             out.update(
                 {
-                    "gpu.product": f"{name}-MIG-INVALID",
+                    "gpu.product": f"{gfd_sanitise(first_mig.product or '')}-MIG-INVALID",
                     "gpu.count": "0",
                     "gpu.replicas": "0",
                     "gpu.sharing-strategy": "",
