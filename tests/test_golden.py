@@ -104,9 +104,10 @@ def test_amd_labeller_value_semantics() -> None:
 
 def test_mi210_amd_profile_matches_labeller_formulas() -> None:
     """AMD labeller formulas on the KFD capture: simd_count 416, simd_per_cu 4 -> 104 CUs;
-    vram = round(MiB / 1024) G."""
+    vram = round(MiB / 1024) G of KFD mem_banks/0, which this capture does not include (the
+    labeller writes no vram label then; mem_info_vram_total is not its source)."""
     labels = run_scan(fixture_root("mi210-8x"), profiles=("amd",)).labels
-    assert labels["amd.com/gpu.vram"] == "64G"
+    assert "amd.com/gpu.vram" not in labels
     assert labels["amd.com/gpu.cu-count"] == "104"
     assert labels["amd.com/gpu.simd-count"] == "416"
     assert labels["amd.com/gpu.device-id"] == "740f"

@@ -28,7 +28,7 @@ def test_check_and_of() -> None:
 def test_cli(capsys: pytest.CaptureFixture[str]) -> None:
     root = str(fixture_root("mi210-8x"))
     assert main(["scan", "--root", root, "-p", "amd", "--profile-option", "amd-beta"]) == 0
-    assert "beta.amd.com/gpu.vram.64G=8" in capsys.readouterr().out.splitlines()
+    assert "beta.amd.com/gpu.cu-count.104=8" in capsys.readouterr().out.splitlines()
     assert main(["scan", "--root", root, "--profile-option", "amd-beta"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs the amd profile" in err

@@ -75,7 +75,9 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "parentheses dropped (a name still invalid is dropped with a warning).",
     ),
     LabelDoc(
-        "gpu.vram", "`<GiB>G`, e.g. `64G`", "KFD VRAM, MiB / 1024 rounded; `0G` on a VF guest."
+        "gpu.vram",
+        "`<GiB>G`, e.g. `64G`",
+        "KFD `mem_banks/0` size, MiB / 1024 rounded; `0G` on a VF guest.",
     ),
     LabelDoc("gpu.simd-count", "integer", "KFD `simd_count`."),
     LabelDoc("gpu.cu-count", "integer", "KFD `simd_count / simd_per_cu`."),
@@ -130,8 +132,14 @@ def vram_label(mib: int) -> str:
 
 
 def _units(gpu: Gpu, parts: list[Partition], vf_ids: list[str]) -> list[dict[str, str]]:
-    """Per-device label values: one per partition on a partitioned GPU, one per VF
-    on a ``vf-passthrough`` PF (the labeller's VF mode lists the VFs), else the GPU."""
+    """Per-device label values, as the labeller reads them.
+
+    Its devices are the PCI GPUs plus, on a partitioned GPU, the ``amdgpu_xcp_*`` platform
+    devices of partitions 1..n-1. ``vram`` / ``simd-count`` / ``cu-count`` come from the KFD
+    node of each device's render node, so they count partitions; ``device-id``,
+    ``product-name`` and ``family`` read ``/sys/class/drm/card<N>/device/{device,vendor,
+    product_name}``, which a platform device lacks, so they count GPUs. On a
+    ``vf-passthrough`` PF (the labeller's VF mode) one ``device-id`` per VF."""
     base: dict[str, str] = {"device-id": gpu.device_id}
     if gpu.mode == "vf-passthrough" and vf_ids:
         return [{"device-id": v} for v in vf_ids]
@@ -149,9 +157,10 @@ def _units(gpu: Gpu, parts: list[Partition], vf_ids: list[str]) -> list[dict[str
     if not sources:
         sources.append(gpu)
     out = []
-    for src in sources:
-        u = dict(base)
-        mib = gpu.kfd_vram_mib if not parts and gpu.kfd_vram_mib is not None else src.memory_mib
+    for i, src in enumerate(sources):
+        u = dict(base) if i == 0 else {}
+        # KFD mem_banks/0 only, as the labeller (not mem_info_vram_total)
+        mib = src.memory_mib if parts else gpu.kfd_vram_mib
         if mib is not None:
             u["vram"] = vram_label(mib)
         if src.simd_count:
