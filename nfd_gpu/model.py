@@ -153,7 +153,7 @@ class DeviceNode:
     """A device node under ``dev/`` (a regular file stands in for it in fixtures)."""
 
     path: str  # relative to the root, e.g. "dev/dri/renderD128"
-    mode: str  # permission bits in octal, e.g. "0666"
+    mode: str | None  # permission bits in octal, e.g. "0666"; None: derived from sysfs
     char_device: bool = False
 
 

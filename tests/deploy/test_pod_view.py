@@ -46,8 +46,8 @@ class Unavailable:
 
 
 UNAVAILABLE: dict[str, Unavailable] = {
-    "nvidia device nodes": Unavailable(
-        paths=("dev/nvidia*",),
+    "NVIDIA device nodes": Unavailable(
+        paths=("dev",),
         applies=lambda pod: True,
         reason=(
             "/dev is not mounted (a hostPath /dev exposes every device node for writing: "
@@ -58,6 +58,21 @@ UNAVAILABLE: dict[str, Unavailable] = {
         ),
         labels=("gpu.feature.node.kubernetes.io/devices.ready",),
     ),
+    "ROCm version": Unavailable(
+        paths=("opt/rocm",),
+        applies=lambda pod: True,
+        reason=(
+            "/opt/rocm is not mounted: it is usually a chain of absolute links "
+            "(/opt/rocm -> /etc/alternatives/rocm -> /opt/rocm-<version>) that does not "
+            "resolve inside a mount, and a hostPath where ROCm is absent would create an "
+            "empty /opt/rocm directory, which breaks a later ROCm install. Containers bring "
+            "their own ROCm; the host's version is for `nfd-gpu scan` on the host."
+        ),
+        labels=(
+            "gpu.feature.node.kubernetes.io/runtime.rocm.version",
+            "gpu.feature.node.kubernetes.io/runtime.rocm.major",
+        ),
+    ),
     "NVML": Unavailable(
         paths=(podview.NVML_RECORDING,),
         applies=lambda pod: not pod.nvml,
@@ -65,9 +80,14 @@ UNAVAILABLE: dict[str, Unavailable] = {
             "NVML (libnvidia-ml and the NVIDIA device nodes) is in the container only under "
             "the NVIDIA container runtime: the nvml overlay (runtimeClassName: nvidia)."
         ),
-        labels=(
-            "gpu.feature.node.kubernetes.io/*",
-            "nvidia.com/*",
+        labels=(  # what NVML adds to or corrects in the procfs facts (issue 10 item 6)
+            "gpu.feature.node.kubernetes.io/compute-units",
+            "gpu.feature.node.kubernetes.io/memory-mib",
+            "gpu.feature.node.kubernetes.io/mig.*",
+            "gpu.feature.node.kubernetes.io/nvidia.cuda.*",
+            "nvidia.com/cuda.*",
+            "nvidia.com/gpu.*",
+            "nvidia.com/mig-*",
         ),
     ),
 }
