@@ -95,11 +95,16 @@ def _sink_settings(cfg: Config) -> tuple[Any, ...]:
         cfg.kubeconfig,
         cfg.api_timeout,
         cfg.resync_interval,
+        cfg.dry_run,
     )
 
 
 def build_sinks(cfg: Config) -> list[Sink]:
     """The configured sinks; raises SinkError for an unusable Kubernetes configuration."""
+    if cfg.dry_run:
+        from nfd_gpu.sinks.dryrun import dry_run_sinks
+
+        return dry_run_sinks(cfg)
     sinks: list[Sink] = []
     for out in cfg.outputs:
         if out == "featurefile":

@@ -25,6 +25,7 @@ LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MIG_STRATEGIES = ("auto", "none", "single", "mixed")  # nfd_gpu.labels.nvidia.MIG_STRATEGIES
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+DRY_RUN_NAMESPACE = "nfd-gpu"  # the namespace deploy/ installs into
 
 
 class ConfigError(ValueError):
@@ -62,6 +63,7 @@ class Config:
     log_level: str = "info"
     udev: bool = True
     udev_debounce: float = 2.0
+    dry_run: bool = False
 
     @property
     def object_name(self) -> str:
@@ -98,6 +100,7 @@ KEYS: dict[str, tuple[str, str]] = {
     "log_level": ("str", "debug, info, warning, error"),
     "udev": ("bool", "trigger passes on pci/drm udev events when available"),
     "udev_debounce": ("float", "seconds of quiet after a udev event before a pass"),
+    "dry_run": ("bool", "print what each output would write instead of writing; no cluster"),
 }
 
 # Standard Kubernetes env (downward API), below NFD_GPU_* in precedence.
@@ -242,6 +245,17 @@ def split_address(address: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+def hostname_node_name() -> str | None:
+    """The kubelet's default node name: the host name, lower-cased (``--hostname-override``
+    aside); None when it is not a valid object-name part."""
+    import re
+    import socket
+
+    name = socket.gethostname().strip().lower()
+    ok = re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", name)
+    return name if ok and len(name) <= 253 - len("nfd-gpu-") else None
+
+
 def _namespace_fallback() -> str | None:
     try:
         with open(SA_NAMESPACE_FILE, encoding="utf-8") as f:
@@ -273,6 +287,10 @@ def load(
         ns = _namespace_fallback()
         if ns:
             values["namespace"] = ns
+    if values.get("dry_run") and "nodefeature" in values.get("outputs", ()):
+        # Printing the object needs no cluster: name it after this host as the kubelet does.
+        values["node_name"] = values.get("node_name") or hostname_node_name()
+        values["namespace"] = values.get("namespace") or DRY_RUN_NAMESPACE
     cfg = dataclasses.replace(Config(), **values)
     _validate(cfg)
     return cfg

@@ -88,6 +88,15 @@ def run_command(
     udev_debounce: Annotated[
         float | None, Opt(help="Quiet seconds after a udev event (default 2)")
     ] = None,
+    dry_run: Annotated[
+        bool | None,
+        Opt(
+            "--dry-run/--no-dry-run",
+            help="Print what each output would write (NodeFeature YAML, feature file) to "
+            "stdout instead of writing; no cluster needed (node name: --node-name, NODE_NAME "
+            "or the host name)",
+        ),
+    ] = None,
 ) -> None:
     """Scan and publish: once (--oneshot) or every --interval, on udev events and SIGHUP."""
     flags: dict[str, Any] = {
@@ -116,6 +125,7 @@ def run_command(
         "log_level": log_level,
         "udev": udev,
         "udev_debounce": udev_debounce,
+        "dry_run": dry_run,
     }
     raise typer.Exit(code=main_run(config, flags))
 
