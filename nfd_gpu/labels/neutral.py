@@ -111,8 +111,9 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "devices.ready",
         "`true` `false`",
         "Every GPU's device nodes exist (render node, `/dev/kfd`, `/dev/nvidiactl` + "
-        "`/dev/nvidia<N>`, or `/dev/vfio/<group>` when passed through). Omitted when "
-        "`/dev` is not visible under the root.",
+        "`/dev/nvidia<N>`, or `/dev/vfio/<group>` when passed through). Without `/dev` "
+        "under the root (the DaemonSet pod), DRM, KFD and VFIO nodes are derived from "
+        "sysfs; omitted there on nodes with NVIDIA GPUs in container mode (docs/install.md).",
     ),
     LabelDoc(
         "runtime.nvidia-container-toolkit",
