@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -104,9 +103,7 @@ def _strip(src: Path, dst: Path, globs: list[str]) -> Path:
         for name in dirnames + filenames:
             p = Path(dirpath) / name
             rel = p.relative_to(dst).as_posix()
-            if any(fnmatch.fnmatchcase(rel, g) for g in globs) and (
-                p.exists() or p.is_symlink()
-            ):
+            if any(fnmatch.fnmatchcase(rel, g) for g in globs) and (p.exists() or p.is_symlink()):
                 if p.is_dir() and not p.is_symlink():
                     shutil.rmtree(p)
                 else:
@@ -156,9 +153,7 @@ def test_pod_labels_equal_host_labels(overlay: str, fixture: str, tmp_path: Path
         why = [n for n, u in missing.items() if _matches(k, u.labels)]
         assert why, f"{k}: {full[0].get(k)!r} on the host, {reduced[0].get(k)!r} in the pod"
     if changed:
-        _USED.update(
-            n for n, u in missing.items() if any(_matches(k, u.labels) for k in changed)
-        )
+        _USED.update(n for n, u in missing.items() if any(_matches(k, u.labels) for k in changed))
     if not missing:
         assert in_pod == full
 
@@ -188,6 +183,8 @@ def test_pod_view_is_not_the_host(tmp_path: Path) -> None:
         assert any(f.startswith("dev/") for f in full)
         # nothing that is not the host's, except the (empty) mount points and their parents
         points = {m.container_path.removeprefix("/host/") for m in pod.mounts}
-        points |= {str(Path(p).parent) for p in points} | {str(Path(p).parent.parent) for p in points}
+        points |= {str(Path(p).parent) for p in points} | {
+            str(Path(p).parent.parent) for p in points
+        }
         assert view - full <= points, view - full
         assert len(view) < len(full)

@@ -191,9 +191,7 @@ def test_schema_violation_is_rejected_by_server(
     assert k8s_server.rejected
 
 
-def test_publishes_only_nfd_gpus_own_features(
-    k8s_server: FakeKubeAPI, api_client: object
-) -> None:
+def test_publishes_only_nfd_gpus_own_features(k8s_server: FakeKubeAPI, api_client: object) -> None:
     """nfd-master appends the instances of every NodeFeature of a node: NFD's own
     pci.device / kernel.loadedmodule from nfd-gpu would be counted twice (issue 10)."""
     p = pub(2)
