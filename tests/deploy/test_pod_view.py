@@ -115,9 +115,6 @@ def _matches(key: str, globs: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(key, g) for g in globs)
 
 
-_USED: set[str] = set()
-
-
 @pytest.mark.parametrize("overlay", OVERLAYS)
 @pytest.mark.parametrize("fixture", ALL_FIXTURES)
 def test_pod_labels_equal_host_labels(overlay: str, fixture: str, tmp_path: Path) -> None:
@@ -152,21 +149,34 @@ def test_pod_labels_equal_host_labels(overlay: str, fixture: str, tmp_path: Path
     for k in changed:
         why = [n for n, u in missing.items() if _matches(k, u.labels)]
         assert why, f"{k}: {full[0].get(k)!r} on the host, {reduced[0].get(k)!r} in the pod"
-    if changed:
-        _USED.update(n for n, u in missing.items() if any(_matches(k, u.labels) for k in changed))
     if not missing:
         assert in_pod == full
 
 
-def test_unavailable_facts_matter_and_are_documented() -> None:
-    """Every entry costs a label on some fixture (else it is stale), and install.md says so."""
+@pytest.mark.parametrize("name", sorted(UNAVAILABLE))
+def test_unavailable_fact_matters_and_is_documented(name: str, tmp_path: Path) -> None:
+    """Each entry costs one of its labels on some fixture (else it is stale), and
+    docs/install.md names its paths."""
+    u = UNAVAILABLE[name]
     install = (REPO / "docs" / "install.md").read_text()
-    for name, u in UNAVAILABLE.items():
-        for p in u.paths:
-            assert f"`{p}`" in install or f"`/{p}`" in install, (name, p)
-    if len(_USED) == 0:
-        pytest.skip("run together with test_pod_labels_equal_host_labels")
-    assert set(UNAVAILABLE) <= _USED, set(UNAVAILABLE) - _USED
+    for p in u.paths:
+        assert f"`{p}`" in install or f"`/{p}`" in install, (name, p)
+    pods = [podview.pod_spec(render(o)) for o in OVERLAYS]
+    # the overlay with the most profiles among those the entry applies to
+    pod = max(
+        (p for p in pods if u.applies(p)), key=lambda p: len(podview.agent_config(p).profiles)
+    )
+    cost: set[str] = set()
+    for fixture in ALL_FIXTURES:
+        host = FIXTURES / fixture
+        if not any(any(host.glob(g)) for g in u.paths):
+            continue
+        full = _scan(podview.agent_config(pod, root=str(host), rules=None))[0]
+        stripped = _strip(host, tmp_path / fixture, list(u.paths))
+        less = _scan(podview.agent_config(pod, root=str(stripped), rules=None))[0]
+        cost |= {k for k in set(full) | set(less) if full.get(k) != less.get(k)}
+    assert cost, f"{name}: no fixture loses a label without {u.paths}: drop the entry"
+    assert all(_matches(k, u.labels) for k in cost), cost
 
 
 def test_pod_view_is_not_the_host(tmp_path: Path) -> None:
