@@ -96,7 +96,8 @@ def apply(host: HostRoot, gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
         if is_vgpu(cap):
             assert cap is not None
             changes["mode"] = "vgpu-guest"
-            sources["mode"] = "pci-config"
+            changes["virtualization"] = "vgpu-guest"
+            sources["mode"] = sources["virtualization"] = "pci-config"
             info = host_driver(cap)
             if info is not None:
                 changes["vgpu_host_driver_version"] = info[0]
