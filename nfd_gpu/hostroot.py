@@ -53,9 +53,7 @@ class HostRoot:
     def _display(self, rel: str) -> str:
         return "/" + rel.lstrip("/")
 
-    def read_bytes(
-        self, rel: str, *, optional: bool = True, limit: int = MAX_READ
-    ) -> bytes | None:
+    def read_bytes(self, rel: str, *, optional: bool = True, limit: int = MAX_READ) -> bytes | None:
         """Read at most ``limit`` bytes (64 KiB). ``None`` when the file cannot be read.
 
         A missing file is silent when ``optional``; every other failure (and a

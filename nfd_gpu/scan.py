@@ -58,6 +58,8 @@ def discover(
 
     ``nvml_lib`` replaces the NVML library (``nfd-gpu snapshot`` records through it);
     ``nvml`` is the NVML session (mode, and the agent's state kept between passes)."""
+    if nvml is not None:
+        nvml.status = "none"  # until NVIDIA GPUs ask it
     devices = pci.discover(host)
     gpu_fns, vfs, switches = gpu_discovery.classify(devices)
     ids = PciIds(host)
@@ -164,7 +166,8 @@ def run_scan(
     """Discover, label and apply custom rules. Hardware problems are warnings, never
     exceptions. ``nvml``: ``auto`` / ``on`` / ``off`` or the agent's session; with ``on``
     NVML not answering on a node with NVIDIA GPUs raises
-    :class:`~nfd_gpu.discovery.nvml_session.NvmlRequired`. An invalid rule file raises :class:`nfd_gpu.rules.RuleError`, unless
+    :class:`~nfd_gpu.discovery.nvml_session.NvmlRequired`. An invalid rule file raises
+    :class:`nfd_gpu.rules.RuleError`, unless
     ``tolerant_rules`` (the agent): then broken rules are skipped and reported as
     warnings and rule errors while the valid ones still apply."""
     from nfd_gpu.discovery.nvml_session import NvmlSession

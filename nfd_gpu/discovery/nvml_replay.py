@@ -319,7 +319,7 @@ _INT_FNS = (
     "nvmlDeviceGetComputeInstanceId",
 )
 _PAIR_FNS = ("nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetMigMode")
-_STRUCT_FNS = {  # function -> members that must be present (all members must be scalars)
+_STRUCT_FNS: dict[str, dict[str, type]] = {  # function -> members that must be present
     "nvmlDeviceGetPciInfo": {"busId": str},
     "nvmlDeviceGetMemoryInfo": {"total": int},
     "nvmlDeviceGetAttributes": {},
@@ -406,12 +406,11 @@ def validate(recording: Any) -> dict[str, Any]:
     init = recording.get("nvmlInit")
     if init is not None and not _is_error(init):
         raise RecordingError('nvmlInit: expected {"error": "<name>"}')
-    for fn, ok in (
-        ("nvmlSystemGetDriverVersion", lambda v: isinstance(v, str)),
-        ("nvmlSystemGetCudaDriverVersion", _is_int),
-    ):
-        if fn in recording and not (ok(recording[fn]) or _is_error(recording[fn])):
-            raise RecordingError(f"{fn}: wrong type")
+    for fn, kind in (("nvmlSystemGetDriverVersion", str), ("nvmlSystemGetCudaDriverVersion", int)):
+        v = recording.get(fn)
+        bad = not isinstance(v, kind) or isinstance(v, bool) or (kind is int and not _is_int(v))
+        if fn in recording and not _is_error(v) and bad:
+            raise RecordingError(f"{fn}: expected a {kind.__name__}")
     devices = recording.get("devices", [])
     if not isinstance(devices, list) or len(devices) > MAX_DEVICES:
         raise RecordingError("devices: expected a list of devices")
