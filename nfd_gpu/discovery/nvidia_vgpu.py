@@ -75,23 +75,75 @@ def _printable(s: str) -> str:
     return "".join(c for c in s if c.isascii() and c.isprintable())
 
 
-def apply(host: HostRoot, gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
-    """Read each NVIDIA GPU's config space; mark vGPU guests and their host driver.
+def read_capability(host: HostRoot, rel: str) -> tuple[bool, bytes | None]:
+    """(whole config space readable, first vendor-specific capability or None) of the config
+    file ``rel``, reading only the bytes the walk needs: the status register, the capability
+    pointer, 3 bytes per capability and the vendor capability itself (not the 4 KiB file:
+    in a VM every config access traps to the hypervisor)."""
+    if len(host.read_at(rel, CONFIG_MIN - 1, 1) or b"") != 1:
+        return False, None  # unprivileged reads stop at 64 bytes: nothing is known
+    status = host.read_at(rel, _STATUS, 1) or b""
+    ptr = host.read_at(rel, _CAP_PTR, 1) or b""
+    if len(status) != 1 or len(ptr) != 1:
+        return False, None
+    if not status[0] & _STATUS_CAP_LIST:
+        return True, None
+    seen: set[int] = set()
+    pos = ptr[0]
+    while pos != 0 and pos not in seen and pos + 2 < CONFIG_MIN:
+        seen.add(pos)
+        head = host.read_at(rel, pos, 3) or b""
+        if len(head) != 3:
+            return False, None
+        cap_id, nxt, length = head
+        if cap_id == 0xFF:
+            return True, None
+        if cap_id == _CAP_VENDOR:
+            return True, host.read_at(rel, pos, length) or b""
+        pos = nxt
+    return True, None
 
-    ``sources["vgpu_capability"]`` records that the whole config space was read (so the
-    absence of the capability is a fact); a short or unreadable file only means unknown.
+
+# Per device identity (path, inode, mtime, size, ids): the capability of a present device
+# does not change, so the agent reads it once, not every pass. Bounded.
+_CAP_CACHE: dict[tuple[object, ...], tuple[bool, bytes | None]] = {}
+_CAP_CACHE_MAX = 4096
+
+
+def cached_capability(host: HostRoot, g: Gpu) -> tuple[bool, bytes | None]:
+    rel = f"sys/bus/pci/devices/{g.address}/config"
+    st = host.stat(rel)
+    if st is None:
+        return False, None
+    key = (
+        host.path(rel), st.st_ino, st.st_dev, st.st_mtime_ns, st.st_size,
+        g.vendor_id, g.device_id, g.subsystem_vendor_id, g.subsystem_device_id, g.revision,
+    )  # fmt: skip
+    hit = _CAP_CACHE.get(key)
+    if hit is None:
+        hit = read_capability(host, rel)
+        if len(_CAP_CACHE) >= _CAP_CACHE_MAX:
+            _CAP_CACHE.clear()
+        _CAP_CACHE[key] = hit
+    return hit
+
+
+def apply(host: HostRoot, gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
+    """Read each NVIDIA GPU's vendor capability; mark vGPU guests and their host driver.
+
+    ``sources["vgpu_capability"]`` records that the whole config space was readable (so
+    the absence of the capability is a fact); a short or unreadable file only means unknown.
     """
     out = []
     for g in gpus:
         if g.vendor != "nvidia":
             out.append(g)
             continue
-        config = host.read_bytes(f"sys/bus/pci/devices/{g.address}/config")
-        if config is None or len(config) < CONFIG_MIN:
+        whole, cap = cached_capability(host, g)
+        if not whole:
             out.append(g)
             continue
         sources = {**g.sources, "vgpu_capability": "pci-config"}
-        cap = vendor_capability(config)
         changes: dict[str, object] = {"sources": sources}
         if is_vgpu(cap):
             assert cap is not None
