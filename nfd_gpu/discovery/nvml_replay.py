@@ -280,7 +280,8 @@ def fill_struct(info: Any, values: dict[str, Any]) -> None:
 
     The recording holds values, not one nvidia-ml-py version's layout: a field the struct
     lacks is skipped, a byte array is cut or zero-padded to the struct's length (one
-    version records ``clusterUuid`` as 80 bytes, another defines 16)."""
+    version records ``clusterUuid`` as 80 bytes, another defines 16: the first 16 are the
+    UUID when the rest is zero; a shorter array is incomplete and left zero)."""
     fields = getattr(type(info), "_fields_", None)
     names = {f[0] for f in fields} if fields is not None else None
     for k, v in values.items():
@@ -291,7 +292,8 @@ def fill_struct(info: Any, values: dict[str, Any]) -> None:
             cur = getattr(info, k, None)
             if cur is not None and hasattr(cur, "__len__") and fields is not None:
                 n = len(cur)
-                cur[:] = list(raw[:n].ljust(n, b"\0"))
+                # longer: the tail must be zero padding; shorter: incomplete, left zero
+                cur[:] = list(raw[:n]) if len(raw) >= n and not any(raw[n:]) else [0] * n
             else:
                 setattr(info, k, list(raw))
         elif fields is None:
