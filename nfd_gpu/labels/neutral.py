@@ -72,7 +72,8 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "`none` `passthrough` `vgpu-guest` `vgpu-host` `mixed`",
         "What the GPUs' driver says about virtualization (NVML virtualization mode; "
         "`vgpu-guest` also from the vGPU PCI capability): `passthrough` is a VM with the "
-        "whole GPU passed through, `none` bare metal. Omitted unless known for every GPU.",
+        "whole GPU passed through, `none` bare metal. Omitted unless known for every GPU. "
+        "Per GPU: the `gpu.device` attribute `virtualization`.",
     ),
     LabelDoc("mig.capable", "`true` `false`", "Any NVIDIA GPU supports MIG."),
     LabelDoc(
