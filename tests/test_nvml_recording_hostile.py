@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nfd_gpu.discovery import nvml, nvml_replay
-from tests.conftest import REPO, fixture_root, nfd_gpu_cmd
+from tests.conftest import REPO, fixture_root, nfd_gpu_cmd, no_nvml_dir
 
 G = "gpu.feature.node.kubernetes.io"
 
@@ -75,7 +75,7 @@ def procfs_labels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 def _scan(root: Path) -> tuple[dict[str, str], str, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NFD_GPU_")}
-    env["PYTHONPATH"] = str(REPO)
+    env["PYTHONPATH"] = os.pathsep.join([str(no_nvml_dir()), str(REPO)])
     env["NFD_GPU_NVML"] = "auto"
     t0 = time.monotonic()
     p = subprocess.run(
