@@ -19,6 +19,7 @@ are bounded (``HostRoot.read_bytes``); nothing here raises on any input.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu
@@ -34,19 +35,36 @@ _FIELD = 10
 
 def vendor_capability(config: bytes) -> bytes | None:
     """The first vendor-specific capability of a whole config space, else None."""
-    if len(config) < CONFIG_MIN or not config[_STATUS] & _STATUS_CAP_LIST:
-        return None
+    return walk(lambda off, n: config[off : off + n])[1]
+
+
+def walk(read: Callable[[int, int], bytes | None]) -> tuple[bool, bytes | None]:
+    """(whole config space readable, first vendor-specific capability or None), reading
+    ``read(offset, size)`` only where the walk needs: byte 255 (is the space whole?), the
+    status register, the capability pointer, 3 bytes per capability and the vendor
+    capability itself."""
+    if len(read(CONFIG_MIN - 1, 1) or b"") != 1:
+        return False, None  # unprivileged reads stop at 64 bytes: nothing is known
+    status = read(_STATUS, 1) or b""
+    ptr = read(_CAP_PTR, 1) or b""
+    if len(status) != 1 or len(ptr) != 1:
+        return False, None
+    if not status[0] & _STATUS_CAP_LIST:
+        return True, None
     seen: set[int] = set()
-    pos = config[_CAP_PTR]
-    while pos != 0 and pos not in seen and pos + 2 < len(config):
+    pos = ptr[0]
+    while pos != 0 and pos not in seen and pos + 2 < CONFIG_MIN:
         seen.add(pos)
-        cap_id, nxt, length = config[pos], config[pos + 1], config[pos + 2]
+        head = read(pos, 3) or b""
+        if len(head) != 3:
+            return False, None
+        cap_id, nxt, length = head
         if cap_id == 0xFF:
-            return None
+            return True, None
         if cap_id == _CAP_VENDOR:
-            return config[pos : pos + length]
+            return True, read(pos, length) or b""
         pos = nxt
-    return None
+    return True, None
 
 
 def is_vgpu(cap: bytes | None) -> bool:
@@ -76,32 +94,9 @@ def _printable(s: str) -> str:
 
 
 def read_capability(host: HostRoot, rel: str) -> tuple[bool, bytes | None]:
-    """(whole config space readable, first vendor-specific capability or None) of the config
-    file ``rel``, reading only the bytes the walk needs: the status register, the capability
-    pointer, 3 bytes per capability and the vendor capability itself (not the 4 KiB file:
-    in a VM every config access traps to the hypervisor)."""
-    if len(host.read_at(rel, CONFIG_MIN - 1, 1) or b"") != 1:
-        return False, None  # unprivileged reads stop at 64 bytes: nothing is known
-    status = host.read_at(rel, _STATUS, 1) or b""
-    ptr = host.read_at(rel, _CAP_PTR, 1) or b""
-    if len(status) != 1 or len(ptr) != 1:
-        return False, None
-    if not status[0] & _STATUS_CAP_LIST:
-        return True, None
-    seen: set[int] = set()
-    pos = ptr[0]
-    while pos != 0 and pos not in seen and pos + 2 < CONFIG_MIN:
-        seen.add(pos)
-        head = host.read_at(rel, pos, 3) or b""
-        if len(head) != 3:
-            return False, None
-        cap_id, nxt, length = head
-        if cap_id == 0xFF:
-            return True, None
-        if cap_id == _CAP_VENDOR:
-            return True, host.read_at(rel, pos, length) or b""
-        pos = nxt
-    return True, None
+    """:func:`walk` over the config file ``rel`` with ``pread``: a few bytes, not the
+    4 KiB file (in a VM every config access traps to the hypervisor)."""
+    return walk(lambda off, n: host.read_at(rel, off, n))
 
 
 # Per device identity (path, inode, mtime, size, ids): the capability of a present device
