@@ -116,16 +116,18 @@ def test_capability_read_by_the_bytes_it_needs_once_per_device(tmp_path: Path) -
     """Issue 10 item 9: a few config bytes, not the 4 KiB file; nothing on the next pass."""
     import shutil
 
+    reads: list[int] = []
+
+    class Counting(HostRoot):
+        def read_at(self, rel: str, offset: int, size: int) -> bytes | None:
+            data = super().read_at(rel, offset, size)
+            reads.append(len(data or b""))
+            return data
+
     for name in ("nvidia-vgpu-guest", "h200-vm"):
         root = tmp_path / name
         shutil.copytree(fixture_root(name), root, symlinks=True)
-        reads: list[int] = []
-
-        class Counting(HostRoot):
-            def read_at(self, rel: str, offset: int, size: int) -> bytes | None:
-                data = super().read_at(rel, offset, size)
-                reads.append(len(data or b""))
-                return data
+        reads.clear()
 
         whole = discover(Counting(root))
         assert 0 < sum(reads) < 128, reads  # the file is 4096 bytes
