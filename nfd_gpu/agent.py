@@ -211,6 +211,7 @@ class Agent:
         self.metrics_server: Any = None
         self.passes = 0
         self._nvml: Any = None  # NvmlSession kept across passes (built on first use)
+        self._nvml_state: tuple[str, str | None] = ("none", None)
 
     # signals / triggers
     def request_stop(self, *_: Any) -> None:
@@ -302,8 +303,14 @@ class Agent:
                 self.metrics.observe_scan("error", time.perf_counter() - t0)
             return False
         duration = time.perf_counter() - t0
-        if self.metrics is not None and self._nvml is not None:
-            self.metrics.observe_nvml(self._nvml.status)
+        nvml = self._nvml
+        if nvml is not None:
+            if (nvml.status, nvml.reason) != self._nvml_state:
+                self._nvml_state = (nvml.status, nvml.reason)
+                why = f" ({nvml.reason})" if nvml.reason else ""
+                log.info("NVIDIA facts from: %s%s", nvml.status, why)
+            if self.metrics is not None:
+                self.metrics.observe_nvml(nvml.status)
         if result.warnings != self._last_warnings:
             for w in result.warnings:
                 log.warning("scan: %s", w)

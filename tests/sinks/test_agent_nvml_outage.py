@@ -73,6 +73,8 @@ def test_nvml_outage_keeps_labels_and_says_so(tmp_path: Path, k8s_server: FakeKu
             json.loads(line)["msg"] for line in agent.lines if "keeping the last NVML" in line
         ]
         assert warned and "same GPUs and driver" in warned[0], agent.log()
+        said = "NVIDIA facts from: stale (nvmlInit: Driver Not Loaded)"
+        assert any(said in line for line in agent.lines), agent.log()
 
         flag.unlink()  # NVML is back: initialised again, fresh facts, not stale
         wait_for(lambda: scrape("nfd_gpu_nvml_source", source="nvml") == 1, 10, agent.log)
