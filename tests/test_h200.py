@@ -237,3 +237,32 @@ def test_snapshot_records_no_library_directories(tmp_path: Path) -> None:
            if p.startswith("usr/lib")]  # fmt: skip
     assert usr == ["usr/lib/x86_64-linux-gnu/libze_loader.so.1"]
     assert run_scan(dest).labels[f"{G}/runtime.level-zero"] == "true"
+
+
+def test_agent_with_nvml_on_does_not_publish_without_nvml(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """--nvml on in the agent: a pass where NVML does not answer is not published."""
+    from nfd_gpu.agent import Agent
+    from nfd_gpu.config import Config
+
+    published: list[dict[str, str]] = []
+
+    class Sink:
+        name = "test"
+
+        def publish(self, pub: object) -> bool:
+            published.append(dict(pub.labels))  # type: ignore[attr-defined]
+            return True
+
+        def close(self) -> None:
+            pass
+
+    root = without_recording(tmp_path)
+    agent = Agent(Config(root=str(root), nvml="on", oneshot=True), sinks=[Sink()])
+    assert agent.run_pass() is False
+    assert published == []
+    assert "NVML required (--nvml on) but not usable" in caplog.text
+    agent = Agent(Config(root=str(root), nvml="auto", oneshot=True), sinks=[Sink()])
+    assert agent.run_pass() is True
+    assert published and published[0][f"{G}/nvidia.cuda.major"] == "13"
