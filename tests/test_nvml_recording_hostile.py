@@ -135,3 +135,15 @@ def test_any_recording_replays_or_is_rejected(device: dict[str, object], top: di
     except nvml_replay.RecordingError:
         return
     nvml.query(lib)
+
+
+def test_huge_mig_device_count_is_bounded() -> None:
+    rec = json.loads((fixture_root("h100-mig-single") / "nvml.json").read_text())
+    rec["devices"][0]["nvmlDeviceGetMaxMigDeviceCount"] = 2**63
+    t0 = time.monotonic()
+    facts = nvml.query(nvml_replay.loads(json.dumps(rec).encode()))
+    assert facts is not None and time.monotonic() - t0 < 5
+    assert len([p for p in facts.partitions if p.parent == facts.gpus[0].address]) <= 64
+    rec["devices"][0]["nvmlDeviceGetMemoryInfo"]["total"] = -1
+    with pytest.raises(nvml_replay.RecordingError, match="total"):
+        nvml_replay.loads(json.dumps(rec).encode())

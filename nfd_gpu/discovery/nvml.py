@@ -190,8 +190,8 @@ def _device(lib: ModuleType, call: _Gpu, i: int) -> tuple[GpuFacts, list[Partiti
         sms = int(attrs.multiprocessorCount) or None
     fabric = _clique(lib, h)
     parts: list[Partition] = []
-    if mig_cur and max_mig and total:
-        parts = _mig_devices(lib, call, h, addr, int(max_mig), total)
+    if mig_cur and max_mig and total and total > 0:
+        parts = _mig_devices(lib, call, h, addr, min(int(max_mig), MAX_MIG_DEVICES), total)
     facts = GpuFacts(
         address=addr,
         product=_str(name) if name else None,
@@ -211,6 +211,9 @@ def _device(lib: ModuleType, call: _Gpu, i: int) -> tuple[GpuFacts, list[Partiti
     return facts, parts
 
 
+# MIG devices looked up per GPU at most (7 on every MIG GPU so far): a bound against a
+# damaged recording or library answer, never a loop over an arbitrary count.
+MAX_MIG_DEVICES = 64
 FABRIC_STATE_COMPLETED = 3  # NVML_GPU_FABRIC_STATE_COMPLETED
 
 

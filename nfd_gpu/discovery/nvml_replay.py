@@ -330,7 +330,8 @@ _STRUCT_FNS: dict[str, dict[str, type]] = {  # function -> members that must be 
 
 
 def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**64
+    """NVML answers recorded as integers are unsigned (sizes, counts, ids, modes)."""
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**64
 
 
 def _is_error(v: Any) -> bool:
