@@ -24,6 +24,7 @@ OWNER_REF_KINDS = ("pod", "ds")
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MIG_STRATEGIES = ("auto", "none", "single", "mixed")  # nfd_gpu.labels.nvidia.MIG_STRATEGIES
+NVML_MODES = ("auto", "on", "off")  # nfd_gpu.discovery.nvml_session.NVML_MODES
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 DRY_RUN_NAMESPACE = "nfd-gpu"  # the namespace deploy/ installs into
 
@@ -44,6 +45,7 @@ class Config:
     mig_strategy: str = "auto"
     sharing_config: str | None = None
     gfd_timestamp: bool = False
+    nvml: str = "auto"
     rules: str | None = None
     features_dir: str = DEFAULT_FEATURES_DIR
     features_file: str = "nfd-gpu"
@@ -81,6 +83,7 @@ KEYS: dict[str, tuple[str, str]] = {
     "mig_strategy": ("str", "nvidia profile MIG strategy: auto, none, single, mixed"),
     "sharing_config": ("str", "device-plugin config file for the nvidia profile (sharing)"),
     "gfd_timestamp": ("bool", "nvidia profile: emit gfd.timestamp (agent start, Unix seconds)"),
+    "nvml": ("str", "NVML use: auto (recording, else library, else procfs), on (required), off"),
     "rules": ("str", "NodeFeatureRule file or directory"),
     "features_dir": ("str", "feature-file directory"),
     "features_file": ("str", "feature-file name"),
@@ -216,6 +219,8 @@ def _validate(cfg: Config) -> None:
         raise bad(
             f"mig_strategy must be one of {', '.join(MIG_STRATEGIES)}, got {cfg.mig_strategy!r}"
         )
+    if cfg.nvml not in NVML_MODES:
+        raise bad(f"nvml must be one of {', '.join(NVML_MODES)}, got {cfg.nvml!r}")
     if cfg.log_format not in LOG_FORMATS:
         raise bad(f"log_format must be text or json, got {cfg.log_format!r}")
     if cfg.log_level not in LOG_LEVELS:

@@ -51,6 +51,10 @@ def run_command(
             help="nvidia profile: emit gfd.timestamp, fixed at agent start (default off)",
         ),
     ] = None,
+    nvml: Annotated[
+        str | None,
+        Opt(help="NVML: auto (recording, else library, else procfs; default), on, off"),
+    ] = None,
     rules: Annotated[str | None, Opt(help="NodeFeatureRule file or directory")] = None,
     features_dir: Annotated[str | None, Opt(help="Feature-file directory")] = None,
     features_file: Annotated[str | None, Opt(help="Feature-file name (default nfd-gpu)")] = None,
@@ -108,6 +112,7 @@ def run_command(
         "mig_strategy": mig_strategy,
         "sharing_config": sharing_config,
         "gfd_timestamp": gfd_timestamp,
+        "nvml": nvml,
         "rules": rules,
         "features_dir": features_dir,
         "features_file": features_file,

@@ -12,7 +12,8 @@ Read under the host root (all optional, nothing is executed):
   the ``kind`` each declares (``nvidia.com/gpu``), read from a ``kind:`` line or a
   JSON ``"kind"`` member, without a YAML parser.
 * ROCm: ``opt/rocm/.info/version``. OpenCL ICDs: ``etc/OpenCL/vendors/*.icd``.
-  Level Zero loader: ``libze_loader.so*`` in the usual library directories.
+  Level Zero loader: ``libze_loader.so.1`` or ``libze_loader.so`` in the usual library
+  directories (looked up by name: a directory listing would record hundreds of names).
 
 ``devices_ready`` is true when every GPU's device nodes exist: for a GPU used by
 containers, its ``renderD`` node (AMD: also ``dev/kfd``; NVIDIA: ``dev/nvidiactl``
@@ -51,6 +52,7 @@ LIB_DIRS = (
     "usr/lib",
     "usr/local/lib",
 )
+LEVEL_ZERO_LOADER = ("libze_loader.so.1", "libze_loader.so")
 _KIND = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
 _YAML_KIND = re.compile(r"""^kind\s*:\s*["']?([^"'\s#]+)["']?\s*(#.*)?$""")
 _NVIDIA_MINOR = re.compile(r"^nvidia[0-9]+$")
@@ -142,7 +144,8 @@ def opencl_icds(host: HostRoot) -> tuple[str, ...]:
 
 
 def level_zero(host: HostRoot) -> bool:
-    return any(n.startswith("libze_loader.so") for d in LIB_DIRS for n in host.listdir(d))
+    """The loader by its names (never a listing of whole library directories)."""
+    return any(host.exists(f"{d}/{n}") for d in LIB_DIRS for n in LEVEL_ZERO_LOADER)
 
 
 def required_nodes(
