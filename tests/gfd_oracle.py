@@ -9,8 +9,7 @@ GFD merges its labelers in order and iterates Go maps where it picks among GPU m
 GFD writes nothing: NVML missing (it exits, ``--fail-on-init-error``), an NVML error on a GPU
 (the pass fails), MPS sharing with MIG enabled (the pass fails).
 
-Not derived here: ``vgpu.*`` (PCI config space, another issue) and ``gpu.clique`` (no fixture
-records fabric info; a recording with it is refused).
+Not derived here: ``vgpu.*`` (PCI config space, another issue).
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ import itertools
 import json
 import math
 import re
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -136,7 +136,9 @@ def gfd_outputs(
     ]
     if not devs or any("error" in d for d in devs):
         return [{}]
-    assert not any("nvmlDeviceGetGpuFabricInfo" in d for d in devs), "clique not derived"
+    fabric = [d.get("nvmlDeviceGetGpuFabricInfo", {"error": "NotSupported"}) for d in devs]
+    if any(f.get("error") not in (None, "NotSupported") for f in fabric):
+        return [{}]  # IsFabricAttached fails: "error checking imex capability"
     share = Sharing.load(sharing)
     mig_mode = [d["nvmlDeviceGetMigMode"] for d in devs]
     enabled = [isinstance(m, list) and m[0] == 1 for m in mig_mode]
@@ -165,11 +167,25 @@ def gfd_outputs(
     out["mps.capable"] = "true" if share.strategy == "mps" else "false"
     classes = set()
     for d in devs:
-        bdf = d["nvmlDeviceGetPciInfo"]["busId"][-12:].lower()
-        classes.add((root / "sys/bus/pci/devices" / bdf / "class").read_text().strip())
+        bdf = root / "sys/bus/pci/devices" / d["nvmlDeviceGetPciInfo"]["busId"][-12:].lower()
+        try:
+            classes.add((bdf / "class").read_text().strip())
+        except FileNotFoundError:  # a snapshot keeps uevent only: PCI_CLASS is the same value
+            uevent = dict(x.split("=", 1) for x in (bdf / "uevent").read_text().split() if "=" in x)
+            classes.add(f"0x{int(uevent['PCI_CLASS'], 16):06x}")
     out["gpu.mode"] = {"0x030000": "graphics", "0x030200": "compute"}.get(
         classes.pop() if len(classes) == 1 else "", "unknown"
     )
+    # imex.go getFabricIDs over go-nvlib IsFabricAttached: state COMPLETED (3), a non-zero
+    # cluster UUID, status SUCCESS; one cluster UUID and one clique id, else no label
+    attached = [
+        f for f in fabric
+        if "error" not in f and f["state"] == 3 and any(f["clusterUuid"][:16]) and f["status"] == 0
+    ]  # fmt: skip
+    uuids = {str(uuid.UUID(bytes=bytes(f["clusterUuid"][:16]))) for f in attached}
+    cliques = {str(f["cliqueId"]) for f in attached}
+    if len(uuids) == 1 and len(cliques) == 1:
+        out["gpu.clique"] = f"{uuids.pop()}.{cliques.pop()}"
 
     # newGPULabelers: one labeler per name, MIG-enabled names first, full GPUs last
     counts: dict[str, int] = {}
