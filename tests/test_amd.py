@@ -188,3 +188,16 @@ def test_pyamdgpuinfo_real_module_never_crashes() -> None:
 
 def test_pyamdgpuinfo_only_on_the_real_root() -> None:
     assert amdgpuinfo.query(HostRoot(fixture_root("mi210-8x"))) == {}
+
+
+def test_in_tree_driver_gives_empty_driver_version(tmp_path: Path) -> None:
+    # an in-tree amdgpu has no module version file: the labeller writes driver-version=""
+    from tests.amd_labeller_oracle import ALL_FLAGS, labeller_output
+
+    root = tmp_path / "root"
+    shutil.copytree(fixture_root("mi210-8x"), root, symlinks=True)
+    (root / "sys/module/amdgpu/version").unlink()
+    opts = ("amd-driver-version",)
+    labels = run_scan(root, profiles=("amd",), profile_options=opts).labels
+    assert labels["amd.com/gpu.driver-version"] == ""
+    assert labeller_output(root, ALL_FLAGS)["amd.com/gpu.driver-version"] == ""
