@@ -70,7 +70,7 @@ def discover(
         gpus, partitions, versions = nvidia.apply(
             nvidia.collect(host, nvml_lib, nvml), gpus, versions
         )
-        gpus = nvidia_vgpu.apply(host, gpus)
+        gpus = nvidia_vgpu.apply(host, gpus, devices)
     if any(g.vendor == "amd" for g in gpus):
         gpus = amdgpuinfo.apply(gpus, amdgpuinfo.query(host))
     gpus, amd_partitions = amd.enrich(host, gpus)
