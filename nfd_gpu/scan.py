@@ -44,6 +44,13 @@ class ScanResult:
     features: F.Features
     warnings: list[str] = field(default_factory=list)
     rule_errors: list[tuple[str, str]] = field(default_factory=list)  # (rule, message)
+    # failures that make the result incomplete (out of descriptors or memory, a listing
+    # that failed): not a description of the host, never to be published
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.errors
 
     @property
     def gpu_count_by_vendor(self) -> dict[str, int]:
@@ -159,7 +166,10 @@ def run_scan(
     ``tolerant_rules`` (the agent): then broken rules are skipped and reported as
     warnings and rule errors while the valid ones still apply."""
     host = HostRoot(root)
-    snap = discover(host)
+    try:
+        snap = discover(host)
+    finally:
+        host.close()
     labels, warnings = label(snap, profiles, namespace, nvidia_options)
     feats = snapshot_features(snap)
     all_warnings = list(snap.warnings) + warnings
@@ -179,4 +189,5 @@ def run_scan(
         features=feats,
         warnings=all_warnings,
         rule_errors=rule_errors,
+        errors=list(host.errors),
     )
