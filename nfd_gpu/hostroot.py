@@ -89,9 +89,7 @@ class _Openat2:
             err = ctypes.get_errno()
             if err == errno.EAGAIN:
                 continue
-            if err in (errno.ENOSYS, errno.EPERM, errno.E2BIG) or (
-                err == errno.EINVAL and rel
-            ):
+            if err in (errno.ENOSYS, errno.EPERM, errno.E2BIG) or (err == errno.EINVAL and rel):
                 # no openat2 / blocked by seccomp / no RESOLVE_IN_ROOT: resolve here
                 self.usable = False
                 raise _Unsupported
