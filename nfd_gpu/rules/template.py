@@ -1086,7 +1086,7 @@ def _ternary(t: Any, f: Any, cond: Any) -> Any:
     return t if truth(cond) else f
 
 
-def _re(pattern: Any) -> re.Pattern[str]:
+def _re(pattern: Any) -> Any:
     try:
         return compile_go_regexp(strval(pattern))
     except ExpressionError as e:
@@ -1109,7 +1109,7 @@ def _go_repl(repl: str) -> str:
 def _regex_replace_all(pattern: Any, s: Any, repl: Any) -> str:
     try:
         return _re(pattern).sub(_go_repl(strval(repl)), strval(s))
-    except (re.error, IndexError) as e:
+    except (re.error, IndexError, ValueError) as e:
         raise TemplateError(f"regexReplaceAll: {e}") from None
 
 
