@@ -414,7 +414,9 @@ def read_rule_file(path: Path) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise RuleError([f"{path}: cannot read: not UTF-8 ({e.reason} at byte {e.start})"]) from None
+        raise RuleError(
+            [f"{path}: cannot read: not UTF-8 ({e.reason} at byte {e.start})"]
+        ) from None
 
 
 def parse_documents(text: str, source: str, warnings: list[str]) -> list[Any]:
