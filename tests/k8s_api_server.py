@@ -17,7 +17,8 @@ Test controls: ``deny(verb)`` -> 403, ``fail(verb, status, count)`` -> injected 
 ``delay(verb, seconds, count)`` -> slow answers (client timeouts), ``trickle(verb,
 seconds_per_byte, count)`` -> an answer dribbled out one byte at a time (each byte well
 inside a socket timeout), ``cut(verb, count)`` -> the write is applied but the answer is
-cut off half-way, ``bump(ns, name)`` -> a concurrent writer. ``counts`` tallies requests per verb, ``object_counts`` per object name.
+cut off half-way, ``bump(ns, name)`` -> a concurrent writer. ``counts`` tallies requests
+per verb, ``object_counts`` per object name.
 """
 
 from __future__ import annotations

@@ -1178,18 +1178,35 @@ def _go_repl(repl: str) -> str:
     return re.sub(r"\$([0-9]+)", r"\\g<\1>", out)
 
 
+def _check_sub(rx: Any, text: str, repl: str) -> None:
+    """Refuse a substitution whose result could pass MAX_VALUE_SIZE (before building it)."""
+    if not repl:
+        return
+    hits = sum(1 for _ in rx.finditer(text))
+    if len(text) + hits * len(repl) > MAX_VALUE_SIZE:
+        raise TemplateError(f"result larger than {MAX_VALUE_SIZE} bytes")
+
+
 def _regex_replace_all(pattern: Any, s: Any, repl: Any) -> str:
+    rx, text, r = _re(pattern), strval(s), strval(repl)
+    _check_sub(rx, text, r)
     try:
-        return _re(pattern).sub(_go_repl(strval(repl)), strval(s))
+        return str(rx.sub(_go_repl(r), text))
     except (re.error, IndexError, ValueError) as e:
         raise TemplateError(f"regexReplaceAll: {e}") from None
+
+
+def _regex_replace_literal(pattern: Any, s: Any, repl: Any) -> str:
+    rx, text, r = _re(pattern), strval(s), strval(repl)
+    _check_sub(rx, text, r)
+    return str(rx.sub(lambda m: r, text))
 
 
 def _regex_split(pattern: Any, s: Any, n: Any) -> list[str]:
     k = to_int(n)
     if k == 0:
         return []
-    parts = _re(pattern).split(strval(s), maxsplit=0 if k < 0 else k - 1)
+    parts: list[str] = _re(pattern).split(strval(s), maxsplit=0 if k < 0 else k - 1)
     return parts
 
 
@@ -1335,7 +1352,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "regexFind": lambda p, s: m.group(0) if (m := _re(p).search(strval(s))) else "",
     "regexFindAll": _regex_find_all,
     "regexReplaceAll": _regex_replace_all,
-    "regexReplaceAllLiteral": lambda p, s, r: _re(p).sub(lambda m: strval(r), strval(s)),
+    "regexReplaceAllLiteral": _regex_replace_literal,
     "regexSplit": _regex_split,
     "b64enc": lambda s: base64.b64encode(strval(s).encode()).decode(),
     "b64dec": _b64dec,

@@ -437,7 +437,7 @@ def _track_sockets(api_client: Any, sockets: weakref.WeakSet[socket.socket]) -> 
         return
 
     def tracked(conn_cls: Any) -> Any:
-        class Conn(conn_cls):  # type: ignore[misc,valid-type]
+        class Conn(conn_cls):  # type: ignore[misc]
             def connect(self) -> None:
                 super().connect()
                 if self.sock is not None:

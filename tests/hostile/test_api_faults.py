@@ -222,9 +222,8 @@ def test_fault_table() -> None:
     if len(ROWS) < len(FAULTS):
         pytest.skip("run with the fault cases (-k fault) to print the table")
     print("\n\nfault suite: interval 1 s (requests per interval = per minute at 60 s)")
-    print(
-        "| fault                     | requests | / interval | recover s | labels on server during fault"
-    )
+    head = "| fault                     | requests | / interval | recover s | labels on server"
+    print(head + " during fault")
     print(
         "|---------------------------|----------|------------|-----------|------------------------------"
     )

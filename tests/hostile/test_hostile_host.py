@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -166,10 +167,8 @@ def test_metrics_port_flood_leaves_descriptors_for_the_scan(bounded: None) -> No
         for _ in range(1025):
             s = socket.socket()
             s.setblocking(False)
-            try:
+            with contextlib.suppress(BlockingIOError):
                 s.connect((host, port))
-            except BlockingIOError:
-                pass
             socks.append(s)
         time.sleep(0.5)
         threads = [t for t in __import__("threading").enumerate() if "process_request" in t.name]

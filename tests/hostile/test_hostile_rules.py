@@ -87,6 +87,8 @@ def test_pattern_re2_rejects_is_a_rule_error(tmp_path: Path, pattern: str) -> No
         '{{$s := "ab"}}{{range until 30}}{{$s = replace "" "xx" $s}}{{end}}',
         "{{$l := list 1}}{{range until 60}}{{$l = list $l $l}}{{end}}{{print $l}}",
         '{{$s := repeat 60000 "x"}}{{range until 10000}}{{$t := cat $s $s}}{{end}}',
+        '{{$s := repeat 60000 "x"}}{{regexReplaceAll "" $s $s}}',
+        '{{$s := repeat 60000 "x"}}{{regexReplaceAllLiteral "x*?" $s $s}}',
     ],
 )
 def test_template_bombs_are_errors(src: str, bounded: None) -> None:
