@@ -20,7 +20,7 @@ import pytest
 import typer
 import yaml
 
-from tests.deploy.kustomize import build, load_docs
+from tests.deploy.kustomize import CLUSTER_SCOPED, build, load_docs
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -70,7 +70,9 @@ def test_overlay_renders(overlay: str) -> None:
     assert {"Namespace", "ServiceAccount", "DaemonSet", "PodMonitor"} <= kinds
     for o in objs:
         assert o.get("apiVersion") and o.get("metadata", {}).get("name"), o
-        if o["kind"] != "Namespace":
+        if o["kind"] in CLUSTER_SCOPED:
+            assert "namespace" not in o["metadata"], o["kind"]
+        else:
             assert o["metadata"].get("namespace") == "nfd-gpu", o["kind"]
 
 

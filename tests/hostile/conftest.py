@@ -64,3 +64,17 @@ def k8s_server() -> Iterator[FakeKubeAPI]:
         yield api
     finally:
         api.stop()
+
+
+@pytest.fixture(scope="session")
+def kube_apiserver() -> str:
+    """Admin kubeconfig of a real kube-apiserver (>= 1.30) for the admission-policy test.
+
+    Supplied by the CI harness through ``NFD_GPU_TEST_KUBECONFIG`` (or by overriding this
+    fixture in a higher conftest). Skipped, with this reason, when there is none: the
+    real-server proof of deploy/overlays/nodefeature-api/validatingadmissionpolicy.yaml is
+    pending until then."""
+    path = os.environ.get("NFD_GPU_TEST_KUBECONFIG")
+    if not path or not os.path.isfile(path):
+        pytest.skip("no real kube-apiserver (set NFD_GPU_TEST_KUBECONFIG to an admin kubeconfig)")
+    return path
