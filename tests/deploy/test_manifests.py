@@ -203,8 +203,17 @@ def test_daemonset_least_privilege(overlay: str) -> None:
     assert sc["capabilities"]["drop"] == ["ALL"] and not sc["capabilities"].get("add")
     assert not sc.get("privileged")
     assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
-    if overlay != "nfd-worker-sidecar":  # writes root-owned host features.d
-        assert spec["securityContext"]["runAsNonRoot"] is True
+    # every overlay's agent runs without root (the sidecar overlay's features.d is made
+    # group-writable by a one-shot init container holding only CAP_CHOWN)
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["runAsUser"] != 0
+    assert not sc.get("runAsUser")  # no per-container override back to root
+    for init in spec.get("initContainers", []):
+        isc = init["securityContext"]
+        assert isc["capabilities"]["drop"] == ["ALL"]
+        assert set(isc["capabilities"].get("add", [])) <= {"CHOWN"}
+        assert isc["allowPrivilegeEscalation"] is False and isc["readOnlyRootFilesystem"] is True
+        assert [m["name"] for m in init["volumeMounts"]] == ["features-d"]
     host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
     assert {"/sys", "/proc/driver", "/dev"} <= set(host.values())
     for m in c["volumeMounts"]:
