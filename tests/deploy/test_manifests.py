@@ -214,6 +214,7 @@ def test_daemonset_least_privilege(overlay: str) -> None:
         assert set(isc["capabilities"].get("add", [])) <= {"CHOWN"}
         assert isc["allowPrivilegeEscalation"] is False and isc["readOnlyRootFilesystem"] is True
         assert [m["name"] for m in init["volumeMounts"]] == ["features-d"]
+        assert init["image"] == c["image"]
     host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
     assert {"/sys", "/proc/driver", "/dev"} <= set(host.values())
     for m in c["volumeMounts"]:
