@@ -393,6 +393,32 @@ def test_dockerfile() -> None:
     assert m, "Dockerfile must copy rules/*.yaml"
     for overlay in OVERLAYS:
         assert f"--rules={m.group(1)}" in agent_container(render(overlay))["args"]
+    # every base pinned by digest; locked, hashed dependencies; no pip in the final image
+    froms = re.findall(r"^FROM (\S+)", text, re.M)
+    assert froms and all(re.fullmatch(r"[^@\s]+@sha256:[0-9a-f]{64}", f) for f in froms), froms
+    installs = re.findall(r"pip install [^\n]*", text)
+    for line in installs:
+        assert "--require-hashes" in line or "--no-deps" in line, line
+    final = text[text.rindex("\nFROM ") :]
+    assert "pip uninstall -y pip" in final and "pip install" not in final
+    assert "COPY --from=build /opt/nfd-gpu /opt/nfd-gpu" in final
+    for lock in ("image/requirements.lock", "image/build.lock"):
+        body = (REPO / lock).read_text()
+        pins = re.findall(r"^([A-Za-z0-9_.-]+)==\S+", body, re.M)
+        assert pins and body.count("--hash=sha256:") >= len(pins), lock
+    locked = {
+        n.lower().replace("_", "-")
+        for n in re.findall(
+            r"^([A-Za-z0-9_.-]+)==", (REPO / "image/requirements.lock").read_text(), re.M
+        )
+    }
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    for dep in deps:
+        name = re.match(r"[A-Za-z0-9_.-]+", dep).group(0).lower().replace("_", "-")  # type: ignore[union-attr]
+        assert name in locked, (
+            f"{name} missing from image/requirements.lock: bash scripts/lock-image.sh"
+        )
     ignore = (REPO / ".dockerignore").read_text().split()
     assert "rules" not in ignore
     for entry in (".venv", ".git", "tests/fixtures"):
