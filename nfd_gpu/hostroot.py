@@ -31,6 +31,7 @@ import errno
 import os
 import stat as stat_mod
 from collections.abc import Callable
+from typing import Any
 
 MAX_READ = 64 * 1024
 
@@ -62,7 +63,7 @@ class _Openat2:
 
     def __init__(self) -> None:
         self.usable = False
-        self._syscall: Callable[..., int] | None = None
+        self._syscall: Any = None
         if not hasattr(os, "O_PATH"):  # not Linux
             return
         try:
@@ -73,28 +74,34 @@ class _Openat2:
         fn.restype = ctypes.c_long
         self._syscall = fn
         self.usable = True
-        self._how: dict[int, _OpenHow] = {}
+        self._how: dict[int, Any] = {}
 
     def open(self, dirfd: int, rel: str, flags: int) -> int:
         """An fd, or raises OSError; raises _Unsupported when openat2 cannot be used."""
         how = self._how.get(flags)
         if how is None:
-            how = self._how[flags] = _OpenHow(flags, 0, self.RESOLVE_IN_ROOT)
-        assert self._syscall is not None
-        path = os.fsencode(rel or ".")
+            how = self._how[flags] = ctypes.byref(_OpenHow(flags, 0, self.RESOLVE_IN_ROOT))
+        path = rel.encode() if rel else b"."
+        fd: int = self._syscall(self.NR, dirfd, path, how, 24)
+        if fd >= 0:
+            return fd
+        return self._failed(dirfd, path, how, rel)
+
+    def _failed(self, dirfd: int, path: bytes, how: Any, rel: str) -> int:
         for _ in range(self.RETRIES):
-            fd = self._syscall(self.NR, dirfd, path, ctypes.byref(how), 24)
-            if fd >= 0:
-                return int(fd)
             err = ctypes.get_errno()
-            if err == errno.EAGAIN:
-                continue
-            if err in (errno.ENOSYS, errno.EPERM, errno.E2BIG) or (err == errno.EINVAL and rel):
-                # no openat2 / blocked by seccomp / no RESOLVE_IN_ROOT: resolve here
-                self.usable = False
-                raise _Unsupported
-            raise OSError(err, os.strerror(err), rel)
-        raise _Unsupported  # persistent races: the portable resolver has none
+            if err != errno.EAGAIN:
+                break
+            fd: int = self._syscall(self.NR, dirfd, path, how, 24)
+            if fd >= 0:
+                return fd
+        else:
+            raise _Unsupported  # persistent races: the portable resolver has none
+        if err in (errno.ENOSYS, errno.EPERM, errno.E2BIG) or (err == errno.EINVAL and rel):
+            # no openat2 / blocked by seccomp / no RESOLVE_IN_ROOT: resolve here
+            self.usable = False
+            raise _Unsupported
+        raise OSError(err, os.strerror(err), rel)
 
 
 _OPENAT2 = _Openat2()
@@ -245,11 +252,20 @@ class HostRoot:
         if record and self._recorder is not None:
             self._recorder(rel)
         try:
-            fd = self._open(rel, _FLAGS)
+            try:
+                # the last component is rarely a link: O_NOFOLLOW tells a missing file
+                # (ENOENT) from a link (ELOOP) without another system call
+                fd = self._open(rel, _FLAGS | _O_NOFOLLOW)
+            except OSError as exc:
+                if exc.errno != errno.ELOOP:
+                    raise
+                try:
+                    fd = self._open(rel, _FLAGS)
+                except FileNotFoundError:
+                    self.warn(f"{self._display(rel)}: dangling symbolic link")
+                    return None
         except FileNotFoundError:
-            if self._is_link(rel):
-                self.warn(f"{self._display(rel)}: dangling symbolic link")
-            elif not optional:
+            if not optional:
                 self.warn(f"{self._display(rel)}: missing")
             return None
         except NotADirectoryError:
@@ -293,16 +309,6 @@ class HostRoot:
             self.warn(f"{self._display(rel)}: larger than {limit} bytes, truncated")
             data = data[:limit]
         return data
-
-    def _is_link(self, rel: str) -> bool:
-        try:
-            fd = self._open(rel, _O_PATH | _O_NOFOLLOW | _O_CLOEXEC)
-        except OSError:
-            return False
-        try:
-            return stat_mod.S_ISLNK(os.fstat(fd).st_mode)
-        finally:
-            os.close(fd)
 
     def read_text(self, rel: str, *, optional: bool = True) -> str | None:
         """Read a text attribute: decoded (invalid UTF-8 replaced), NULs removed, stripped."""
