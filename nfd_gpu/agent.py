@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from types import FrameType
+from types import FrameType, TracebackType
 from typing import Any, Protocol, cast
 
 from nfd_gpu.config import Config, split_address
@@ -90,6 +90,16 @@ def setup_logging(fmt: str = "text", level: str = "info") -> None:
         )
 
     threading.excepthook = thread_hook
+
+    def main_hook(
+        exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
+    ) -> None:
+        if issubclass(exc_type, KeyboardInterrupt):
+            sys.__excepthook__(exc_type, exc, tb)
+            return
+        log.critical("uncaught exception", exc_info=(exc_type, exc, tb))
+
+    sys.excepthook = main_hook
 
 
 # -- sinks --------------------------------------------------------------------------------
@@ -387,10 +397,14 @@ class Agent:
                 break
             try:
                 wrote = sink.publish(pub)
-            except SinkError as e:
+            except Exception as e:  # SinkError, or a bug: the loop (and the labels) survive
                 ok = False
-                self._transient = self._transient or e.transient
-                log.error("%s: %s", sink.name, e)
+                transient = isinstance(e, SinkError) and e.transient
+                self._transient = self._transient or transient
+                if isinstance(e, SinkError):
+                    log.error("%s: %s", sink.name, e)
+                else:
+                    log.error("%s: unexpected %s", sink.name, _one_line(e), exc_info=True)
                 if self.metrics is not None:
                     self.metrics.observe_publish(sink.name, "error")
                     self.metrics.not_ready(f"{sink.name}: {e}")

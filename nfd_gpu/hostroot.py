@@ -26,6 +26,7 @@ uses ``os.open``/``os.read`` on plain strings instead of :mod:`pathlib`.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -131,7 +132,8 @@ class HostRoot:
         return f"HostRoot({self.root!r})"
 
     def __del__(self) -> None:
-        self.close()
+        with contextlib.suppress(Exception):  # also at interpreter shutdown
+            self.close()
 
     def close(self) -> None:
         """Close the descriptors held for confinement (also done on garbage collection)."""

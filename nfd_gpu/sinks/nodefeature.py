@@ -187,8 +187,8 @@ class NodeFeatureSink:
                 raise SinkError(f"{verb} {self.namespace}/{self.object_name}: stopping") from None
             if time.monotonic() - t0 >= self.timeout:
                 raise SinkError(
-                    f"API request {verb} {self.namespace}/{self.object_name}: no complete "
-                    f"answer within {self.timeout:g} s",
+                    f"API request {verb} {self.namespace}/{self.object_name} failed: no "
+                    f"complete answer within {self.timeout:g} s",
                     transient=True,
                 ) from None
             raise SinkError(
@@ -254,17 +254,20 @@ class NodeFeatureSink:
         if "ds" in self.owner_ref_kinds and have_pod:
             _, core = self._apis()
             try:
-                resp = self._call(
+                data = self._call(
                     "get",
-                    lambda: core.read_namespaced_pod(
-                        self.pod_name,
-                        self.namespace,
-                        _request_timeout=self.timeout,
-                        _preload_content=False,
+                    # the body is read inside the call: under the request's deadline
+                    lambda: (
+                        core.read_namespaced_pod(
+                            self.pod_name,
+                            self.namespace,
+                            _request_timeout=self.timeout,
+                            _preload_content=False,
+                        ).data
                     ),
                     resource="pods",
                 )
-                pod = json.loads(resp.data)
+                pod = json.loads(data)
                 for ref in pod.get("metadata", {}).get("ownerReferences") or []:
                     if ref.get("kind") == "DaemonSet" and ref.get("apiVersion") == "apps/v1":
                         refs.append(
@@ -277,6 +280,10 @@ class NodeFeatureSink:
                             }
                         )
                         break
+            except (ValueError, AttributeError, KeyError, TypeError) as e:
+                log.warning(
+                    "own pod %s: unreadable answer (%s): no DaemonSet owner", self.pod_name, e
+                )
             except _Status as s:
                 log.warning("own pod %s not readable (%s): no DaemonSet owner", self.pod_name, s)
             except SinkError as e:

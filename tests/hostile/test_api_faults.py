@@ -30,7 +30,7 @@ NS, NODE = "nfd", "node-1"
 OBJ = f"nfd-gpu-{NODE}"
 INTERVAL = 1.0  # the node default is 60 s: requests per interval = requests per minute
 TIMEOUT = 0.5  # api_timeout: the total deadline of one request
-FAULT_SECONDS = 3.0
+FAULT_SECONDS = 2.5
 GOOD = {"gpu.feature.node.kubernetes.io/present": "true", "x/n": "1"}
 NEW = {"gpu.feature.node.kubernetes.io/present": "true", "x/n": "2"}
 
