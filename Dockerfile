@@ -1,10 +1,11 @@
 # nfd-gpu agent image. Build: docker build -t nfd-gpu:dev .
-# Runs `nfd-gpu run`; deploy/ passes --root /host with the host's /sys, /proc/driver and
-# /dev mounted read-only under /host.
+# Runs `nfd-gpu run`; deploy/ passes --root /host with the host paths the scan reads
+# mounted read-only under /host (docs/install.md "What the pod reads").
 
 # The base image is pinned by digest (python:3.12-slim). Refresh the digest with
-# `docker buildx imagetools inspect python:3.12-slim` (or Renovate) and set both FROMs. Every Python
-# package is installed from image/*.lock with --require-hashes (scripts/lock-image.sh).
+# `docker buildx imagetools inspect python:3.12-slim` (or Renovate) and set both FROMs.
+# Every Python package is installed from image/*.lock with --require-hashes
+# (scripts/lock-image.sh).
 
 # -- build: a virtual environment with the locked dependencies and nfd-gpu -----------------
 FROM python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea AS build
@@ -24,14 +25,12 @@ RUN python -m pip wheel --no-cache-dir --no-build-isolation --no-deps --wheel-di
 
 # -- runtime: no pip, no build tools --------------------------------------------------------
 FROM python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea
-# pci.ids: Debian's package (/usr/share/misc/pci.ids). nfd-gpu reads pci.ids below its
-# --root, and deploy/ does not mount the host's /usr, so the image's copy is hard-linked
-# to /host/usr/share/misc/pci.ids. libudev1: pyudev (udev rescans); libdrm-amdgpu1: AMD.
+# pci.ids is read below --root: deploy/ mounts the host's /usr, so the host's copy is used
+# (as by `nfd-gpu scan` on the host). libudev1: pyudev (udev rescans); libdrm-amdgpu1: AMD.
+# Debian packages come from the signed Debian archive; pip leaves the image.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends pci.ids libudev1 libdrm-amdgpu1 \
+ && apt-get install -y --no-install-recommends libudev1 libdrm-amdgpu1 \
  && rm -rf /var/lib/apt/lists/* \
- && mkdir -p /host/usr/share/misc \
- && ln /usr/share/misc/pci.ids /host/usr/share/misc/pci.ids \
  && python -m pip uninstall -y pip \
  && rm -f /usr/local/bin/pip /usr/local/bin/pip3*
 # The NodeFeatureRules nfd-gpu ships (rules/, see docs/rules.md); deploy/ passes

@@ -121,11 +121,16 @@ def _sink_settings(cfg: Config) -> tuple[Any, ...]:
         cfg.kubeconfig,
         cfg.api_timeout,
         cfg.resync_interval,
+        cfg.dry_run,
     )
 
 
 def build_sinks(cfg: Config) -> list[Sink]:
     """The configured sinks; raises SinkError for an unusable Kubernetes configuration."""
+    if cfg.dry_run:
+        from nfd_gpu.sinks.dryrun import dry_run_sinks
+
+        return dry_run_sinks(cfg)
     sinks: list[Sink] = []
     for out in cfg.outputs:
         if out == "featurefile":
@@ -239,6 +244,8 @@ class Agent:
         self._last_good: Publication | None = None  # what the last complete scan found
         self._stop_at: float | None = None  # monotonic deadline once SIGTERM arrived
         self._done = threading.Event()  # run() has finished (the watchdog stands down)
+        self._nvml: Any = None  # NvmlSession kept across passes (built on first use)
+        self._nvml_state: tuple[str, str | None] = ("none", None)
 
     # signals / triggers
     def request_stop(self, *_: Any) -> None:
@@ -299,6 +306,7 @@ class Agent:
             self.cfg.mig_strategy != "auto" or self.cfg.sharing_config or self.cfg.gfd_timestamp
         ):
             kwargs["nvidia_options"] = self._nvidia_options()
+        kwargs["nvml"] = self._nvml_session()
         rules = self.cfg.rules
         if rules is None and os.path.isdir(DEFAULT_RULES_DIR):
             rules = DEFAULT_RULES_DIR
@@ -307,6 +315,17 @@ class Agent:
             kwargs["rules_path"] = rules
             kwargs["tolerant_rules"] = True
         return self._scan(self.cfg.root, **kwargs)
+
+    def _nvml_session(self) -> Any:
+        """One NVML session for the agent's life: NVML stays initialised between passes and
+        the last NVML facts are kept while the same GPUs and driver are present."""
+        from nfd_gpu.discovery.nvml_session import NvmlSession
+
+        if self._nvml is None or self._nvml.mode != self.cfg.nvml:
+            if self._nvml is not None:
+                self._nvml.close()
+            self._nvml = NvmlSession(self.cfg.nvml, keep=True)
+        return self._nvml
 
     def _nvidia_options(self) -> Any:
         """MIG strategy and sharing config; the file is re-read every pass (a bad one warns).
@@ -338,14 +357,25 @@ class Agent:
         try:
             result = self.scan()
         except Exception as exc:
-            # RecursionError, MemoryError's cousins, a bug: never a reason to drop labels
-            log.error(
-                "scan failed, keeping the last good labels: %s", _one_line(exc), exc_info=True
-            )
+            if type(exc).__name__ == "NvmlRequired":  # --nvml on: keep the last publication
+                log.error("scan: %s; keeping the last good labels", exc)
+            else:
+                # RecursionError, MemoryError, a bug: never a reason to drop labels
+                log.error(
+                    "scan failed, keeping the last good labels: %s", _one_line(exc), exc_info=True
+                )
             if self.metrics is not None:
                 self.metrics.observe_scan("error", time.perf_counter() - t0)
             return self._keep_last_good(f"scan failed: {_one_line(exc)}")
         duration = time.perf_counter() - t0
+        nvml = self._nvml
+        if nvml is not None:
+            if (nvml.status, nvml.reason) != self._nvml_state:
+                self._nvml_state = (nvml.status, nvml.reason)
+                why = f" ({nvml.reason})" if nvml.reason else ""
+                log.info("NVIDIA facts from: %s%s", nvml.status, why)
+            if self.metrics is not None:
+                self.metrics.observe_nvml(nvml.status)
         if result.warnings != self._last_warnings:
             for w in result.warnings:
                 log.warning("scan: %s", w)
@@ -501,6 +531,8 @@ class Agent:
                 udev.stop()
             for sink in self.sinks:
                 sink.close()
+            if self._nvml is not None:
+                self._nvml.close()
             if self.metrics_server is not None:
                 self.metrics_server.stop()
         log.info("stopped after %d passes", self.passes)

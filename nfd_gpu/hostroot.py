@@ -312,6 +312,25 @@ class HostRoot:
             data = data[:limit]
         return data
 
+    def read_at(self, rel: str, offset: int, size: int) -> bytes | None:
+        """Up to ``size`` bytes at ``offset`` (``pread``; at most 4 KiB), ``b""`` past the end,
+        None when the file cannot be opened or read. For files where every byte read costs
+        (PCI config space: each access traps to the hypervisor in a VM)."""
+        if self._recorder is not None:
+            self._recorder(rel)
+        try:
+            fd = self._open(rel, _FLAGS)
+        except OSError as exc:
+            if exc.errno in RESOURCE_ERRNOS:
+                self._oserror(rel, exc, "cannot open")
+            return None
+        try:
+            return os.pread(fd, max(0, min(size, 4096)), max(0, offset))
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
     def read_text(self, rel: str, *, optional: bool = True) -> str | None:
         """Read a text attribute: decoded (invalid UTF-8 replaced), NULs removed, stripped."""
         data = self.read_bytes(rel, optional=optional)

