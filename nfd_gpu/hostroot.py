@@ -434,6 +434,17 @@ class HostRoot:
             self._recorder(rel)
         return self._stat(rel) is not None
 
+    def lexists(self, rel: str) -> bool:
+        """``rel`` exists, a dangling symbolic link included (the link is not followed)."""
+        if self._recorder is not None:
+            self._recorder(rel)
+        try:
+            fd = self._open(rel, _O_PATH | _O_NOFOLLOW | _O_CLOEXEC)
+        except OSError:
+            return False
+        os.close(fd)
+        return True
+
     def is_dir(self, rel: str) -> bool:
         if self._recorder is not None:
             self._recorder(rel)
