@@ -26,7 +26,7 @@ var featureFilesDir string
 // FeatureFileResult is what nfd-worker takes from the file: the labels it
 // would publish and the raw features (local.label, local.feature).
 type FeatureFileResult struct {
-	Labels   map[string]string `json:"labels"`
+	Labels   map[string]string            `json:"labels"`
 	Features map[string]map[string]string `json:"features"`
 }
 
