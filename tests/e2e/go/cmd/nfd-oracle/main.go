@@ -148,6 +148,11 @@ func batchCommand(stdin io.Reader, stdout io.Writer) error {
 		if err := enc.Encode(&ans); err != nil {
 			return err
 		}
+		// One answer per line as soon as it is ready: a caller may keep the
+		// process and ask case by case.
+		if err := w.Flush(); err != nil {
+			return err
+		}
 	}
 	return sc.Err()
 }
