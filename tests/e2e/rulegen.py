@@ -136,12 +136,13 @@ def features_doc(draw: st.DrawFn) -> dict[str, Any]:
     def attrs() -> dict[str, str]:
         return {e: draw(_pick(tuple(VALUES))) for e in elems()}
 
-    flags = {f: {"elements": {e: {} for e in elems()}} for f in FLAG_FEATURES if draw(_BOOL)}
-    attributes = {f: {"elements": attrs()} for f in ATTR_FEATURES if draw(_BOOL)}
+    present = _pick((True, True, True, False))
+    flags = {f: {"elements": {e: {} for e in elems()}} for f in FLAG_FEATURES if draw(present)}
+    attributes = {f: {"elements": attrs()} for f in ATTR_FEATURES if draw(present)}
     instances = {
         f: {"elements": [{"attributes": attrs()} for _ in range(draw(_int(0, 3)))]}
         for f in INST_FEATURES
-        if draw(_BOOL)
+        if draw(present)
     }
     if draw(_BOOL):
         flags[MIXED] = {"elements": {e: {} for e in elems()}}
@@ -206,9 +207,30 @@ def expression_set(draw: st.DrawFn, names: list[str]) -> dict[str, Any]:
     return {k: safe_expression(draw) for k in keys}
 
 
-def term(draw: st.DrawFn, chain_names: list[str]) -> dict[str, Any]:
-    feature = draw(_pick(tuple(TERM_FEATURES)))
-    names = chain_names if feature == "rule.matched" and chain_names else ELEMS
+def _known(features: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Element (and instance attribute) names of each feature present."""
+    out: dict[str, set[str]] = {}
+    f = features["spec"]["features"]
+    for kind in ("flags", "attributes"):
+        for name, fs in f[kind].items():
+            out.setdefault(name, set()).update(fs["elements"])
+    for name, fs in f["instances"].items():
+        for inst in fs["elements"]:
+            out.setdefault(name, set()).update(inst["attributes"])
+    return {k: tuple(sorted(v)) for k, v in out.items() if v}
+
+
+def term(
+    draw: st.DrawFn, chain_names: list[str], known: dict[str, tuple[str, ...]]
+) -> dict[str, Any]:
+    # Mostly a feature the node has, named by its elements, so that rules match
+    # (and templates run) often; otherwise anything.
+    if known and draw(_int(0, 3)) != 0:
+        feature = draw(_pick(tuple(sorted(known))))
+    else:
+        feature = draw(_pick(tuple(TERM_FEATURES)))
+    names = list(known.get(feature, ())) if draw(_int(0, 3)) != 0 else []
+    names = names or (chain_names if feature == "rule.matched" and chain_names else ELEMS)
     t: dict[str, Any] = {"feature": feature}
     shape = draw(_int(0, 9))
     if shape != 0:  # 0: no matchExpressions at all
@@ -239,6 +261,13 @@ PIECES = (
     's={{ "a,b" | splitList "," | first }}\n',
     'c={{ atoi "12" | add 1 | mul 2 }}\n',
     'k={{ .D.F | len | toString | cat "n" | nospace }}\n',
+    "static=value\n",
+    "{{- /* comment */ -}} trimmed = spaced \n",
+    "{{range .D.F}}{{ if ge (len .Name) 2 }}long-{{ .Name }}=true{{ end }}\n{{end}}",
+)
+# Pieces that fail: a line without "=", a missing map key, .Value on the
+# data root, wrong argument types, a parse error.
+BAD_PIECES = (
     "{{range .D.F}}{{.Name}}\n{{end}}",
     "x={{ .D.nosuch }}\n",
     "x={{ .Value }}\n",
@@ -246,15 +275,12 @@ PIECES = (
     '{{ "a" | trunc -1 }}=x\n',
     "{{range $k, $v := .}}dom-{{$k}}=true\n{{end}}",
     '{{ "unterminated" \n',
-    "static=value\n",
-    "{{- /* comment */ -}} trimmed = spaced \n",
-    '{{range .D.F}}{{ if ge (len .Name) 2 }}long-{{ .Name | replace "." "_" }}=true{{ end }}\n{{end}}',
 )
 
 
-def _piece(draw: st.DrawFn, paths: list[tuple[str, str]]) -> str:
+def _piece(draw: st.DrawFn, paths: list[tuple[str, str]], pieces: tuple[str, ...]) -> str:
     """One template fragment; ``D.F`` becomes a matched feature (or a random one)."""
-    p = draw(_pick(PIECES))
+    p = draw(_pick(pieces))
     if paths and draw(_int(0, 5)) != 0:
         d, f = draw(_pick(tuple(paths)))
     else:
@@ -265,15 +291,19 @@ def _piece(draw: st.DrawFn, paths: list[tuple[str, str]]) -> str:
 
 
 def template(draw: st.DrawFn, paths: list[tuple[str, str]]) -> str:
-    parts = [_piece(draw, paths) for _ in range(draw(_int(1, 3)))]
+    parts = [_piece(draw, paths, PIECES) for _ in range(draw(_int(1, 2)))]
+    if draw(_int(0, 5)) == 0:
+        parts.insert(draw(_int(0, len(parts))), _piece(draw, paths, BAD_PIECES))
     return "".join(parts)
 
 
-def rule(draw: st.DrawFn, name: str, chain_names: list[str]) -> dict[str, Any]:
+def rule(
+    draw: st.DrawFn, name: str, chain_names: list[str], known: dict[str, tuple[str, ...]]
+) -> dict[str, Any]:
     r: dict[str, Any] = {"name": name}
-    mf = [term(draw, chain_names) for _ in range(draw(_int(0, 3)))]
+    mf = [term(draw, chain_names, known) for _ in range(draw(_pick((0, 1, 1, 1, 2, 2, 3))))]
     ma = [
-        [term(draw, chain_names) for _ in range(draw(_int(1, 2)))]
+        [term(draw, chain_names, known) for _ in range(draw(_int(1, 2)))]
         for _ in range(draw(_int(0, 2)) if draw(_int(0, 3)) == 0 else 0)
     ]
     if mf:
@@ -314,7 +344,7 @@ def rule(draw: st.DrawFn, name: str, chain_names: list[str]) -> dict[str, Any]:
     return r
 
 
-def rule_docs(draw: st.DrawFn) -> list[dict[str, Any]]:
+def rule_docs(draw: st.DrawFn, known: dict[str, tuple[str, ...]]) -> list[dict[str, Any]]:
     """One or two NodeFeatureRule objects; later rules may match ``rule.matched``."""
     docs = []
     n = 0
@@ -323,7 +353,7 @@ def rule_docs(draw: st.DrawFn) -> list[dict[str, Any]]:
         rules = []
         for _ in range(draw(_int(1, 4))):
             n += 1
-            r = rule(draw, f"rule-{n}", chain)
+            r = rule(draw, f"rule-{n}", chain, known)
             chain.extend(k.rpartition("/")[2] for k in r.get("labels", {}))
             chain.extend(r.get("vars", {}))
             rules.append(r)
@@ -340,4 +370,5 @@ def rule_docs(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 @st.composite
 def case(draw: st.DrawFn) -> dict[str, Any]:
-    return {"rules": rule_docs(draw), "features": draw(features_doc())}
+    features = draw(features_doc())
+    return {"rules": rule_docs(draw, _known(features)), "features": features}
