@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from nfd_gpu.rules.cli import features_from_document
+from nfd_gpu.rules.cli import FeatureFileError, features_from_document
 from nfd_gpu.rules.engine import evaluate
 from nfd_gpu.rules.loader import ruleset_from_documents
 from nfd_gpu.rules.model import RuleError
@@ -91,7 +91,10 @@ def nfd_gpu_case(rule_docs: Sequence[Any], features_doc: Any) -> dict[str, Any]:
         rs = ruleset_from_documents(rule_docs, strict=False)
     except RuleError as e:
         return {"error": "; ".join(e.problems)}
-    feats = features_from_document(features_doc, "input")
+    try:
+        feats = features_from_document(features_doc, "input")
+    except FeatureFileError as e:
+        return {"error": str(e)}
     return {"result": evaluate(rs, feats).to_json()}
 
 
