@@ -88,12 +88,20 @@ def scan(
             help="Label profile (repeatable): neutral (default), nvidia, amd, intel.",
         ),
     ] = None,
+    profile_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--profile-option",
+            envvar="NFD_GPU_PROFILE_OPTIONS",
+            help="Opt-in label group of a profile (repeatable): amd-beta, amd-driver-version, ...",
+        ),
+    ] = None,
     mig_strategy: Annotated[
         str | None,
         typer.Option(
             "--mig-strategy",
             envvar="NFD_GPU_MIG_STRATEGY",
-            help="nvidia profile MIG strategy: none, single, mixed (default: from the hardware).",
+            help="nvidia profile MIG strategy: none (default, as GFD), single, mixed, auto.",
         ),
     ] = None,
     sharing_config: Annotated[
@@ -112,6 +120,15 @@ def scan(
             help="nvidia profile: emit gfd.timestamp (this run's start, Unix seconds).",
         ),
     ] = False,
+    nvml: Annotated[
+        str,
+        typer.Option(
+            "--nvml",
+            envvar="NFD_GPU_NVML",
+            help="NVML: auto (ROOT/nvml.json, else pynvml, else procfs), on (required: "
+            "exit 1 when NVML does not answer), off.",
+        ),
+    ] = "auto",
 ) -> None:
     """Scan this host (or --root) and print labels, features and GPUs."""
     from nfd_gpu.scan import KNOWN_PROFILES, PROFILES, run_scan
@@ -119,10 +136,20 @@ def scan(
     check_root(root)
     if rules is not None and not os.path.exists(rules):
         raise fail(f"--rules {rules}: no such file or directory")
+    from nfd_gpu.discovery.nvml_session import NVML_MODES, NvmlRequired
+
+    if nvml not in NVML_MODES:
+        raise fail(f"--nvml {nvml}: expected auto, on or off")
     profiles = tuple(profile) if profile else PROFILES
     for p in profiles:
         if p not in KNOWN_PROFILES:
             raise fail(f"--profile {p}: unknown (known: {', '.join(KNOWN_PROFILES)})")
+    from nfd_gpu.labels.options import check
+
+    options = tuple(o for v in profile_option or () for o in v.split(",") if o)
+    problem = check(options, profiles)
+    if problem:
+        raise fail(f"--profile-option: {problem}")
     try:
         nvidia_options = _nvidia_options(
             mig_strategy, sharing_config, int(time.time()) if gfd_timestamp else None
@@ -131,8 +158,12 @@ def scan(
             root,
             rules_path=rules,
             profiles=profiles,
+            profile_options=options,
             nvidia_options=nvidia_options,
+            nvml=nvml,
         )
+    except NvmlRequired as exc:
+        raise fail(str(exc), 1) from None
     except Exception as exc:
         from nfd_gpu.rules import RuleError
 
@@ -192,10 +223,10 @@ def _nvidia_options(
 ) -> Any:
     from nfd_gpu.labels.nvidia import MIG_STRATEGIES, NvidiaOptions, load_sharing_config
 
-    if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES[1:]:
-        raise fail(f"--mig-strategy {mig_strategy}: expected none, single or mixed")
+    if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES:
+        raise fail(f"--mig-strategy {mig_strategy}: expected none, single, mixed or auto")
     if sharing_config is None:
-        return NvidiaOptions(mig_strategy=mig_strategy or "auto", timestamp=timestamp)
+        return NvidiaOptions(mig_strategy=mig_strategy or "none", timestamp=timestamp)
     try:
         return load_sharing_config(sharing_config, mig_strategy, timestamp)
     except ValueError as exc:
