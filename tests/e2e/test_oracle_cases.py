@@ -13,7 +13,9 @@ FEATURES = {
         "features": {
             "flags": {"dev.flag": {"elements": {"a": {}}}},
             "attributes": {"dev.attr": {"elements": {"a": "1", "b": "v2.1.0"}}},
-            "instances": {"dev.inst": {"elements": [{"attributes": {"a": "1"}}, {"attributes": {}}]}},
+            "instances": {
+                "dev.inst": {"elements": [{"attributes": {"a": "1"}}, {"attributes": {}}]}
+            },
         }
     }
 }
