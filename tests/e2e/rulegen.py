@@ -158,8 +158,8 @@ def features_doc(draw: st.DrawFn) -> dict[str, Any]:
 def expression(draw: st.DrawFn) -> dict[str, Any]:
     op = draw(_pick((*OPS, "Bogus")) if draw(_int(0, 40)) == 0 else _pick(tuple(OPS)))
     want = {
-        "In": (0, 3),
-        "NotIn": (0, 3),
+        "In": (1, 3),
+        "NotIn": (1, 3),
         "InRegexp": (1, 2),
         "Gt": (1, 1),
         "Ge": (1, 1),
@@ -203,7 +203,7 @@ def expression_set(draw: st.DrawFn, names: list[str]) -> dict[str, Any]:
     from run to run; see docs/rules.md)."""
     keys = draw(_subset(tuple(names), 0, 3))
     if len(keys) == 1:
-        return {keys[0]: expression(draw)}
+        return {keys[0]: expression(draw) if draw(_BOOL) else safe_expression(draw)}
     return {k: safe_expression(draw) for k in keys}
 
 
@@ -225,7 +225,10 @@ def term(
 ) -> dict[str, Any]:
     # Mostly a feature the node has, named by its elements, so that rules match
     # (and templates run) often; otherwise anything.
-    if known and draw(_int(0, 3)) != 0:
+    choice = draw(_int(0, 7))
+    if chain_names and choice < 2:
+        feature = "rule.matched"  # an earlier rule's labels and vars
+    elif known and choice < 6:
         feature = draw(_pick(tuple(sorted(known))))
     else:
         feature = draw(_pick(tuple(TERM_FEATURES)))
@@ -236,7 +239,7 @@ def term(
     if shape != 0:  # 0: no matchExpressions at all
         t["matchExpressions"] = expression_set(draw, names)
     if shape in (0, 1) or draw(_int(0, 4)) == 0:
-        t["matchName"] = expression(draw)
+        t["matchName"] = expression(draw) if draw(_int(0, 4)) == 0 else safe_expression(draw)
     return t
 
 
@@ -306,6 +309,13 @@ def rule(
         [term(draw, chain_names, known) for _ in range(draw(_int(1, 2)))]
         for _ in range(draw(_int(0, 2)) if draw(_int(0, 3)) == 0 else 0)
     ]
+    if mf and known and draw(_int(0, 2)) != 0:
+        # A term that matches every element of a feature the node has, so that
+        # templates get data to range over.
+        mf[0] = {
+            "feature": draw(_pick(tuple(sorted(known)))),
+            "matchName": {"op": "Exists"} if draw(_BOOL) else {"op": "InRegexp", "value": ["."]},
+        }
     if mf:
         r["matchFeatures"] = mf
     if ma:
@@ -317,9 +327,9 @@ def rule(
     value = _pick((*VALUES, *DYNAMIC))
     if draw(_int(0, 2)) != 0:
         r["labels"] = {k: draw(value) for k in draw(_subset(tuple(LABEL_KEYS), 0, 2))}
-    if draw(_int(0, 2)) == 0:
+    if draw(_BOOL):
         r["labelsTemplate"] = template(draw, paths)
-    if draw(_int(0, 3)) == 0:
+    if draw(_int(0, 2)) == 0:
         r["vars"] = {k: draw(value) for k in draw(_subset(tuple(VAR_KEYS), 0, 2))}
     if draw(_int(0, 4)) == 0:
         r["varsTemplate"] = template(draw, paths)
