@@ -319,16 +319,25 @@ def _yaml_error(e: yaml.YAMLError) -> str:
     return str(problem)
 
 
+# libyaml's loader when PyYAML has it: a 1,000-rule file peaks at a fraction of the
+# pure-Python loader's memory (which the agent would keep as RSS) and loads ~10x faster.
+_SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _load_all(text: str) -> list[Any]:
+    return list(yaml.load_all(text, Loader=_SafeLoader))
+
+
 def parse_documents(text: str, source: str, warnings: list[str]) -> list[Any]:
     """YAML (or JSON) documents of one file; raises RuleError when unparseable."""
     try:
-        return list(yaml.safe_load_all(text))
+        return _load_all(text)
     except yaml.YAMLError as e:
         first = e
     stripped = _strip_helm(text)
     if stripped != text:
         try:
-            docs = list(yaml.safe_load_all(stripped))
+            docs = _load_all(stripped)
         except yaml.YAMLError:
             pass
         else:
