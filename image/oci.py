@@ -71,10 +71,13 @@ def make_layer(rootfs: Path, dest: Path, epoch: int) -> tuple[str, str, int]:
         check=True,
     )
     diff_id = sha256_file(plain)
-    with open(plain, "rb") as src, open(dest, "wb") as raw:
-        # mtime=0 and no file name in the gzip header: the blob depends on content only.
-        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6, mtime=0) as gz:
-            shutil.copyfileobj(src, gz, 1 << 20)
+    # mtime=0 and no file name in the gzip header: the blob depends on content only.
+    with (
+        open(plain, "rb") as src,
+        open(dest, "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6, mtime=0) as gz,
+    ):
+        shutil.copyfileobj(src, gz, 1 << 20)
     plain.unlink()
     return diff_id, sha256_file(dest), dest.stat().st_size
 
@@ -118,9 +121,7 @@ def write_image(
         "schemaVersion": 2,
         "mediaType": MT_MANIFEST,
         "config": {"mediaType": MT_CONFIG, "digest": f"sha256:{cfg_digest}", "size": cfg_size},
-        "layers": [
-            {"mediaType": MT_LAYER, "digest": f"sha256:{layer_digest}", "size": layer_size}
-        ],
+        "layers": [{"mediaType": MT_LAYER, "digest": f"sha256:{layer_digest}", "size": layer_size}],
         "annotations": labels,
     }
     man_digest, man_size = _blob(layout, canonical(manifest))

@@ -124,9 +124,7 @@ def test_run_logs_startup_changes_and_file_writes(
     assert not _messages(caplog, "nfd_gpu.sinks.featurefile")
 
     # A GPU lost: the labels change; one line says how.
-    before = dict(
-        line.split("=", 1) for line in (fd / "nfd-gpu").read_text().splitlines()[2:]
-    )
+    before = dict(line.split("=", 1) for line in (fd / "nfd-gpu").read_text().splitlines()[2:])
     agent.cfg = Config(**{**cfg.__dict__, "root": str(fixture_root("h100-gpu-lost"))})
     caplog.clear()
     assert agent.run_pass()

@@ -140,10 +140,11 @@ def read_device(
     """Read one PCI function. None (with a warning) when its identity is unreadable.
 
     Every function gets identity, driver and SR-IOV attributes (what NFD's
-    ``pci.device`` needs; not read for a VF given with ``physfn``). GPU-related functions (``full``; by default decided by
-    vendor and class) also get revision, NUMA node, IOMMU group, ``physfn``, PCIe
-    link and DRM nodes. Keeping the other thousands of functions (NIC VFs,
-    bridges) to two reads each keeps a scan cheaper than ``lspci``.
+    ``pci.device`` needs; a VF given with ``physfn`` has no SR-IOV files to read).
+    GPU-related functions (``full``; by default decided by vendor and class) also get
+    revision, NUMA node, IOMMU group, ``physfn``, PCIe link and DRM nodes. Keeping the
+    other thousands of functions (NIC VFs, bridges) to two reads each keeps a scan
+    cheaper than ``lspci``.
     """
     ident = read_identity(host, address)
     if ident is None:
