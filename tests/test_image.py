@@ -181,3 +181,56 @@ def test_layout_digests(image: dict[str, Any]) -> None:
             man = json.loads(data)
             todo += [man["config"], *man["layers"]]
     assert seen == 3
+
+
+def _tiny_rootfs(root: Path) -> None:
+    (root / "etc").mkdir(parents=True)
+    (root / "usr" / "bin").mkdir(parents=True)
+    (root / "etc" / "os-release").write_text("ID=test\n")
+    os.link(root / "etc" / "os-release", root / "usr" / "bin" / "hard")
+    (root / "usr" / "bin" / "link").symlink_to("/etc/os-release")
+
+
+def _write(rootfs: Path, out: Path) -> dict[str, Any]:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("image_oci", REPO / "image" / "oci.py")
+    assert spec and spec.loader
+    oci = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(oci)
+    summary: dict[str, Any] = oci.write_image(
+        rootfs,
+        out,
+        arch="amd64",
+        epoch=1_700_000_000,
+        tag="t",
+        config={"Env": ["PATH=/usr/bin"], "User": "65532:65532"},
+        labels={"org.opencontainers.image.version": "t"},
+        created_by="test",
+    )
+    return summary
+
+
+def test_oci_writer_is_reproducible_and_skopeo_reads_it(tmp_path: Path) -> None:
+    """image/oci.py on the same tree twice (files touched in between): identical bytes."""
+    rootfs = tmp_path / "rootfs"
+    _tiny_rootfs(rootfs)
+    a = _write(rootfs, tmp_path / "a" / "img")
+    os.utime(rootfs / "etc" / "os-release", (1, 1))  # mtimes do not reach the layer
+    b = _write(rootfs, tmp_path / "b" / "img")
+    assert a["manifest"] == b["manifest"]
+    assert Path(a["archive"]).read_bytes() == Path(b["archive"]).read_bytes()
+    (rootfs / "etc" / "os-release").write_text("ID=other\n")
+    c = _write(rootfs, tmp_path / "c" / "img")
+    assert c["layer"] != a["layer"]
+    skopeo = need("skopeo", TOOLS)
+    p = subprocess.run(
+        [skopeo, "inspect", f"oci-archive:{a['archive']}"], capture_output=True, text=True
+    )
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["Labels"] == {"org.opencontainers.image.version": "t"}
+    with tarfile.open(Path(a["layout"]) / "blobs" / "sha256" / a["layer"].split(":")[1]) as t:
+        members = {m.name: m for m in t.getmembers()}
+    assert members["./usr/bin/hard"].islnk() or members["./etc/os-release"].islnk()
+    assert members["./usr/bin/link"].issym()
+    assert {m.mtime for m in members.values()} == {1_700_000_000}
