@@ -2,11 +2,11 @@
 # Build the nfd-gpu image without a container engine (docs/image.md):
 #
 #   1. a minimal Debian bookworm root filesystem (debootstrap --variant=minbase) with
-#      python3, pci.ids, libudev1 and libdrm-amdgpu1;
+#      python3, libudev1 (pyudev) and libdrm-amdgpu1 (AMD);
 #   2. the nfd-gpu wheel and its locked dependencies (image/requirements-<arch>.txt,
 #      sha256-pinned, from PyPI) installed by pip run from its wheel inside the root
 #      filesystem: pip itself is not installed, no compiler is ever present;
-#   3. a non-root user (65532), the shipped rules, pci.ids under /host (as the Dockerfile);
+#   3. a non-root user (65532), the shipped rules, /host (as the Dockerfile);
 #   4. docs, caches, logs and timestamps removed or fixed; byte-compiled with hash-based
 #      .pyc files (valid whatever the mtimes);
 #   5. written as a one-layer OCI image (image/oci.py): build/image/nfd-gpu-<version>-linux-
@@ -29,7 +29,7 @@ REPO=$PWD
 t_start=$(date +%s)
 
 SUITE=bookworm
-DEBS=python3,pci.ids,libudev1,libdrm-amdgpu1
+DEBS=python3,libudev1,libdrm-amdgpu1
 HOST_ARCH=$(dpkg --print-architecture)
 ARCH=${ARCH:-$HOST_ARCH}
 CACHE=${CACHE:-$REPO/.cache/image}
@@ -143,11 +143,11 @@ in_root /usr/bin/python3 /tmp/pip.whl/pip install --quiet --no-index --no-deps \
 rm -rf "$ROOTFS/tmp/wheels" "$ROOTFS/tmp/pip.whl"
 
 # -- 3. nfd-gpu files and user -------------------------------------------------------------
-step "user $UID_GID, rules, pci.ids"
-mkdir -p "$ROOTFS/usr/share/nfd-gpu/rules" "$ROOTFS/host/usr/share/misc"
+step "user $UID_GID, rules"
+# /host: where deploy/ mounts the host paths the scan reads (--root /host); pci.ids is the
+# host's, below its mounted /usr (docs/install.md "What the pod reads").
+mkdir -p "$ROOTFS/usr/share/nfd-gpu/rules" "$ROOTFS/host"
 install -m 0644 rules/*.yaml "$ROOTFS/usr/share/nfd-gpu/rules/"
-# nfd-gpu reads pci.ids below --root (/host); deploy/ does not mount the host's /usr.
-ln "$ROOTFS/usr/share/misc/pci.ids" "$ROOTFS/host/usr/share/misc/pci.ids"
 days=$((SOURCE_DATE_EPOCH / 86400))
 echo "nfd-gpu:x:$UID_GID:$UID_GID:nfd-gpu:/nonexistent:/usr/sbin/nologin" >>"$ROOTFS/etc/passwd"
 echo "nfd-gpu:x:$UID_GID:" >>"$ROOTFS/etc/group"
