@@ -1,5 +1,5 @@
 """External tools some tests need (promtool, skopeo, umoci): skipped when absent on a
-developer machine, a failure where NFD_GPU_REQUIRE_TOOLS=1 (.ci/run installs them)."""
+developer machine, a failure where CI_REQUIRE_TOOLS=1 (.ci/run installs them)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-REQUIRED = os.environ.get("NFD_GPU_REQUIRE_TOOLS") == "1"
+REQUIRED = os.environ.get("CI_REQUIRE_TOOLS") == "1"
 
 
 def need(tool: str, install: str) -> str:
@@ -16,6 +16,6 @@ def need(tool: str, install: str) -> str:
     if path is None:
         message = f"{tool} not installed ({install})"
         if REQUIRED:
-            pytest.fail(message + "; NFD_GPU_REQUIRE_TOOLS=1")
+            pytest.fail(message + "; CI_REQUIRE_TOOLS=1")
         pytest.skip(message)
     return path

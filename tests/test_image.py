@@ -3,7 +3,7 @@ loadable by standard tools (skopeo, umoci), and nfd-gpu runs inside its root fil
 (chroot, as the image's non-root user).
 
 Skipped when no image was built (``bash image/build.sh``); .ci/run builds it first and sets
-NFD_GPU_REQUIRE_TOOLS=1, which turns a missing image or tool into a failure.
+CI_REQUIRE_TOOLS=1, which turns a missing image or tool into a failure.
 """
 
 from __future__ import annotations
