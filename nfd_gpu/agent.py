@@ -322,8 +322,10 @@ class Agent:
         if self._scan is None:
             self._scan = default_scan()
         kwargs: dict[str, Any] = {"profiles": self.cfg.profiles}
+        if self.cfg.profile_options:
+            kwargs["profile_options"] = self.cfg.profile_options
         if "nvidia" in self.cfg.profiles and (
-            self.cfg.mig_strategy != "auto" or self.cfg.sharing_config or self.cfg.gfd_timestamp
+            self.cfg.mig_strategy != "none" or self.cfg.sharing_config or self.cfg.gfd_timestamp
         ):
             kwargs["nvidia_options"] = self._nvidia_options()
         kwargs["nvml"] = self._nvml_session()
@@ -353,7 +355,7 @@ class Agent:
         ``gfd.timestamp`` (``gfd_timestamp``) is the agent's start time, the same every pass."""
         from nfd_gpu.labels.nvidia import NvidiaOptions, load_sharing_config
 
-        strategy = self.cfg.mig_strategy if self.cfg.mig_strategy != "auto" else None
+        strategy = self.cfg.mig_strategy if self.cfg.mig_strategy != "none" else None
         stamp = self.started if self.cfg.gfd_timestamp else None
         if self.cfg.sharing_config:
             try:

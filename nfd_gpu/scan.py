@@ -86,6 +86,7 @@ def discover(
         nvswitches=tuple(switches),
         partitions=partitions,
         loaded_modules=system.loaded_modules(host),
+        builtin_modules=system.builtin_modules(host),
         driver_versions=versions,
         machine=system.machine(host),
         warnings=tuple(host.warnings),
@@ -99,8 +100,13 @@ def label(
     profiles: Sequence[str] = PROFILES,
     namespace: str = NAMESPACE,
     nvidia_options: NvidiaOptions | None = None,
+    profile_options: Sequence[str] = (),
 ) -> tuple[dict[str, str], list[str]]:
-    """Labels of the chosen profiles, validated; invalid ones dropped with a warning."""
+    """Labels of the chosen profiles, validated; invalid ones dropped with a warning.
+
+    ``profile_options`` are names from :data:`nfd_gpu.labels.options.PROFILE_OPTIONS`."""
+    from nfd_gpu.labels.options import of
+
     warnings: list[str] = []
     labels: dict[str, str] = {}
     for p in profiles:
@@ -113,7 +119,7 @@ def label(
         elif p == "amd":
             from nfd_gpu.labels.amd import amd_labels
 
-            labels.update(amd_labels(snap))
+            labels.update(amd_labels(snap, of("amd", profile_options)))
         elif p == "intel":
             from nfd_gpu.labels.intel import intel_labels
 
@@ -161,6 +167,7 @@ def run_scan(
     tolerant_rules: bool = False,
     namespace: str = NAMESPACE,
     nvidia_options: NvidiaOptions | None = None,
+    profile_options: Sequence[str] = (),
     nvml: str | NvmlSession = "auto",
 ) -> ScanResult:
     """Discover, label and apply custom rules. Hardware problems are warnings, never
@@ -175,7 +182,7 @@ def run_scan(
     host = HostRoot(root)
     session = NvmlSession(nvml) if isinstance(nvml, str) else nvml
     snap = discover(host, nvml=session)
-    labels, warnings = label(snap, profiles, namespace, nvidia_options)
+    labels, warnings = label(snap, profiles, namespace, nvidia_options, profile_options)
     feats = snapshot_features(snap)
     all_warnings = list(snap.warnings) + warnings
     rule_errors: list[tuple[str, str]] = []
