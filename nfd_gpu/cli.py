@@ -202,6 +202,11 @@ def scan(
     for w in result.warnings:
         # Warnings go to stderr so `--format labels` stays a clean key=value stream.
         print(f"warning: {w}", file=sys.stderr)
+    if result.errors:
+        # an incomplete scan describes this process (out of descriptors, memory), not
+        # the host: print no labels a hook could publish
+        n = len(result.errors)
+        raise fail(f"scan incomplete, no output ({n} error(s)): {result.errors[0]}", 1)
     if fmt is Format.labels:
         for k in sorted(result.labels):
             typer.echo(f"{k}={result.labels[k]}")

@@ -45,6 +45,13 @@ class ScanResult:
     features: F.Features
     warnings: list[str] = field(default_factory=list)
     rule_errors: list[tuple[str, str]] = field(default_factory=list)  # (rule, message)
+    # failures that make the result incomplete (out of descriptors or memory, a listing
+    # that failed): not a description of the host, never to be published
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.errors
 
     @property
     def gpu_count_by_vendor(self) -> dict[str, int]:
@@ -181,7 +188,10 @@ def run_scan(
 
     host = HostRoot(root)
     session = NvmlSession(nvml) if isinstance(nvml, str) else nvml
-    snap = discover(host, nvml=session)
+    try:
+        snap = discover(host, nvml=session)
+    finally:
+        host.close()
     labels, warnings = label(snap, profiles, namespace, nvidia_options, profile_options)
     feats = snapshot_features(snap)
     all_warnings = list(snap.warnings) + warnings
@@ -201,4 +211,5 @@ def run_scan(
         features=feats,
         warnings=all_warnings,
         rule_errors=rule_errors,
+        errors=list(host.errors),
     )

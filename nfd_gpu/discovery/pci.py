@@ -23,6 +23,10 @@ PCI_DEVICES = "sys/bus/pci/devices"
 # Vendors whose display / accelerator functions can be GPUs (LABELS.md counting rules).
 GPU_VENDOR_IDS = {"10de": "nvidia", "1002": "amd", "8086": "intel"}
 
+# SR-IOV TotalVFs is a 16-bit field of the capability (PCIe base spec 9.3.3.6): no
+# function can have more VFs, so no loop over a count read from sysfs goes further.
+MAX_VFS = 0xFFFF
+
 _ADDR_RE = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _SPEED_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*GT/s")
 
@@ -181,8 +185,15 @@ def read_device(
     if numvfs is not None and numvfs < 0:
         host.warn(f"/{base}/sriov_numvfs: negative value {numvfs}")
         numvfs = None
+    if totalvfs is not None and totalvfs > MAX_VFS:
+        host.warn(f"/{base}/sriov_totalvfs: {totalvfs} exceeds the PCIe limit {MAX_VFS}")
+        totalvfs = MAX_VFS
+    if numvfs is not None and totalvfs is not None and numvfs > totalvfs:
+        host.warn(f"/{base}/sriov_numvfs: {numvfs} exceeds sriov_totalvfs {totalvfs}")
+        numvfs = totalvfs
     virtfns: tuple[str, ...] = ()
     if totalvfs and numvfs:
+        # bounded: numvfs <= totalvfs <= MAX_VFS, whatever the files say
         names = (host.readlink_name(f"{base}/virtfn{i}") for i in range(numvfs))
         virtfns = tuple(n for n in names if n)
 
