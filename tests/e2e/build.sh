@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Build the e2e judges into tests/e2e/bin/ (git-ignored) from the Go module in
+# tests/e2e/go: kube-apiserver (k8s.io/kubernetes), nfd-master and nfd-worker
+# (sigs.k8s.io/node-feature-discovery), nfd-oracle (ours, when present), and
+# make sure an etcd server is available (Debian's etcd-server, installed here
+# when missing and apt-get can run).
+#
+# Idempotent and cached: a binary is rebuilt only when it is older than
+# go.mod/go.sum or a source file of ours; Go's own module and build caches
+# (GOMODCACHE, GOCACHE) make a rebuild after a change cheap.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+gomod="$here/go"
+bin="$here/bin"
+mkdir -p "$bin"
+
+command -v go >/dev/null || { echo "build.sh: go not found on PATH (Go >= 1.26 needed)" >&2; exit 1; }
+
+# name -> package path (relative packages are ours, inside tests/e2e/go)
+targets=(
+  "kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver"
+  "nfd-master sigs.k8s.io/node-feature-discovery/cmd/nfd-master"
+  "nfd-worker sigs.k8s.io/node-feature-discovery/cmd/nfd-worker"
+)
+if [ -d "$gomod/cmd/nfd-oracle" ]; then
+  targets+=("nfd-oracle ./cmd/nfd-oracle")
+fi
+
+up_to_date() {  # $1 = output; true when it is newer than every input (and this script)
+  local out="$1"
+  [ -e "$out" ] || return 1
+  [ -z "$(find "$gomod" "$here/build.sh" -type f -newer "$out" -print -quit)" ]
+}
+
+# nfd-worker's local source reads a fixed directory,
+# /etc/kubernetes/node-feature-discovery/features.d/ (a string variable in
+# source/local, no flag). The tests link it as the relative path "features.d/"
+# and start nfd-worker in a per-test directory; nothing else is changed.
+worker_ldflags="-X sigs.k8s.io/node-feature-discovery/source/local.featureFilesDir=features.d/"
+
+cd "$gomod"
+for t in "${targets[@]}"; do
+  name="${t%% *}"
+  pkg="${t#* }"
+  out="$bin/$name"
+  if up_to_date "$out"; then
+    echo "build.sh: $name up to date"
+    continue
+  fi
+  echo "build.sh: building $name ($pkg)"
+  start=$SECONDS
+  # -trimpath keeps the cache key independent of the checkout path.
+  ldflags=""
+  [ "$name" = nfd-worker ] && ldflags="$worker_ldflags"
+  CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg"
+  mv -f "$out.tmp" "$out"
+  echo "build.sh: $name built in $((SECONDS - start))s"
+done
+
+# NFD's CRDs, from the same NFD module the binaries come from.
+nfd_dir="$(go list -m -f '{{.Dir}}' sigs.k8s.io/node-feature-discovery)"
+install -m 0644 "$nfd_dir/deployment/base/nfd-crds/nfd-api-crds.yaml" "$bin/nfd-api-crds.yaml"
+
+# The PodMonitor CRD (deploy/base/podmonitor.yaml), from the Prometheus
+# Operator module (downloaded outside our module: it is data, not code).
+promop=github.com/prometheus-operator/prometheus-operator@v0.85.0
+if [ ! -e "$bin/podmonitor-crd.yaml" ]; then
+  pdir="$(cd / && GOFLAGS=-mod=mod go mod download -json "$promop" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+  install -m 0644 "$pdir/example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml" \
+    "$bin/podmonitor-crd.yaml"
+fi
+
+# etcd: Debian's etcd-server package.
+if ! command -v etcd >/dev/null && [ ! -x /usr/bin/etcd ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "build.sh: installing etcd-server from Debian"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server >/dev/null
+  else
+    echo "build.sh: etcd not found; install Debian's etcd-server (apt-get install etcd-server)" >&2
+    exit 1
+  fi
+fi
+echo "build.sh: etcd $(etcd --version | head -1)"
