@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Build the e2e judges into tests/e2e/bin/ (git-ignored) from the Go module in
 # tests/e2e/go: kube-apiserver (k8s.io/kubernetes), nfd-master and nfd-worker
-# (sigs.k8s.io/node-feature-discovery), nfd-oracle (ours, when present), and
-# make sure an etcd server is available (Debian's etcd-server, installed here
-# when missing and apt-get can run).
+# (sigs.k8s.io/node-feature-discovery), etcd (go.etcd.io/etcd/server/v3 at the
+# version k8s.io/kubernetes requires; Debian 12's etcd-server 3.4 is too old for
+# kube-apiserver v1.35, see cmd/etcd/main.go), nfd-oracle (ours, when present),
+# and NFD's CRDs plus the Prometheus Operator PodMonitor CRD as data files.
 #
 # Idempotent and cached: a binary is rebuilt only when it is older than
 # go.mod/go.sum or a source file of ours; Go's own module and build caches
@@ -21,6 +22,7 @@ targets=(
   "kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver"
   "nfd-master sigs.k8s.io/node-feature-discovery/cmd/nfd-master"
   "nfd-worker sigs.k8s.io/node-feature-discovery/cmd/nfd-worker"
+  "etcd ./cmd/etcd"
 )
 if [ -d "$gomod/cmd/nfd-oracle" ]; then
   targets+=("nfd-oracle ./cmd/nfd-oracle")
@@ -39,6 +41,14 @@ up_to_date() {  # $1 = output; true when it is newer than every input (and this 
 worker_ldflags="-X sigs.k8s.io/node-feature-discovery/source/local.featureFilesDir=features.d/"
 
 cd "$gomod"
+# Stamp the versions the binaries report (as their own release builds do).
+k8s_version="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)"
+nfd_version="$(go list -m -f '{{.Version}}' sigs.k8s.io/node-feature-discovery)"
+k8s_minor="${k8s_version#v*.}"; k8s_minor="${k8s_minor%%.*}"
+k8s_ldflags="-X k8s.io/component-base/version.gitVersion=$k8s_version"
+k8s_ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$k8s_minor"
+nfd_ldflags="-X sigs.k8s.io/node-feature-discovery/pkg/version.version=$nfd_version"
+
 for t in "${targets[@]}"; do
   name="${t%% *}"
   pkg="${t#* }"
@@ -50,8 +60,12 @@ for t in "${targets[@]}"; do
   echo "build.sh: building $name ($pkg)"
   start=$SECONDS
   # -trimpath keeps the cache key independent of the checkout path.
-  ldflags=""
-  [ "$name" = nfd-worker ] && ldflags="$worker_ldflags"
+  case "$name" in
+    kube-apiserver) ldflags="$k8s_ldflags" ;;
+    nfd-master) ldflags="$nfd_ldflags" ;;
+    nfd-worker) ldflags="$nfd_ldflags $worker_ldflags" ;;
+    *) ldflags="" ;;
+  esac
   CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg"
   mv -f "$out.tmp" "$out"
   echo "build.sh: $name built in $((SECONDS - start))s"
@@ -69,16 +83,4 @@ if [ ! -e "$bin/podmonitor-crd.yaml" ]; then
   install -m 0644 "$pdir/example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml" \
     "$bin/podmonitor-crd.yaml"
 fi
-
-# etcd: Debian's etcd-server package.
-if ! command -v etcd >/dev/null && [ ! -x /usr/bin/etcd ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "build.sh: installing etcd-server from Debian"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server >/dev/null
-  else
-    echo "build.sh: etcd not found; install Debian's etcd-server (apt-get install etcd-server)" >&2
-    exit 1
-  fi
-fi
-echo "build.sh: etcd $(etcd --version | head -1)"
+echo "build.sh: done: $(ls "$bin" | tr '\n' ' ')"
