@@ -368,7 +368,7 @@ class Cluster:
         pending = list(names)
         while pending and time.monotonic() < deadline:
             crd = self.request("GET", base + pending[0])
-            conds = {c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])}
+            conds = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []}
             if conds.get("Established") == "True":
                 pending.pop(0)
             else:
