@@ -1,7 +1,7 @@
 """A real Kubernetes control plane on loopback for the e2e tests.
 
-etcd (built from ``go.etcd.io/etcd/server/v3``) and ``kube-apiserver`` (built from ``k8s.io/kubernetes`` by
-``tests/e2e/build.sh``), RBAC on, with a CA, serving certificate, admin client certificate
+etcd (``go.etcd.io/etcd/server/v3``) and ``kube-apiserver`` (``k8s.io/kubernetes``), both
+built by ``tests/e2e/build.sh``, RBAC on, with a CA, serving certificate, admin client certificate
 and service-account signing key generated per run, and an audit log of every request.
 ``Cluster.request`` is a small REST client (urllib) used by the tests as the admin or as a
 bearer token; nothing here models Kubernetes behaviour, the server does.
@@ -368,7 +368,9 @@ class Cluster:
         pending = list(names)
         while pending and time.monotonic() < deadline:
             crd = self.request("GET", base + pending[0])
-            conds = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []}
+            conds = {
+                c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []
+            }
             if conds.get("Established") == "True":
                 pending.pop(0)
             else:

@@ -9,6 +9,7 @@ and FAIL when ``CI=true``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -52,7 +53,9 @@ def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         for crd in load_yaml_docs(BIN / "nfd-api-crds.yaml"):
             cluster.apply(crd)
         cluster.wait_crds(NFD_CRDS)
-        cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NFD_NAMESPACE}})
+        cluster.apply(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NFD_NAMESPACE}}
+        )
         yield cluster
     finally:
         cluster.stop()
@@ -116,9 +119,7 @@ def nfd_master(kube_cluster: Cluster) -> Iterator[Proc]:
         master.stop()
 
 
-def wait_for(
-    cond: Callable[[], Any], timeout: float, why: Callable[[], str] = lambda: ""
-) -> Any:
+def wait_for(cond: Callable[[], Any], timeout: float, why: Callable[[], str] = lambda: "") -> Any:
     deadline = time.monotonic() + timeout
     while True:
         v = cond()
@@ -155,7 +156,5 @@ def make_node(kube_cluster: Cluster) -> Iterator[Callable[[str], Obj]]:
 
     yield make
     for name in made:
-        try:
+        with contextlib.suppress(ApiError):
             kube_cluster.request("DELETE", f"/api/v1/nodes/{name}")
-        except ApiError:
-            pass

@@ -6,6 +6,7 @@ are NFD's and Kubernetes' own code, built by ``tests/e2e/build.sh``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -234,7 +235,7 @@ def test_nodefeature_path_labels_updates_steady_state(
 # -- RBAC: the ServiceAccount can do exactly what the Role says -------------------------
 
 # Requests outside the Role, each of which must be answered 403 for the agent's token.
-DENIED = [
+DENIED: list[tuple[str, str, Obj | None]] = [
     ("GET", "/api/v1/nodes/e2e-nodefeature", None),
     ("PATCH", "/api/v1/nodes/e2e-nodefeature", {"metadata": {"labels": {"x": "y"}}}),
     ("GET", f"/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/{NS}/nodefeatures", None),
@@ -454,8 +455,9 @@ def test_feature_file_via_nfd_worker_equals_nodefeature(
 # -- the shipped NodeFeatureRules evaluated by nfd-master --------------------------------
 
 RULE_FIXTURES = ["hgx-h100", "a100-t4", "mi300x-cpx-nps4", "max1550-xe", "workstation-rtx4090"]
-RULE_FILES = sorted((REPO / "rules").glob("*.yaml")) + [
-    REPO / "deploy" / "examples" / "nodefeaturerules.yaml"
+RULE_FILES = [
+    *sorted((REPO / "rules").glob("*.yaml")),
+    REPO / "deploy" / "examples" / "nodefeaturerules.yaml",
 ]
 
 
@@ -465,12 +467,10 @@ def rule_objects(kube_cluster: Cluster) -> Iterator[list[Obj]]:
     assert objs and all(o["kind"] == "NodeFeatureRule" for o in objs)
     yield objs
     for o in objs:
-        try:
+        with contextlib.suppress(ApiError):
             kube_cluster.request(
                 "DELETE", f"/apis/nfd.k8s-sigs.io/v1alpha1/nodefeaturerules/{o['metadata']['name']}"
             )
-        except ApiError:
-            pass
 
 
 def test_shipped_rules_label_nodes_as_rules_test_predicts(
@@ -512,8 +512,10 @@ def test_shipped_rules_label_nodes_as_rules_test_predicts(
         assert not pred["taints"] and not pred["extendedResources"], pred
         expected[node] = {**run_scan(root).labels, **pred["labels"]}
     # at least one fixture gets rule labels, or this test checks nothing about rules
-    assert any(len(v) > len(run_scan(str(fixture_root(f))).labels) for f, v in
-               zip(RULE_FIXTURES, expected.values(), strict=True))
+    assert any(
+        len(v) > len(run_scan(str(fixture_root(f))).labels)
+        for f, v in zip(RULE_FIXTURES, expected.values(), strict=True)
+    )
 
     for obj in rule_objects:
         kube_cluster.apply(obj)
@@ -523,8 +525,9 @@ def test_shipped_rules_label_nodes_as_rules_test_predicts(
         diff = {n: set(got[n].items()) ^ set(expected[n].items()) for n in expected}
         return f"diff: {diff}\nnfd-master:\n{nfd_master.log()}"
 
-    wait_for(lambda: all(node_labels(kube_cluster, n) == want for n, want in expected.items()),
-             30, why)
+    wait_for(
+        lambda: all(node_labels(kube_cluster, n) == want for n, want in expected.items()), 30, why
+    )
 
 
 # -- every overlay validated and admitted by the server (dry run) -----------------------
