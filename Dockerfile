@@ -1,6 +1,6 @@
 # nfd-gpu agent image. Build: docker build -t nfd-gpu:dev .
-# Runs `nfd-gpu run`; deploy/ passes --root /host with the host's /sys, /proc/driver and
-# /dev mounted read-only under /host.
+# Runs `nfd-gpu run`; deploy/ passes --root /host with the host paths the scan reads
+# mounted read-only under /host (docs/install.md "What the pod reads").
 
 # -- build the wheel (build tools stay in this stage) --------------------------------------
 FROM python:3.12-slim AS build
@@ -12,14 +12,11 @@ RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 # -- runtime ------------------------------------------------------------------------------
 FROM python:3.12-slim
-# pci.ids: Debian's package (/usr/share/misc/pci.ids). nfd-gpu reads pci.ids below its
-# --root, and deploy/ does not mount the host's /usr, so the image's copy is hard-linked
-# to /host/usr/share/misc/pci.ids. libudev1: pyudev (udev rescans); libdrm-amdgpu1: AMD.
+# pci.ids is read below --root: deploy/ mounts the host's /usr, so the host's copy is used
+# (as by `nfd-gpu scan` on the host). libudev1: pyudev (udev rescans); libdrm-amdgpu1: AMD.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends pci.ids libudev1 libdrm-amdgpu1 \
- && rm -rf /var/lib/apt/lists/* \
- && mkdir -p /host/usr/share/misc \
- && ln /usr/share/misc/pci.ids /host/usr/share/misc/pci.ids
+ && apt-get install -y --no-install-recommends libudev1 libdrm-amdgpu1 \
+ && rm -rf /var/lib/apt/lists/*
 # The NodeFeatureRules nfd-gpu ships (rules/, see docs/rules.md); deploy/ passes
 # --rules=/usr/share/nfd-gpu/rules so e.g. intel.datacenter labels appear.
 COPY rules/*.yaml /usr/share/nfd-gpu/rules/

@@ -95,11 +95,16 @@ def _sink_settings(cfg: Config) -> tuple[Any, ...]:
         cfg.kubeconfig,
         cfg.api_timeout,
         cfg.resync_interval,
+        cfg.dry_run,
     )
 
 
 def build_sinks(cfg: Config) -> list[Sink]:
     """The configured sinks; raises SinkError for an unusable Kubernetes configuration."""
+    if cfg.dry_run:
+        from nfd_gpu.sinks.dryrun import dry_run_sinks
+
+        return dry_run_sinks(cfg)
     sinks: list[Sink] = []
     for out in cfg.outputs:
         if out == "featurefile":
@@ -210,6 +215,8 @@ class Agent:
         self._rng = random.Random()
         self.metrics_server: Any = None
         self.passes = 0
+        self._nvml: Any = None  # NvmlSession kept across passes (built on first use)
+        self._nvml_state: tuple[str, str | None] = ("none", None)
 
     # signals / triggers
     def request_stop(self, *_: Any) -> None:
@@ -250,6 +257,7 @@ class Agent:
             self.cfg.mig_strategy != "auto" or self.cfg.sharing_config or self.cfg.gfd_timestamp
         ):
             kwargs["nvidia_options"] = self._nvidia_options()
+        kwargs["nvml"] = self._nvml_session()
         rules = self.cfg.rules
         if rules is None and os.path.isdir(DEFAULT_RULES_DIR):
             rules = DEFAULT_RULES_DIR
@@ -258,6 +266,17 @@ class Agent:
             kwargs["rules_path"] = rules
             kwargs["tolerant_rules"] = True
         return self._scan(self.cfg.root, **kwargs)
+
+    def _nvml_session(self) -> Any:
+        """One NVML session for the agent's life: NVML stays initialised between passes and
+        the last NVML facts are kept while the same GPUs and driver are present."""
+        from nfd_gpu.discovery.nvml_session import NvmlSession
+
+        if self._nvml is None or self._nvml.mode != self.cfg.nvml:
+            if self._nvml is not None:
+                self._nvml.close()
+            self._nvml = NvmlSession(self.cfg.nvml, keep=True)
+        return self._nvml
 
     def _nvidia_options(self) -> Any:
         """MIG strategy and sharing config; the file is re-read every pass (a bad one warns).
@@ -280,12 +299,23 @@ class Agent:
         t0 = time.perf_counter()
         try:
             result = self.scan()
-        except Exception:
-            log.exception("scan failed")
+        except Exception as exc:
+            if type(exc).__name__ == "NvmlRequired":  # --nvml on: keep the last publication
+                log.error("scan: %s; not publishing this pass", exc)
+            else:
+                log.exception("scan failed")
             if self.metrics is not None:
                 self.metrics.observe_scan("error", time.perf_counter() - t0)
             return False
         duration = time.perf_counter() - t0
+        nvml = self._nvml
+        if nvml is not None:
+            if (nvml.status, nvml.reason) != self._nvml_state:
+                self._nvml_state = (nvml.status, nvml.reason)
+                why = f" ({nvml.reason})" if nvml.reason else ""
+                log.info("NVIDIA facts from: %s%s", nvml.status, why)
+            if self.metrics is not None:
+                self.metrics.observe_nvml(nvml.status)
         if result.warnings != self._last_warnings:
             for w in result.warnings:
                 log.warning("scan: %s", w)
@@ -405,6 +435,8 @@ class Agent:
                 udev.stop()
             for sink in self.sinks:
                 sink.close()
+            if self._nvml is not None:
+                self._nvml.close()
             if self.metrics_server is not None:
                 self.metrics_server.stop()
         log.info("stopped after %d passes", self.passes)

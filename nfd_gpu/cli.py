@@ -112,6 +112,15 @@ def scan(
             help="nvidia profile: emit gfd.timestamp (this run's start, Unix seconds).",
         ),
     ] = False,
+    nvml: Annotated[
+        str,
+        typer.Option(
+            "--nvml",
+            envvar="NFD_GPU_NVML",
+            help="NVML: auto (ROOT/nvml.json, else pynvml, else procfs), on (required: "
+            "exit 1 when NVML does not answer), off.",
+        ),
+    ] = "auto",
 ) -> None:
     """Scan this host (or --root) and print labels, features and GPUs."""
     from nfd_gpu.scan import KNOWN_PROFILES, PROFILES, run_scan
@@ -119,6 +128,10 @@ def scan(
     check_root(root)
     if rules is not None and not os.path.exists(rules):
         raise fail(f"--rules {rules}: no such file or directory")
+    from nfd_gpu.discovery.nvml_session import NVML_MODES, NvmlRequired
+
+    if nvml not in NVML_MODES:
+        raise fail(f"--nvml {nvml}: expected auto, on or off")
     profiles = tuple(profile) if profile else PROFILES
     for p in profiles:
         if p not in KNOWN_PROFILES:
@@ -132,7 +145,10 @@ def scan(
             rules_path=rules,
             profiles=profiles,
             nvidia_options=nvidia_options,
+            nvml=nvml,
         )
+    except NvmlRequired as exc:
+        raise fail(str(exc), 1) from None
     except Exception as exc:
         from nfd_gpu.rules import RuleError
 

@@ -24,7 +24,9 @@ OWNER_REF_KINDS = ("pod", "ds")
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MIG_STRATEGIES = ("auto", "none", "single", "mixed")  # nfd_gpu.labels.nvidia.MIG_STRATEGIES
+NVML_MODES = ("auto", "on", "off")  # nfd_gpu.discovery.nvml_session.NVML_MODES
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+DRY_RUN_NAMESPACE = "nfd-gpu"  # the namespace deploy/ installs into
 
 
 class ConfigError(ValueError):
@@ -43,6 +45,7 @@ class Config:
     mig_strategy: str = "auto"
     sharing_config: str | None = None
     gfd_timestamp: bool = False
+    nvml: str = "auto"
     rules: str | None = None
     features_dir: str = DEFAULT_FEATURES_DIR
     features_file: str = "nfd-gpu"
@@ -62,6 +65,7 @@ class Config:
     log_level: str = "info"
     udev: bool = True
     udev_debounce: float = 2.0
+    dry_run: bool = False
 
     @property
     def object_name(self) -> str:
@@ -79,6 +83,7 @@ KEYS: dict[str, tuple[str, str]] = {
     "mig_strategy": ("str", "nvidia profile MIG strategy: auto, none, single, mixed"),
     "sharing_config": ("str", "device-plugin config file for the nvidia profile (sharing)"),
     "gfd_timestamp": ("bool", "nvidia profile: emit gfd.timestamp (agent start, Unix seconds)"),
+    "nvml": ("str", "NVML use: auto (recording, else library, else procfs), on (required), off"),
     "rules": ("str", "NodeFeatureRule file or directory"),
     "features_dir": ("str", "feature-file directory"),
     "features_file": ("str", "feature-file name"),
@@ -98,6 +103,7 @@ KEYS: dict[str, tuple[str, str]] = {
     "log_level": ("str", "debug, info, warning, error"),
     "udev": ("bool", "trigger passes on pci/drm udev events when available"),
     "udev_debounce": ("float", "seconds of quiet after a udev event before a pass"),
+    "dry_run": ("bool", "print what each output would write instead of writing; no cluster"),
 }
 
 # Standard Kubernetes env (downward API), below NFD_GPU_* in precedence.
@@ -213,6 +219,8 @@ def _validate(cfg: Config) -> None:
         raise bad(
             f"mig_strategy must be one of {', '.join(MIG_STRATEGIES)}, got {cfg.mig_strategy!r}"
         )
+    if cfg.nvml not in NVML_MODES:
+        raise bad(f"nvml must be one of {', '.join(NVML_MODES)}, got {cfg.nvml!r}")
     if cfg.log_format not in LOG_FORMATS:
         raise bad(f"log_format must be text or json, got {cfg.log_format!r}")
     if cfg.log_level not in LOG_LEVELS:
@@ -240,6 +248,17 @@ def split_address(address: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or int(port) > 65535:
         raise ConfigError(f"configuration: metrics_address {address!r} is not host:port")
     return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def hostname_node_name() -> str | None:
+    """The kubelet's default node name: the host name, lower-cased (``--hostname-override``
+    aside); None when it is not a valid object-name part."""
+    import re
+    import socket
+
+    name = socket.gethostname().strip().lower()
+    ok = re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", name)
+    return name if ok and len(name) <= 253 - len("nfd-gpu-") else None
 
 
 def _namespace_fallback() -> str | None:
@@ -273,6 +292,10 @@ def load(
         ns = _namespace_fallback()
         if ns:
             values["namespace"] = ns
+    if values.get("dry_run") and "nodefeature" in values.get("outputs", ()):
+        # Printing the object needs no cluster: name it after this host as the kubelet does.
+        values["node_name"] = values.get("node_name") or hostname_node_name()
+        values["namespace"] = values.get("namespace") or DRY_RUN_NAMESPACE
     cfg = dataclasses.replace(Config(), **values)
     _validate(cfg)
     return cfg

@@ -47,6 +47,7 @@ def gpu_instance(g: Gpu) -> dict[str, str]:
         "partition_compute": g.partition_compute,
         "partition_memory": g.partition_memory,
         "mode": g.mode,
+        "virtualization": g.virtualization,
         "uuid": g.uuid,
         "tiles": g.tiles,
         "interconnects": ".".join(g.interconnects) or None,

@@ -15,6 +15,7 @@ This module is the contract between discovery, the rule engine and the sinks.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -56,3 +57,22 @@ def merge(into: Features, other: Features) -> None:
         add_attributes(into, name, fs.get("elements", {}))
     for name, fs in other.get("instances", {}).items():
         add_instances(into, name, (i.get("attributes", {}) for i in fs.get("elements", [])))
+
+
+# Feature names nfd-gpu owns. Only these are published (NodeFeature, feature file): nfd-master
+# appends the instances of every NodeFeature of a node, so republishing NFD's own features
+# (pci.device, kernel.loadedmodule) would count each element twice in rules such as
+# ``len .pci.device``. Rules nfd-gpu evaluates itself (--rules) still see every feature.
+OWNED_PREFIX = "gpu."
+
+
+def owned(features: Features) -> Features:
+    """The features whose names nfd-gpu owns (``gpu.*``), as a new feature set."""
+    return {
+        kind: {
+            name: copy.deepcopy(fs)
+            for name, fs in features.get(kind, {}).items()
+            if name.startswith(OWNED_PREFIX)
+        }
+        for kind in ("flags", "attributes", "instances")
+    }

@@ -53,11 +53,12 @@ class HostRoot:
     def _display(self, rel: str) -> str:
         return "/" + rel.lstrip("/")
 
-    def read_bytes(self, rel: str, *, optional: bool = True) -> bytes | None:
-        """Read at most 64 KiB. ``None`` when the file cannot be read.
+    def read_bytes(self, rel: str, *, optional: bool = True, limit: int = MAX_READ) -> bytes | None:
+        """Read at most ``limit`` bytes (64 KiB). ``None`` when the file cannot be read.
 
         A missing file is silent when ``optional``; every other failure (and a
-        missing required file) is recorded as a warning.
+        missing required file) is recorded as a warning. A longer file is cut to
+        ``limit`` bytes with a warning.
         """
         if self._recorder is not None:
             self._recorder(rel)
@@ -83,7 +84,7 @@ class HostRoot:
                 self.warn(f"{self._display(rel)}: cannot open ({exc.strerror})")
             return None
         try:
-            data = os.read(fd, MAX_READ + 1)
+            data = os.read(fd, limit + 1)
         except IsADirectoryError:
             self.warn(f"{self._display(rel)}: is a directory, expected a file")
             return None
@@ -94,10 +95,27 @@ class HostRoot:
             return None
         finally:
             os.close(fd)
-        if len(data) > MAX_READ:
-            self.warn(f"{self._display(rel)}: larger than {MAX_READ} bytes, truncated")
-            data = data[:MAX_READ]
+        if len(data) > limit:
+            self.warn(f"{self._display(rel)}: larger than {limit} bytes, truncated")
+            data = data[:limit]
         return data
+
+    def read_at(self, rel: str, offset: int, size: int) -> bytes | None:
+        """Up to ``size`` bytes at ``offset`` (``pread``; at most 4 KiB), ``b""`` past the end,
+        None when the file cannot be opened or read. For files where every byte read costs
+        (PCI config space: each access traps to the hypervisor in a VM)."""
+        if self._recorder is not None:
+            self._recorder(rel)
+        try:
+            fd = os.open(self.path(rel), _FLAGS)
+        except OSError:
+            return None
+        try:
+            return os.pread(fd, max(0, min(size, 4096)), max(0, offset))
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
 
     def read_text(self, rel: str, *, optional: bool = True) -> str | None:
         """Read a text attribute: decoded (invalid UTF-8 replaced), NULs removed, stripped."""

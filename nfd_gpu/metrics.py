@@ -18,6 +18,8 @@ from nfd_gpu import __version__
 
 log = logging.getLogger(__name__)
 
+NVML_SOURCES = ("nvml", "replay", "stale", "procfs", "off", "none")
+
 
 class Metrics:
     def __init__(self) -> None:
@@ -60,6 +62,18 @@ class Metrics:
             "nfd_gpu_rule_errors_total", "Rule evaluation or rule file errors", registry=r
         )
         self.warnings = pc.Gauge("nfd_gpu_warnings", "Warnings in the last scan", registry=r)
+        self.nvml_stale = pc.Gauge(
+            "nfd_gpu_nvml_stale",
+            "1 when the last scan used the last known NVML facts because NVML did not answer",
+            registry=r,
+        )
+        self.nvml_source = pc.Gauge(
+            "nfd_gpu_nvml_source",
+            "Where the last scan's NVIDIA facts came from (1 for the current source): "
+            "nvml, replay, stale, procfs, off, none (no NVIDIA GPU)",
+            ["source"],
+            registry=r,
+        )
         for res in ("ok", "warning", "error"):
             self.scans.labels(result=res)
         self._vendors: set[str] = set()
@@ -91,6 +105,11 @@ class Metrics:
             self.warnings.set(warnings)
         if rule_errors:
             self.rule_errors.inc(rule_errors)
+
+    def observe_nvml(self, status: str) -> None:
+        self.nvml_stale.set(1 if status == "stale" else 0)
+        for s in NVML_SOURCES:
+            self.nvml_source.labels(source=s).set(1 if s == status else 0)
 
     def observe_publish(self, sink: str, result: str) -> None:
         self.publishes.labels(sink=sink, result=result).inc()

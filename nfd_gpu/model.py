@@ -127,6 +127,9 @@ class Gpu:
     partition_compute: str | None = None
     partition_memory: str | None = None
     mode: str | None = None
+    # NVML virtualization mode: none | passthrough (a VM with the GPU passed through) |
+    # vgpu-guest | vgpu-host; None when unknown (no NVML, or not NVIDIA)
+    virtualization: str | None = None
     clique: str | None = None  # NVLink fabric "<clusterUUID>.<cliqueId>" (NVML fabric info)
     # NVIDIA vGPU guest: the host's vGPU manager version / branch (PCI vendor capability)
     vgpu_host_driver_version: str | None = None
@@ -153,7 +156,7 @@ class DeviceNode:
     """A device node under ``dev/`` (a regular file stands in for it in fixtures)."""
 
     path: str  # relative to the root, e.g. "dev/dri/renderD128"
-    mode: str  # permission bits in octal, e.g. "0666"
+    mode: str | None  # permission bits in octal, e.g. "0666"; None: derived from sysfs
     char_device: bool = False
 
 

@@ -51,6 +51,10 @@ def run_command(
             help="nvidia profile: emit gfd.timestamp, fixed at agent start (default off)",
         ),
     ] = None,
+    nvml: Annotated[
+        str | None,
+        Opt(help="NVML: auto (recording, else library, else procfs; default), on, off"),
+    ] = None,
     rules: Annotated[str | None, Opt(help="NodeFeatureRule file or directory")] = None,
     features_dir: Annotated[str | None, Opt(help="Feature-file directory")] = None,
     features_file: Annotated[str | None, Opt(help="Feature-file name (default nfd-gpu)")] = None,
@@ -88,6 +92,15 @@ def run_command(
     udev_debounce: Annotated[
         float | None, Opt(help="Quiet seconds after a udev event (default 2)")
     ] = None,
+    dry_run: Annotated[
+        bool | None,
+        Opt(
+            "--dry-run/--no-dry-run",
+            help="Print what each output would write (NodeFeature YAML, feature file) to "
+            "stdout instead of writing; no cluster needed (node name: --node-name, NODE_NAME "
+            "or the host name)",
+        ),
+    ] = None,
 ) -> None:
     """Scan and publish: once (--oneshot) or every --interval, on udev events and SIGHUP."""
     flags: dict[str, Any] = {
@@ -99,6 +112,7 @@ def run_command(
         "mig_strategy": mig_strategy,
         "sharing_config": sharing_config,
         "gfd_timestamp": gfd_timestamp,
+        "nvml": nvml,
         "rules": rules,
         "features_dir": features_dir,
         "features_file": features_file,
@@ -116,6 +130,7 @@ def run_command(
         "log_level": log_level,
         "udev": udev,
         "udev_debounce": udev_debounce,
+        "dry_run": dry_run,
     }
     raise typer.Exit(code=main_run(config, flags))
 

@@ -31,6 +31,7 @@ from nfd_gpu.labels.validate import filter_labels
 from nfd_gpu.model import Partition, Snapshot
 
 if TYPE_CHECKING:
+    from nfd_gpu.discovery.nvml_session import NvmlSession
     from nfd_gpu.labels.nvidia import NvidiaOptions
 
 PROFILES = ("neutral",)
@@ -50,10 +51,15 @@ class ScanResult:
         return dict(Counter(g.vendor for g in self.snapshot.gpus))
 
 
-def discover(host: HostRoot, *, nvml_lib: ModuleType | None = None) -> Snapshot:
+def discover(
+    host: HostRoot, *, nvml_lib: ModuleType | None = None, nvml: NvmlSession | None = None
+) -> Snapshot:
     """Read the host into a :class:`Snapshot` (read-only; failures become warnings).
 
-    ``nvml_lib`` replaces the NVML library (``nfd-gpu snapshot`` records through it)."""
+    ``nvml_lib`` replaces the NVML library (``nfd-gpu snapshot`` records through it);
+    ``nvml`` is the NVML session (mode, and the agent's state kept between passes)."""
+    if nvml is not None:
+        nvml.status = "none"  # until NVIDIA GPUs ask it
     devices = pci.discover(host)
     gpu_fns, vfs, switches = gpu_discovery.classify(devices)
     ids = PciIds(host)
@@ -61,7 +67,9 @@ def discover(host: HostRoot, *, nvml_lib: ModuleType | None = None) -> Snapshot:
     versions = system.module_versions(host)
     partitions: tuple[Partition, ...] = ()
     if any(g.vendor == "nvidia" for g in gpus):
-        gpus, partitions, versions = nvidia.apply(nvidia.collect(host, nvml_lib), gpus, versions)
+        gpus, partitions, versions = nvidia.apply(
+            nvidia.collect(host, nvml_lib, nvml), gpus, versions
+        )
         gpus = nvidia_vgpu.apply(host, gpus)
     if any(g.vendor == "amd" for g in gpus):
         gpus = amdgpuinfo.apply(gpus, amdgpuinfo.query(host))
@@ -153,13 +161,20 @@ def run_scan(
     tolerant_rules: bool = False,
     namespace: str = NAMESPACE,
     nvidia_options: NvidiaOptions | None = None,
+    nvml: str | NvmlSession = "auto",
 ) -> ScanResult:
     """Discover, label and apply custom rules. Hardware problems are warnings, never
-    exceptions. An invalid rule file raises :class:`nfd_gpu.rules.RuleError`, unless
+    exceptions. ``nvml``: ``auto`` / ``on`` / ``off`` or the agent's session; with ``on``
+    NVML not answering on a node with NVIDIA GPUs raises
+    :class:`~nfd_gpu.discovery.nvml_session.NvmlRequired`. An invalid rule file raises
+    :class:`nfd_gpu.rules.RuleError`, unless
     ``tolerant_rules`` (the agent): then broken rules are skipped and reported as
     warnings and rule errors while the valid ones still apply."""
+    from nfd_gpu.discovery.nvml_session import NvmlSession
+
     host = HostRoot(root)
-    snap = discover(host)
+    session = NvmlSession(nvml) if isinstance(nvml, str) else nvml
+    snap = discover(host, nvml=session)
     labels, warnings = label(snap, profiles, namespace, nvidia_options)
     feats = snapshot_features(snap)
     all_warnings = list(snap.warnings) + warnings

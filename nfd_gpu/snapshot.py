@@ -17,9 +17,10 @@ readlink'd or tested is then copied from the root into DIR, and nothing else:
 * FIFOs, sockets and device nodes that were read become empty files (what a scan read);
 * pci.ids (``usr/share/...``) is read by the pci.ids parser, not through the recorder: the
   first one found is copied whole (public data, at most 16 MiB) so product names replay;
-* NVML: on ``/`` (or with ``nvml_lib``) every answer the adapter got is recorded through
-  :mod:`nfd_gpu.discovery.nvml_record` into ``nvml.json``; under another root that has an
-  ``nvml.json`` (a fixture, an earlier snapshot) it is copied as is.
+* NVML: as ``scan --nvml auto`` asks it: a root that has an ``nvml.json`` (a fixture, an
+  earlier snapshot) gets it copied as is (a regular file, at most 4 MiB); otherwise every
+  answer the library (``pynvml``, or ``nvml_lib``) gave is recorded through
+  :mod:`nfd_gpu.discovery.nvml_record` into ``nvml.json`` (also under ``--root /host``).
 
 ``SNAPSHOT.json`` lists what was captured (files, links, skipped paths) for a bug report.
 Nothing is written outside DIR, and DIR must be empty (or missing).
@@ -37,6 +38,7 @@ from typing import Any
 
 from nfd_gpu import __version__
 from nfd_gpu.discovery.nvidia import NVML_RECORDING
+from nfd_gpu.discovery.nvml_replay import MAX_RECORDING
 from nfd_gpu.discovery.pciids import MAX_PCI_IDS, PCI_IDS_PATHS
 from nfd_gpu.hostroot import _FLAGS, MAX_READ, HostRoot
 
@@ -215,7 +217,7 @@ def take_snapshot(
     """Scan ``root`` while recording, then copy what was read into ``dest`` (empty or new).
 
     ``nvml_lib``: the NVML library to record through (tests pass a fake ``pynvml``); by
-    default the real one on ``/``, none elsewhere (an existing ``nvml.json`` is copied).
+    default ``pynvml`` when it imports, unless the root has an ``nvml.json`` (copied).
     """
     from nfd_gpu.discovery import nvml, nvml_record
     from nfd_gpu.scan import discover
@@ -229,7 +231,8 @@ def take_snapshot(
     os.makedirs(dest_s, exist_ok=True)
 
     lib = nvml_lib
-    if lib is None and root_s == "/":
+    has_recording = os.path.isfile(os.path.join(root_s, NVML_RECORDING))
+    if lib is None and not has_recording:
         lib = nvml.load_library()
     recording = nvml_record.wrap(lib) if lib is not None else None
 
@@ -265,9 +268,9 @@ def take_snapshot(
     if recording is not None and recording.data:
         _write_json(nvml_path, recording.data)
         report.nvml = "recorded"
-    elif recording is None and root_s != "/" and os.path.isfile(copier.src(NVML_RECORDING)):
+    elif recording is None and has_recording:
         with open(copier.src(NVML_RECORDING), "rb") as f:
-            data = f.read(MAX_PCI_IDS)
+            data = f.read(MAX_RECORDING)
         with open(nvml_path, "wb") as out:
             out.write(data)
         report.nvml = "copied"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,9 +29,34 @@ def nfd_gpu_cmd() -> list[str]:
     return [sys.executable, "-m", "nfd_gpu.cli"]
 
 
+@functools.cache
+def no_nvml_dir() -> Path:
+    """A directory whose ``pynvml.py`` cannot be imported: put first on a subprocess's
+    PYTHONPATH, fixture scans never ask a real NVML (``--nvml auto`` asks the library under
+    any root), so the suite gives the same results on a machine with an NVIDIA GPU."""
+    d = Path(tempfile.mkdtemp(prefix="nfd-gpu-tests-no-pynvml-"))
+    (d / "pynvml.py").write_text('raise ImportError("tests: no real NVML")\n')
+    return d
+
+
+@pytest.fixture(autouse=True)
+def _no_real_nvml(request: pytest.FixtureRequest) -> Iterator[None]:
+    """In-process scans never ask a real NVML either (see :func:`no_nvml_dir`); tests that
+    need one put a fake in ``sys.modules`` or on ``sys.path`` themselves."""
+    if request.node.get_closest_marker("real_pynvml"):
+        yield
+        return
+    mp = pytest.MonkeyPatch()
+    mp.setitem(sys.modules, "pynvml", None)  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        mp.undo()
+
+
 @pytest.fixture
 def subprocess_env() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("NFD_GPU_ROOT", None)
-    env["PYTHONPATH"] = str(REPO)
+    env["PYTHONPATH"] = os.pathsep.join([str(no_nvml_dir()), str(REPO)])
     return env

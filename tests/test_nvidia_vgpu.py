@@ -110,3 +110,35 @@ def test_capability_parser_on_a_listed_capability(base: bytes, at: int, tail: by
     assert found is not None
     info = nv.host_driver(found)
     assert info is None or all(len(x) <= 10 for x in info)
+
+
+def test_capability_read_by_the_bytes_it_needs_once_per_device(tmp_path: Path) -> None:
+    """Issue 10 item 9: a few config bytes, not the 4 KiB file; nothing on the next pass."""
+    import shutil
+
+    reads: list[int] = []
+
+    class Counting(HostRoot):
+        def read_at(self, rel: str, offset: int, size: int) -> bytes | None:
+            data = super().read_at(rel, offset, size)
+            reads.append(len(data or b""))
+            return data
+
+    for name in ("nvidia-vgpu-guest", "h200-vm"):
+        root = tmp_path / name
+        shutil.copytree(fixture_root(name), root, symlinks=True)
+        reads.clear()
+
+        whole = discover(Counting(root))
+        assert 0 < sum(reads) < 128, reads  # the file is 4096 bytes
+        reads.clear()
+        assert discover(Counting(root)) == whole
+        assert reads == []  # cached per device identity
+        # the file changes (another device): read again
+        cfg = root / "sys/bus/pci/devices" / whole.gpus[0].address / "config"
+        data = cfg.read_bytes()
+        cfg.unlink()
+        cfg.write_bytes(data)
+        discover(Counting(root))
+        assert reads
+    assert nv._CAP_CACHE

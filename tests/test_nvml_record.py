@@ -13,6 +13,7 @@ from nfd_gpu.snapshot import take_snapshot
 from tests.conftest import fixture_root
 
 
+@pytest.mark.real_pynvml
 def test_encode_real_pynvml_shapes() -> None:
     pynvml = pytest.importorskip("pynvml")
     mem = pynvml.c_nvmlMemory_t()

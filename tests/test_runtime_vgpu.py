@@ -196,9 +196,11 @@ def test_nvidia_toolkit_and_cdi(tmp_path: Path) -> None:
     assert run_scan(root).labels[f"{G}/devices.ready"] == "false"
 
 
-def test_no_dev_dir_no_ready_label() -> None:
-    labels = run_scan(fixture_root("mi210-8x")).labels
-    assert f"{G}/devices.ready" not in labels
+def test_no_dev_dir_ready_from_sysfs_except_nvidia() -> None:
+    # mi210-8x has no dev/: render nodes and /dev/kfd derived from sysfs
+    assert run_scan(fixture_root("mi210-8x")).labels[f"{G}/devices.ready"] == "true"
+    # hgx-h100 has no dev/: /dev/nvidia* cannot be derived, so no label rather than a guess
+    assert f"{G}/devices.ready" not in run_scan(fixture_root("hgx-h100")).labels
 
 
 def test_no_runtime_labels_without_gpus(tmp_path: Path) -> None:
@@ -289,3 +291,52 @@ def test_intel_gvtg_types_on_igpu(tmp_path: Path) -> None:
     modes = {g.vendor: g.mode for g in r.snapshot.gpus}
     assert modes == {"intel": "vgpu-host", "nvidia": "container"}
     assert r.labels[f"{G}/mode"] == "mixed"
+
+
+@pytest.mark.parametrize(
+    ("fixture", "kinds"),
+    [
+        ("mi300x-vf-guest", {"dev/kfd", "dev/dri/renderD128"}),
+        ("max1550-xe", {"dev/dri/renderD128", "dev/dri/renderD131"}),
+        ("mi300x-sriov-host", {"dev/vfio/120", "dev/vfio/127"}),
+    ],
+)
+def test_device_nodes_derived_from_sysfs_without_dev(
+    fixture: str, kinds: set[str], tmp_path: Path
+) -> None:
+    """Without dev/ (the pod), DRM/KFD/VFIO-group nodes come from sysfs (devtmpfs names)
+    and give the same readiness as the host's /dev."""
+    import shutil
+
+    from nfd_gpu import scan
+    from nfd_gpu.hostroot import HostRoot
+
+    root = tmp_path / "root"
+    shutil.copytree(fixture_root(fixture), root, symlinks=True)
+    with_dev = scan.discover(HostRoot(root)).runtime
+    shutil.rmtree(root / "dev")
+    derived = scan.discover(HostRoot(root)).runtime
+    assert with_dev is not None and derived is not None
+    assert with_dev.dev_visible and not derived.dev_visible
+    got = {n.path for n in derived.device_nodes}
+    assert kinds <= got
+    assert all(n.mode is None and not n.char_device for n in derived.device_nodes)
+    # every derived render/kfd/vfio-group node is one the host's /dev has
+    host_nodes = {n.path for n in with_dev.device_nodes}
+    assert {p for p in got if "renderD" in p or p == "dev/kfd" or p[9:].isdigit()} <= host_nodes
+    assert derived.devices_ready == with_dev.devices_ready is True
+
+
+def test_nvidia_nodes_are_not_guessed_without_dev(tmp_path: Path) -> None:
+    import shutil
+
+    from nfd_gpu import scan
+    from nfd_gpu.hostroot import HostRoot
+
+    root = tmp_path / "root"
+    shutil.copytree(fixture_root("h100-mig-single"), root, symlinks=True)
+    assert scan.discover(HostRoot(root)).runtime.devices_ready is True  # type: ignore[union-attr]
+    shutil.rmtree(root / "dev")
+    rt = scan.discover(HostRoot(root)).runtime
+    assert rt is not None and rt.devices_ready is None
+    assert not any(n.path.startswith("dev/nvidia") for n in rt.device_nodes)

@@ -21,9 +21,13 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu, Partition
+
+if TYPE_CHECKING:
+    from nfd_gpu.discovery.nvml_session import NvmlSession
 
 PROC = "proc/driver/nvidia"
 _VERSION_RE = re.compile(
@@ -210,6 +214,9 @@ def merge(gpus: tuple[Gpu, ...], facts: NvidiaFacts) -> tuple[Gpu, ...]:
         if f.virtualization in ("vgpu-host", "vgpu-guest"):
             changes["mode"] = f.virtualization
             sources["mode"] = src
+        if f.virtualization is not None:
+            changes["virtualization"] = f.virtualization
+            sources["virtualization"] = src
         changes["sources"] = sources
         out.append(dataclasses.replace(g, **changes))  # type: ignore[arg-type]
     return tuple(out)
@@ -217,33 +224,49 @@ def merge(gpus: tuple[Gpu, ...], facts: NvidiaFacts) -> tuple[Gpu, ...]:
 
 NVML_RECORDING = "nvml.json"
 
+# CUDA driver API version of each driver branch, for when NVML (nvmlSystemGetCudaDriverVersion)
+# is absent: the CUDA toolkit whose GA release first required that branch, from NVIDIA's
+# "CUDA Toolkit and Corresponding Driver Versions" table (CUDA Toolkit Release Notes,
+# docs.nvidia.com/cuda/cuda-toolkit-release-notes, Table 3; e.g. "CUDA 13.0 GA >= 580.65.06",
+# "CUDA 12.4 GA >= 550.54.14", "CUDA 11.4.0 GA >= 470.42.01"). 565 reports 12.7 (no 12.7
+# toolkit was released; nvidia-smi of R565 prints "CUDA Version: 12.7"). A branch not listed
+# gives no CUDA version: never a guess. Checked against the H200 capture (580.159.04: NVML
+# 13000 -> 13.0) and the fixtures' recordings (550.54.15: 12040 -> 12.4).
+CUDA_BY_BRANCH: dict[int, str] = {
+    410: "10.0", 418: "10.1", 440: "10.2",
+    450: "11.0", 455: "11.1", 460: "11.2", 465: "11.3", 470: "11.4", 495: "11.5",
+    510: "11.6", 515: "11.7", 520: "11.8",
+    525: "12.0", 530: "12.1", 535: "12.2", 545: "12.3", 550: "12.4", 555: "12.5",
+    560: "12.6", 565: "12.7", 570: "12.8", 575: "12.9",
+    580: "13.0", 590: "13.1",
+}  # fmt: skip
 
-def collect(host: HostRoot, nvml_lib: ModuleType | None = None) -> NvidiaFacts:
-    """procfs facts, overlaid with NVML's when NVML answers.
 
-    NVML is ``nvml_lib`` when given (``nfd-gpu snapshot`` passes a recording wrapper), else
-    the real library on ``/``; under another root it is the recording ``<root>/nvml.json``
-    when one exists (a fixture or ``nfd-gpu snapshot``), else absent.
+def cuda_from_driver(version: str | None) -> str | None:
+    """The CUDA driver API version of a driver version's branch (``580.159.04`` -> ``13.0``)."""
+    branch = (version or "").split(".", 1)[0]
+    return CUDA_BY_BRANCH.get(int(branch)) if branch.isdigit() and len(branch) < 6 else None
+
+
+def collect(
+    host: HostRoot, nvml_lib: ModuleType | None = None, session: NvmlSession | None = None
+) -> NvidiaFacts:
+    """procfs facts, overlaid with NVML's when NVML answers (see ``nvml_session``).
+
+    ``nvml_lib`` replaces the library (``nfd-gpu snapshot`` passes a recording wrapper);
+    ``session`` says which NVML may be asked and keeps the agent's state between passes.
     NVML warnings (a lost GPU) go to the host's warnings; such a GPU keeps its procfs facts.
+    Without NVML facts the CUDA version comes from the driver branch (:data:`CUDA_BY_BRANCH`).
     """
-    from nfd_gpu.discovery import nvml, nvml_replay  # lazy: only on NVIDIA nodes
+    from nfd_gpu.discovery.nvml_session import NvmlSession
 
     procfs = read_procfs(host)
-    lib = nvml_lib
-    if lib is None and host.root != "/":
-        rec = host.path(NVML_RECORDING)
-        if not host.exists(NVML_RECORDING):
-            return procfs
-        try:
-            lib = nvml_replay.load(rec)
-        except (OSError, ValueError) as exc:
-            host.warn(f"/{NVML_RECORDING}: unreadable NVML recording ({exc})")
-            return procfs
-    facts = nvml.query(lib)
+    if session is None:
+        session = NvmlSession(lib=nvml_lib)
+    facts = session.query(host, procfs)
     if facts is None:
-        return procfs
-    for w in facts.warnings:
-        host.warn(w)
+        cuda = cuda_from_driver(procfs.driver_version)
+        return dataclasses.replace(procfs, cuda_version=cuda) if cuda else procfs
     known = {g.address for g in facts.gpus}
     by_addr = {g.address: g for g in facts.gpus}
     gpus = list(facts.gpus)
@@ -254,11 +277,12 @@ def collect(host: HostRoot, nvml_lib: ModuleType | None = None) -> NvidiaFacts:
         elif ng.minor is None and pg.minor is not None:
             gpus[gpus.index(ng)] = dataclasses.replace(ng, minor=pg.minor)
     parts = list(facts.partitions) + [p for p in procfs.partitions if p.parent not in known]
+    driver = facts.driver_version or procfs.driver_version
     return NvidiaFacts(
         source="nvml",
-        driver_version=facts.driver_version or procfs.driver_version,
+        driver_version=driver,
         kernel_module=procfs.kernel_module,
-        cuda_version=facts.cuda_version,
+        cuda_version=facts.cuda_version or cuda_from_driver(driver),
         gpus=tuple(gpus),
         partitions=tuple(parts),
         device_nodes=procfs.device_nodes,

@@ -19,6 +19,7 @@ are bounded (``HostRoot.read_bytes``); nothing here raises on any input.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu
@@ -34,19 +35,36 @@ _FIELD = 10
 
 def vendor_capability(config: bytes) -> bytes | None:
     """The first vendor-specific capability of a whole config space, else None."""
-    if len(config) < CONFIG_MIN or not config[_STATUS] & _STATUS_CAP_LIST:
-        return None
+    return walk(lambda off, n: config[off : off + n])[1]
+
+
+def walk(read: Callable[[int, int], bytes | None]) -> tuple[bool, bytes | None]:
+    """(whole config space readable, first vendor-specific capability or None), reading
+    ``read(offset, size)`` only where the walk needs: byte 255 (is the space whole?), the
+    status register, the capability pointer, 3 bytes per capability and the vendor
+    capability itself."""
+    if len(read(CONFIG_MIN - 1, 1) or b"") != 1:
+        return False, None  # unprivileged reads stop at 64 bytes: nothing is known
+    status = read(_STATUS, 1) or b""
+    ptr = read(_CAP_PTR, 1) or b""
+    if len(status) != 1 or len(ptr) != 1:
+        return False, None
+    if not status[0] & _STATUS_CAP_LIST:
+        return True, None
     seen: set[int] = set()
-    pos = config[_CAP_PTR]
-    while pos != 0 and pos not in seen and pos + 2 < len(config):
+    pos = ptr[0]
+    while pos != 0 and pos not in seen and pos + 2 < CONFIG_MIN:
         seen.add(pos)
-        cap_id, nxt, length = config[pos], config[pos + 1], config[pos + 2]
+        head = read(pos, 3) or b""
+        if len(head) != 3:
+            return False, None
+        cap_id, nxt, length = head
         if cap_id == 0xFF:
-            return None
+            return True, None
         if cap_id == _CAP_VENDOR:
-            return config[pos : pos + length]
+            return True, read(pos, length) or b""
         pos = nxt
-    return None
+    return True, None
 
 
 def is_vgpu(cap: bytes | None) -> bool:
@@ -75,28 +93,58 @@ def _printable(s: str) -> str:
     return "".join(c for c in s if c.isascii() and c.isprintable())
 
 
-def apply(host: HostRoot, gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
-    """Read each NVIDIA GPU's config space; mark vGPU guests and their host driver.
+def read_capability(host: HostRoot, rel: str) -> tuple[bool, bytes | None]:
+    """:func:`walk` over the config file ``rel`` with ``pread``: a few bytes, not the
+    4 KiB file (in a VM every config access traps to the hypervisor)."""
+    return walk(lambda off, n: host.read_at(rel, off, n))
 
-    ``sources["vgpu_capability"]`` records that the whole config space was read (so the
-    absence of the capability is a fact); a short or unreadable file only means unknown.
+
+# Per device identity (path, inode, mtime, size, ids): the capability of a present device
+# does not change, so the agent reads it once, not every pass. Bounded.
+_CAP_CACHE: dict[tuple[object, ...], tuple[bool, bytes | None]] = {}
+_CAP_CACHE_MAX = 4096
+
+
+def cached_capability(host: HostRoot, g: Gpu) -> tuple[bool, bytes | None]:
+    rel = f"sys/bus/pci/devices/{g.address}/config"
+    st = host.stat(rel)
+    if st is None:
+        return False, None
+    key = (
+        host.path(rel), st.st_ino, st.st_dev, st.st_mtime_ns, st.st_size,
+        g.vendor_id, g.device_id, g.subsystem_vendor_id, g.subsystem_device_id, g.revision,
+    )  # fmt: skip
+    hit = _CAP_CACHE.get(key)
+    if hit is None:
+        hit = read_capability(host, rel)
+        if len(_CAP_CACHE) >= _CAP_CACHE_MAX:
+            _CAP_CACHE.clear()
+        _CAP_CACHE[key] = hit
+    return hit
+
+
+def apply(host: HostRoot, gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
+    """Read each NVIDIA GPU's vendor capability; mark vGPU guests and their host driver.
+
+    ``sources["vgpu_capability"]`` records that the whole config space was readable (so
+    the absence of the capability is a fact); a short or unreadable file only means unknown.
     """
     out = []
     for g in gpus:
         if g.vendor != "nvidia":
             out.append(g)
             continue
-        config = host.read_bytes(f"sys/bus/pci/devices/{g.address}/config")
-        if config is None or len(config) < CONFIG_MIN:
+        whole, cap = cached_capability(host, g)
+        if not whole:
             out.append(g)
             continue
         sources = {**g.sources, "vgpu_capability": "pci-config"}
-        cap = vendor_capability(config)
         changes: dict[str, object] = {"sources": sources}
         if is_vgpu(cap):
             assert cap is not None
             changes["mode"] = "vgpu-guest"
-            sources["mode"] = "pci-config"
+            changes["virtualization"] = "vgpu-guest"
+            sources["mode"] = sources["virtualization"] = "pci-config"
             info = host_driver(cap)
             if info is not None:
                 changes["vgpu_host_driver_version"] = info[0]

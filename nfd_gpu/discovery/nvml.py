@@ -10,7 +10,8 @@ GPU (e.g. ``GPU is lost``) is a warning for that GPU only, which then keeps its 
 
 MIG profile names follow go-nvlib (``mig_profile.go``; shared/reference/nvidia.md §6):
 ``{G}g.{GB}gb`` or ``{C}c.{G}g.{GB}gb`` plus ``+me`` / ``+me.all`` / ``+gfx`` / ``-me``, with
-``GB = round(ceil(8 * memMiB * 2**20 / total) / 8 * ceil(total / 2**30))``.
+``GB = round(ceil(8 * memMiB * 2**20 / total) / 8 * ceil(total / 2**30))`` (Go rounding:
+halves away from zero).
 """
 
 from __future__ import annotations
@@ -55,9 +56,19 @@ _ABSENT = ("NVMLError_NotSupported", "NVMLError_FunctionNotFound")
 
 
 def mig_memory_gb(memory_mib: int, total_bytes: int) -> int:
-    """go-nvlib's MIG memory size in GB for a profile name."""
-    frac = math.ceil(8 * memory_mib * 2**20 / total_bytes) / 8
-    return round(frac * math.ceil(total_bytes / 2**30))
+    """go-nvlib's MIG memory size in GB for a profile name.
+
+    Go's ``math.Round`` rounds half away from zero (Python's ``round`` to even): the H200's
+    4/8 of 141 GB is 70.5 -> ``3g.71gb`` as NVML names it (shared/captures/h200-vm)."""
+    eighths = math.ceil(8 * memory_mib * 2**20 / total_bytes)
+    return round_half_away(eighths * math.ceil(total_bytes / 2**30), 8)
+
+
+def round_half_away(num: int, den: int) -> int:
+    """``num / den`` rounded to the nearest integer, halves away from zero (exact)."""
+    q, r = divmod(abs(num), den)
+    q += 2 * r >= den
+    return q if num >= 0 else -q
 
 
 def profile_name(g: int, c: int, gb: int, suffix: str) -> str:
@@ -99,32 +110,40 @@ class _Gpu:
             raise
 
 
+def init(lib: ModuleType) -> str | None:
+    """``nvmlInit``; None when it succeeded, else why not (one line)."""
+    try:
+        lib.nvmlInit()
+    except Exception as exc:  # library missing, driver not loaded, mismatch
+        return " ".join(str(exc).split()) or type(exc).__name__
+    return None
+
+
 def query(lib: ModuleType | None = None) -> NvidiaFacts | None:
-    """Everything NVML says, or None when ``nvmlInit`` fails (no state kept)."""
+    """Everything NVML says, or None when ``nvmlInit`` fails (init, collect, shutdown)."""
     if lib is None:
         lib = load_library()
         if lib is None:
             return None
-    try:
-        lib.nvmlInit()
-    except Exception:  # library missing, driver not loaded, mismatch: fall back to procfs
+    if init(lib) is not None:
         return None
     try:
-        return _collect(lib)
+        return collect(lib)
+    except lib.NVMLError as exc:
+        return NvidiaFacts(source="nvml", warnings=(f"nvml: {exc}",))
     finally:
         with contextlib.suppress(Exception):  # nothing useful to do on a failing shutdown
             lib.nvmlShutdown()
 
 
-def _collect(lib: ModuleType) -> NvidiaFacts:
+def collect(lib: ModuleType) -> NvidiaFacts:
+    """Everything an initialised NVML says. A failing system-level call (count, driver)
+    raises ``lib.NVMLError``; a failing GPU is a warning and keeps its procfs facts."""
     call = _Gpu(lib)
     warnings: list[str] = []
-    try:
-        driver = call.opt("nvmlSystemGetDriverVersion")
-        cuda_int = call.opt("nvmlSystemGetCudaDriverVersion")
-        count = int(lib.nvmlDeviceGetCount())
-    except lib.NVMLError as exc:
-        return NvidiaFacts(source="nvml", warnings=(f"nvml: {exc}",))
+    driver = call.opt("nvmlSystemGetDriverVersion")
+    cuda_int = call.opt("nvmlSystemGetCudaDriverVersion")
+    count = int(lib.nvmlDeviceGetCount())
     cuda = None
     if isinstance(cuda_int, int) and cuda_int > 0:
         cuda = f"{cuda_int // 1000}.{cuda_int % 1000 // 10}"
@@ -171,8 +190,8 @@ def _device(lib: ModuleType, call: _Gpu, i: int) -> tuple[GpuFacts, list[Partiti
         sms = int(attrs.multiprocessorCount) or None
     fabric = _clique(lib, h)
     parts: list[Partition] = []
-    if mig_cur and max_mig and total:
-        parts = _mig_devices(lib, call, h, addr, int(max_mig), total)
+    if mig_cur and max_mig and total and total > 0:
+        parts = _mig_devices(lib, call, h, addr, min(int(max_mig), MAX_MIG_DEVICES), total)
     facts = GpuFacts(
         address=addr,
         product=_str(name) if name else None,
@@ -192,6 +211,9 @@ def _device(lib: ModuleType, call: _Gpu, i: int) -> tuple[GpuFacts, list[Partiti
     return facts, parts
 
 
+# MIG devices looked up per GPU at most (7 on every MIG GPU so far): a bound against a
+# damaged recording or library answer, never a loop over an arbitrary count.
+MAX_MIG_DEVICES = 64
 FABRIC_STATE_COMPLETED = 3  # NVML_GPU_FABRIC_STATE_COMPLETED
 
 
@@ -213,8 +235,11 @@ def _clique(lib: ModuleType, h: Any) -> str | None:
     if int(info.state) != FABRIC_STATE_COMPLETED or int(info.status) != 0:
         return None
     raw = bytes(bytearray(info.clusterUuid))
-    if len(raw) != 16 or not any(raw):
+    # 16 bytes (NVML_GPU_FABRIC_UUID_LEN); some nvidia-ml-py versions declare a longer
+    # array: the UUID is its first 16 bytes, the rest must be zero.
+    if len(raw) < 16 or any(raw[16:]) or not any(raw[:16]):
         return None
+    raw = raw[:16]
     return f"{uuid.UUID(bytes=raw)}.{int(info.cliqueId)}"
 
 

@@ -24,6 +24,7 @@ value makes the call raise that error; a missing key raises ``NotSupported``)::
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import types
@@ -246,12 +247,7 @@ def build(recording: dict[str, Any]) -> types.ModuleType:
     def nvmlDeviceGetGpuFabricInfo(h: Handle, ref: Any) -> int:
         need_init()
         data = _answer(h.data, "nvmlDeviceGetGpuFabricInfo")
-        info = getattr(ref, "_obj", ref)  # ctypes.byref(struct) or the struct itself
-        for k, v in vars(data).items():
-            if k == "clusterUuid":
-                info.clusterUuid[:] = list(v)
-            else:
-                setattr(info, k, int(v))
+        fill_struct(getattr(ref, "_obj", ref), vars(data))  # ctypes.byref(struct) or struct
         return 0
 
     mod.__dict__.update(
@@ -279,6 +275,169 @@ def build(recording: dict[str, Any]) -> types.ModuleType:
     return mod
 
 
+def fill_struct(info: Any, values: dict[str, Any]) -> None:
+    """Write recorded values into the struct the caller's library defines.
+
+    The recording holds values, not one nvidia-ml-py version's layout: a field the struct
+    lacks is skipped, a byte array is cut or zero-padded to the struct's length (one
+    version records ``clusterUuid`` as 80 bytes, another defines 16: the first 16 are the
+    UUID when the rest is zero; a shorter array is incomplete and left zero)."""
+    fields = getattr(type(info), "_fields_", None)
+    names = {f[0] for f in fields} if fields is not None else None
+    for k, v in values.items():
+        if names is not None and k not in names:
+            continue
+        if isinstance(v, list):
+            raw = bytes(int(x) & 0xFF for x in v)
+            cur = getattr(info, k, None)
+            if cur is not None and hasattr(cur, "__len__") and fields is not None:
+                n = len(cur)
+                # longer: the tail must be zero padding; shorter: incomplete, left zero
+                cur[:] = list(raw[:n]) if len(raw) >= n and not any(raw[n:]) else [0] * n
+            else:
+                setattr(info, k, list(raw))
+        elif fields is None:
+            setattr(info, k, v)
+        else:
+            with contextlib.suppress(TypeError, ValueError):  # a member of another type here
+                setattr(info, k, v)
+
+
+# Bounds of a recording: read through HostRoot (never more than this), then validated.
+MAX_RECORDING = 4 * 1024 * 1024
+MAX_DEVICES = 1024
+
+
+class RecordingError(ValueError):
+    """A recording that cannot be replayed; the message names the bad member."""
+
+
+_STR_FNS = ("nvmlDeviceGetName", "nvmlDeviceGetUUID")
+_INT_FNS = (
+    "nvmlDeviceGetMinorNumber",
+    "nvmlDeviceGetMaxMigDeviceCount",
+    "nvmlDeviceGetVirtualizationMode",
+    "nvmlDeviceGetGpuInstanceId",
+    "nvmlDeviceGetComputeInstanceId",
+)
+_PAIR_FNS = ("nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetMigMode")
+_STRUCT_FNS: dict[str, dict[str, type]] = {  # function -> members that must be present
+    "nvmlDeviceGetPciInfo": {"busId": str},
+    "nvmlDeviceGetMemoryInfo": {"total": int},
+    "nvmlDeviceGetAttributes": {},
+    "nvmlDeviceGetGpuFabricInfo": {},
+}
+
+
+def _is_int(v: Any) -> bool:
+    """NVML answers recorded as integers are unsigned (sizes, counts, ids, modes)."""
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**64
+
+
+def _is_error(v: Any) -> bool:
+    return isinstance(v, dict) and set(v) == {"error"} and isinstance(v["error"], str)
+
+
+def _check_scalars(where: str, v: dict[str, Any]) -> None:
+    for k, x in v.items():
+        if isinstance(x, list):
+            if len(x) > 256 or not all(_is_int(b) for b in x):
+                raise RecordingError(f"{where}.{k}: expected a list of at most 256 integers")
+        elif not (_is_int(x) or isinstance(x, (str, float)) or x is None):
+            raise RecordingError(f"{where}.{k}: expected a number or a string")
+
+
+def _check_profiles(where: str, v: Any, key: str) -> None:
+    if not isinstance(v, dict):
+        raise RecordingError(f"{where}: expected an object")
+    for k, x in v.items():
+        if not k.isdigit() or not isinstance(x, dict) or not _is_int(x.get(key)):
+            raise RecordingError(f"{where}.{k}: expected an object with an integer {key!r}")
+
+
+def _check_device(where: str, d: Any, mig: bool) -> None:
+    if not isinstance(d, dict):
+        raise RecordingError(f"{where}: expected an object")
+    for k, v in d.items():
+        at = f"{where}.{k}"
+        if k == "error":
+            if not isinstance(v, str):
+                raise RecordingError(f"{at}: expected an error name")
+            continue
+        if _is_error(v):
+            continue
+        if k in _STR_FNS and not isinstance(v, str):
+            raise RecordingError(f"{at}: expected a string")
+        if k in _INT_FNS and not _is_int(v):
+            raise RecordingError(f"{at}: expected an integer")
+        if k in _PAIR_FNS and not (
+            isinstance(v, list) and len(v) == 2 and all(_is_int(x) for x in v)
+        ):
+            raise RecordingError(f"{at}: expected two integers")
+        if k in _STRUCT_FNS:
+            if not isinstance(v, dict):
+                raise RecordingError(f"{at}: expected an object")
+            _check_scalars(at, v)
+            for member, kind in _STRUCT_FNS[k].items():
+                if not isinstance(v.get(member), kind) or isinstance(v.get(member), bool):
+                    raise RecordingError(f"{at}.{member}: expected a {kind.__name__}")
+        if k in ("gpuInstanceProfiles", "computeInstanceProfiles"):
+            _check_profiles(at, v, "id")
+            for pk, pv in v.items():
+                _check_scalars(f"{at}.{pk}", pv)
+        if k == "gpuInstances":
+            _check_profiles(at, v, "profileId")
+            for gk, gv in v.items():
+                _check_profiles(
+                    f"{at}.{gk}.computeInstances", gv.get("computeInstances", {}), "profileId"
+                )
+        if k == "migDevices":
+            if mig or not isinstance(v, list) or len(v) > MAX_DEVICES:
+                raise RecordingError(f"{at}: expected a list of MIG devices")
+            for j, m in enumerate(v):
+                if m is not None:
+                    _check_device(f"{at}[{j}]", m, True)
+
+
+def validate(recording: Any) -> dict[str, Any]:
+    """``recording`` when it has the replay format's types, else :class:`RecordingError`.
+
+    Unknown members are ignored (a newer recorder may add some); known members must have
+    their type, or be ``{"error": "<name>"}``."""
+    if not isinstance(recording, dict):
+        raise RecordingError("expected a JSON object at the top level")
+    init = recording.get("nvmlInit")
+    if init is not None and not _is_error(init):
+        raise RecordingError('nvmlInit: expected {"error": "<name>"}')
+    for fn, kind in (("nvmlSystemGetDriverVersion", str), ("nvmlSystemGetCudaDriverVersion", int)):
+        v = recording.get(fn)
+        bad = not isinstance(v, kind) or isinstance(v, bool) or (kind is int and not _is_int(v))
+        if fn in recording and not _is_error(v) and bad:
+            raise RecordingError(f"{fn}: expected a {kind.__name__}")
+    devices = recording.get("devices", [])
+    if not isinstance(devices, list) or len(devices) > MAX_DEVICES:
+        raise RecordingError("devices: expected a list of devices")
+    for i, d in enumerate(devices):
+        _check_device(f"devices[{i}]", d, False)
+    return recording
+
+
+def loads(data: bytes) -> types.ModuleType:
+    """A replaying module from recorded JSON; :class:`RecordingError` when unusable."""
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise RecordingError("not UTF-8") from None
+    except RecursionError:
+        raise RecordingError("nested too deeply") from None
+    except ValueError as exc:
+        raise RecordingError(f"not JSON ({exc})") from None
+    return build(validate(doc))
+
+
 def load(path: str) -> types.ModuleType:
-    with open(path, encoding="utf-8") as f:
-        return build(json.load(f))
+    with open(path, "rb") as f:
+        data = f.read(MAX_RECORDING + 1)
+    if len(data) > MAX_RECORDING:
+        raise RecordingError(f"larger than {MAX_RECORDING} bytes")
+    return loads(data)

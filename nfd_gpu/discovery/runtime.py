@@ -12,13 +12,23 @@ Read under the host root (all optional, nothing is executed):
   the ``kind`` each declares (``nvidia.com/gpu``), read from a ``kind:`` line or a
   JSON ``"kind"`` member, without a YAML parser.
 * ROCm: ``opt/rocm/.info/version``. OpenCL ICDs: ``etc/OpenCL/vendors/*.icd``.
-  Level Zero loader: ``libze_loader.so*`` in the usual library directories.
+  Level Zero loader: ``libze_loader.so.1`` or ``libze_loader.so`` in the usual library
+  directories (looked up by name: a directory listing would record hundreds of names).
 
 ``devices_ready`` is true when every GPU's device nodes exist: for a GPU used by
 containers, its ``renderD`` node (AMD: also ``dev/kfd``; NVIDIA: ``dev/nvidiactl``
 and one ``dev/nvidia<N>`` per GPU); for a GPU or VF passed through, its
-``dev/vfio/<iommu group>``. It is None when ``dev/`` is not visible under the
-root or no GPU has nodes to check.
+``dev/vfio/<iommu group>``. It is None when no GPU has nodes to check.
+
+Without ``dev/`` under the root (the DaemonSet does not mount the host's ``/dev``:
+docs/install.md), the nodes the kernel itself creates in devtmpfs are derived from
+sysfs: ``dev/dri/<name>`` for each ``card<N>``/``renderD<N>`` in ``sys/class/drm``
+(the DRM device name, devnode ``dri/<name>``), ``dev/kfd`` for ``sys/class/kfd/kfd``,
+and ``dev/vfio/<group>`` for the IOMMU group of each device bound to a VFIO driver
+(``vfio-pci``, ``*_vfio_pci``: the driver registers the group, devnode
+``vfio/<group>``). Their mode is unknown (``None``). ``dev/nvidia*`` are made by
+``nvidia-modprobe`` with ``mknod`` and leave no trace in sysfs: without ``dev/`` they
+are unknown, and so is ``devices_ready`` on a node with NVIDIA GPUs in container mode.
 """
 
 from __future__ import annotations
@@ -42,6 +52,7 @@ LIB_DIRS = (
     "usr/lib",
     "usr/local/lib",
 )
+LEVEL_ZERO_LOADER = ("libze_loader.so.1", "libze_loader.so")
 _KIND = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
 _YAML_KIND = re.compile(r"""^kind\s*:\s*["']?([^"'\s#]+)["']?\s*(#.*)?$""")
 _NVIDIA_MINOR = re.compile(r"^nvidia[0-9]+$")
@@ -77,6 +88,13 @@ def parse_rocm_version(text: str | None) -> str | None:
     return token
 
 
+_DRM_NODE = re.compile(r"^(card|renderD)[0-9]+$")
+
+
+def _is_vfio_driver(name: str | None) -> bool:
+    return name is not None and (name == "vfio-pci" or name.endswith(("_vfio_pci", "-vfio-pci")))
+
+
 def _stat(host: HostRoot, rel: str) -> DeviceNode | None:
     st = host.stat(rel)
     if st is None:
@@ -91,6 +109,21 @@ def device_nodes(host: HostRoot) -> tuple[DeviceNode, ...]:
     names += [f"dev/dri/{n}" for n in host.listdir("dev/dri") if n.startswith(("card", "render"))]
     names += [f"dev/vfio/{n}" for n in host.listdir("dev/vfio")]
     return tuple(n for n in (_stat(host, p) for p in sorted(names)) if n is not None)
+
+
+def derived_device_nodes(host: HostRoot, pci: tuple[PciDevice, ...]) -> tuple[DeviceNode, ...]:
+    """The devtmpfs nodes of DRM, KFD and VFIO groups, named from sysfs (no ``dev/``)."""
+    names = [f"dev/dri/{n}" for n in host.listdir("sys/class/drm") if _DRM_NODE.match(n)]
+    if host.is_dir("sys/class/kfd/kfd"):
+        names.append("dev/kfd")
+    for d in pci:
+        if _is_vfio_driver(d.driver):
+            group = d.iommu_group or host.readlink_name(
+                f"sys/bus/pci/devices/{d.address}/iommu_group"
+            )
+            if group:
+                names.append(f"dev/vfio/{group}")
+    return tuple(DeviceNode(path=p, mode=None) for p in sorted(set(names)))
 
 
 def cdi_kinds(host: HostRoot) -> tuple[str, ...]:
@@ -111,7 +144,8 @@ def opencl_icds(host: HostRoot) -> tuple[str, ...]:
 
 
 def level_zero(host: HostRoot) -> bool:
-    return any(n.startswith("libze_loader.so") for d in LIB_DIRS for n in host.listdir(d))
+    """The loader by its names (never a listing of whole library directories)."""
+    return any(host.exists(f"{d}/{n}") for d in LIB_DIRS for n in LEVEL_ZERO_LOADER)
 
 
 def required_nodes(
@@ -150,15 +184,14 @@ def required_nodes(
 
 def discover(host: HostRoot, gpus: tuple[Gpu, ...], pci: tuple[PciDevice, ...]) -> Runtime:
     visible = host.is_dir("dev")
-    nodes = device_nodes(host) if visible else ()
+    nodes = device_nodes(host) if visible else derived_device_nodes(host, pci)
     ready: bool | None = None
-    if visible:
-        present = {n.path for n in nodes}
-        needs = required_nodes(gpus, pci, host)
-        nv = [g for g in gpus if g.vendor == "nvidia" and g.mode == "container"]
-        minors = sum(1 for p in present if _NVIDIA_MINOR.match(p.removeprefix("dev/")))
-        if any(needs):
-            ready = all(p in present for need in needs for p in need) and minors >= len(nv)
+    present = {n.path for n in nodes}
+    needs = required_nodes(gpus, pci, host)
+    nv = [g for g in gpus if g.vendor == "nvidia" and g.mode == "container"]
+    minors = sum(1 for p in present if _NVIDIA_MINOR.match(p.removeprefix("dev/")))
+    if any(needs) and (visible or not nv):  # dev/nvidia* cannot be derived
+        ready = all(p in present for need in needs for p in need) and minors >= len(nv)
     return Runtime(
         dev_visible=visible,
         device_nodes=nodes,

@@ -67,6 +67,14 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "How the GPUs can be used: by containers through the vendor driver, passed "
         "through whole (vfio-pci), or as SR-IOV VFs handed to VMs.",
     ),
+    LabelDoc(
+        "virtualization",
+        "`none` `passthrough` `vgpu-guest` `vgpu-host` `mixed`",
+        "What the GPUs' driver says about virtualization (NVML virtualization mode; "
+        "`vgpu-guest` also from the vGPU PCI capability): `passthrough` is a VM with the "
+        "whole GPU passed through, `none` bare metal. Omitted unless known for every GPU. "
+        "Per GPU: the `gpu.device` attribute `virtualization`.",
+    ),
     LabelDoc("mig.capable", "`true` `false`", "Any NVIDIA GPU supports MIG."),
     LabelDoc(
         "mig.enabled",
@@ -80,19 +88,24 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "MIG devices of each profile (`1g.10gb`, `1c.3g.20gb`, `1g.10gb.me`; `+` written "
         "as `.`); `unknown` when only procfs shows the instance.",
     ),
-    LabelDoc("partitions", "integer", "GPU partitions (MIG devices) on the node."),
-    LabelDoc("nvidia.cuda.major", "integer", "CUDA driver API version major (NVML)."),
-    LabelDoc("nvidia.cuda.minor", "integer", "CUDA driver API version minor (NVML)."),
+    LabelDoc(
+        "partitions",
+        "integer",
+        "Schedulable GPU partitions on the node: NVIDIA MIG devices plus AMD compute "
+        "partitions (KFD nodes of partitioned GPUs).",
+    ),
+    LabelDoc(
+        "nvidia.cuda.major",
+        "integer",
+        "CUDA driver API version major (NVML; without NVML from the driver branch, "
+        "see docs/nvidia.md).",
+    ),
+    LabelDoc("nvidia.cuda.minor", "integer", "CUDA driver API version minor (as major)."),
     LabelDoc("sriov.capable", "`true` `false`", "Any GPU PF supports SR-IOV."),
     LabelDoc("sriov.vfs", "integer", "VFs enabled on GPU PFs (when SR-IOV capable)."),
     LabelDoc("interconnect.nvswitch", "`true`", "NVSwitch bridges present."),
     LabelDoc("interconnect.xgmi", "`true`", "AMD GPUs linked by XGMI (KFD io_links type 11)."),
     LabelDoc("interconnect.xelink", "`true`", "Intel GPUs with Xe Link (an `iaf` fabric device)."),
-    LabelDoc(
-        "partitions",
-        "integer",
-        "AMD compute partitions on the node (KFD nodes of partitioned GPUs).",
-    ),
     LabelDoc(
         "partition.compute",
         "`spx` `dpx` `tpx` `qpx` `cpx` or `mixed`",
@@ -111,8 +124,9 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "devices.ready",
         "`true` `false`",
         "Every GPU's device nodes exist (render node, `/dev/kfd`, `/dev/nvidiactl` + "
-        "`/dev/nvidia<N>`, or `/dev/vfio/<group>` when passed through). Omitted when "
-        "`/dev` is not visible under the root.",
+        "`/dev/nvidia<N>`, or `/dev/vfio/<group>` when passed through). Without `/dev` "
+        "under the root (the DaemonSet pod), DRM, KFD and VFIO nodes are derived from "
+        "sysfs; omitted there on nodes with NVIDIA GPUs in container mode (docs/install.md).",
     ),
     LabelDoc(
         "runtime.nvidia-container-toolkit",
@@ -211,6 +225,9 @@ def neutral_attributes(snap: Snapshot) -> dict[str, str]:
     modes = [g.mode for g in gpus if g.mode]
     if modes:
         out["mode"] = modes[0] if len(set(modes)) == 1 else MIXED
+    virt = _summary(g.virtualization for g in gpus)
+    if virt:
+        out["virtualization"] = virt
 
     if nv:
         out["mig.capable"] = "true" if any(g.mig_capable for g in nv) else "false"
@@ -223,7 +240,7 @@ def neutral_attributes(snap: Snapshot) -> dict[str, str]:
         if cmaj.isdigit() and cmin.isdigit():
             out["nvidia.cuda.major"] = cmaj
             out["nvidia.cuda.minor"] = cmin
-    if snap.partitions:
+    if snap.partitions:  # MIG devices and AMD partitions, counted once
         out["partitions"] = str(len(snap.partitions))
         profiles = Counter(
             sanitize_value(p.profile.replace("+", ".")) for p in snap.partitions if p.kind == "mig"
@@ -243,9 +260,6 @@ def neutral_attributes(snap: Snapshot) -> dict[str, str]:
         out["interconnect.xgmi"] = "true"
     if any("xe-link" in g.interconnects for g in gpus if g.vendor == "intel"):
         out["interconnect.xelink"] = "true"
-    amd_parts = [p for p in snap.partitions if p.kind == "amd"]
-    if amd_parts:
-        out["partitions"] = str(len(amd_parts))
     for key, get in (
         ("partition.compute", lambda g: g.partition_compute),
         ("partition.memory", lambda g: g.partition_memory),

@@ -319,16 +319,21 @@ def _yaml_error(e: yaml.YAMLError) -> str:
     return str(problem)
 
 
+# libyaml's safe loader when PyYAML was built with it (10,000 rules: 10.2 s -> 4.5 s);
+# the same safe constructors as yaml.SafeLoader.
+YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def parse_documents(text: str, source: str, warnings: list[str]) -> list[Any]:
     """YAML (or JSON) documents of one file; raises RuleError when unparseable."""
     try:
-        return list(yaml.safe_load_all(text))
+        return list(yaml.load_all(text, Loader=YAML_LOADER))
     except yaml.YAMLError as e:
         first = e
     stripped = _strip_helm(text)
     if stripped != text:
         try:
-            docs = list(yaml.safe_load_all(stripped))
+            docs = list(yaml.load_all(stripped, Loader=YAML_LOADER))
         except yaml.YAMLError:
             pass
         else:

@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 
-from nfd_gpu.features import Features
+from nfd_gpu.features import Features, owned
 from nfd_gpu.sinks import Publication, SinkError
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,13 @@ def _line_ok(key: str, value: str) -> bool:
 
 def raw_feature_lines(features: Features) -> Iterator[tuple[str, str]]:
     """Flatten raw features to ``key=value``: flags ``<feature>.<elem>=true``, attributes
-    ``<feature>.<elem>=<value>``, instances ``<feature>.<index>.<attr>=<value>``."""
+    ``<feature>.<elem>=<value>``, instances ``<feature>.<index>.<attr>=<value>``.
+
+    Only the features nfd-gpu owns (``gpu.*``): nfd-worker's own sources already publish
+    ``pci.device`` and ``kernel.loadedmodule``. NFD's local source turns each line into
+    one element of the ``local.feature`` attribute feature: instances are flattened, so
+    a NodeFeatureRule cannot match ``gpu.device`` instances from a feature file."""
+    features = owned(features)
     for name, fs in sorted(features.get("flags", {}).items()):
         for elem in sorted(fs.get("elements", {})):
             yield f"{name}.{elem}", "true"

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from nfd_gpu.features import owned
 from nfd_gpu.sinks import Publication, SinkError
 
 log = logging.getLogger(__name__)
@@ -257,7 +258,9 @@ class NodeFeatureSink:
                 "ownerReferences": self._resolve_owner_refs(),
             },
             "spec": {
-                "features": copy.deepcopy(pub.features),
+                # only gpu.*: nfd-master appends every NodeFeature's instances, so NFD's
+                # own pci.device / kernel.loadedmodule would be counted twice
+                "features": owned(pub.features),
                 "labels": dict(pub.labels),
             },
         }

@@ -204,7 +204,10 @@ def test_daemonset_least_privilege(overlay: str) -> None:
     if overlay != "nfd-worker-sidecar":  # writes root-owned host features.d
         assert spec["securityContext"]["runAsNonRoot"] is True
     host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
-    assert {"/sys", "/proc/driver", "/dev"} <= set(host.values())
+    assert {"/sys", "/proc/driver", "/proc/modules", "/usr"} <= set(host.values())
+    # issue 11: no whole /dev (read-only does not apply to device nodes), never the host's /
+    assert not {"/", "/dev", "/etc", "/var", "/run", "/opt"} & set(host.values())
+    assert not any(p.startswith("/dev/") for p in host.values())
     for m in c["volumeMounts"]:
         if (
             m["name"] in host

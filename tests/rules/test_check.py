@@ -111,3 +111,18 @@ def test_check_missing_path(tmp_path: Path) -> None:
 def test_shipped_rules_are_valid() -> None:
     res = runner.invoke(rules_app, ["check", str(REPO / "rules")])
     assert res.exit_code == 0, res.stderr
+
+
+def test_rule_files_are_parsed_by_libyaml_when_present() -> None:
+    """Issue 10 item 9: 10,000 rules load in 4.5 s with libyaml, 10.2 s without."""
+    import yaml
+
+    from nfd_gpu.rules import RuleError, loader
+
+    assert loader.YAML_LOADER is getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    assert loader.parse_documents("a: [1, 2]\n---\nb: x\n", "f.yaml", []) == [
+        {"a": [1, 2]},
+        {"b": "x"},
+    ]
+    with pytest.raises(RuleError, match=r"f\.yaml: cannot parse YAML"):  # safe: no python tags
+        loader.parse_documents("a: !!python/name:os.system x\n", "f.yaml", [])

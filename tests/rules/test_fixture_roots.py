@@ -154,6 +154,8 @@ SHIPPED_EXPECTED: dict[str, dict[str, str]] = {
     # vGPU guest: GRID T4-4Q (turing, NVML memory 4096 MiB, the vGPU's framebuffer) -> small
     # (gpu-class.yaml); MIG not supported -> no mig-ready; not AMD or Intel
     "nvidia-vgpu-guest": {G + "class": "small"},
+    # the real H200 VM (hopper, 143771 MiB from NVML, MIG capable and disabled)
+    "h200-vm": {G + "class": "large", G + "mig-ready": "true"},
 }
 
 

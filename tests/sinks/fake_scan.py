@@ -34,6 +34,7 @@ def run_scan(
     *,
     profiles: Any = ("neutral",),
     rules_path: str | None = None,
+    **_: Any,  # options of the real scan this stand-in ignores (nvml, nvidia_options)
 ) -> ScanResult:
     devdir = os.path.join(os.fspath(root), "sys", "bus", "pci", "devices")
     feats = F.empty()

@@ -22,6 +22,14 @@ from nfd_local_parser import parse_features_dir
 
 from nfd_gpu.scan import run_scan
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from tests.conftest import no_nvml_dir as _no_nvml_dir
+
+
+def no_nvml_dir() -> str:
+    return str(_no_nvml_dir())
+
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 NS = "nfd-gpu"
 OBJ = "nfd-gpu-node-a"
@@ -114,7 +122,7 @@ def agent_env(tmp_path: Any, k8s_server: FakeKubeAPI) -> dict[str, Any]:
         if not k.startswith(("NFD_GPU_", "POD_", "NODE_", "KUBE"))
     }
     env.update(POD_NAME="nfd-gpu-x1", POD_UID="pod-1", POD_NAMESPACE=NS, NODE_NAME="node-a")
-    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([no_nvml_dir(), os.getcwd(), env.get("PYTHONPATH", "")])
     args = [
         "--root", root,
         "--output", "nodefeature", "--output", "featurefile",

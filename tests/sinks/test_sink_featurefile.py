@@ -105,14 +105,34 @@ def test_raw_features_are_no_label_lines(tmp_path: Any) -> None:
     }
 
 
+def test_raw_features_are_only_nfd_gpus_own(tmp_path: Any) -> None:
+    """NFD's own features (nfd-worker publishes them) stay out of the file; gpu.* instances
+    are flattened to local.feature keys <feature>.<index>.<attr>, as NFD's local source
+    stores every line (reference/nfd.md 1.3)."""
+    feats: dict[str, dict[str, Any]] = {
+        "flags": {"kernel.loadedmodule": {"elements": {"nvidia": {}}}},
+        "attributes": {"gpu.node": {"elements": {"count": "1"}}},
+        "instances": {
+            "pci.device": {"elements": [{"attributes": {"vendor": "10de"}}]},
+            "gpu.device": {"elements": [{"attributes": {"vendor": "nvidia"}}]},
+        },
+    }
+    FeatureFileSink(str(tmp_path), raw_features=True, clock=Clock(now_ts())).publish(
+        Publication({}, feats)
+    )
+    labels, features = parse_features_dir(str(tmp_path), NOW)
+    assert labels == {}
+    assert features == {"gpu.node.count": "1", "gpu.device.0.vendor": "nvidia"}
+
+
 def test_raw_feature_colliding_with_label_does_not_delete_it(tmp_path: Any) -> None:
     feats: dict[str, dict[str, Any]] = {
         "flags": {},
         "attributes": {"gpu.feature.node.kubernetes.io/count": {"elements": {}}},
         "instances": {},
     }
-    feats["attributes"]["a"] = {"elements": {"b": "x"}}
-    labels = {"a.b": "label"}
+    feats["attributes"]["gpu.a"] = {"elements": {"b": "x"}}
+    labels = {"gpu.a.b": "label"}
     FeatureFileSink(str(tmp_path), raw_features=True, clock=Clock(now_ts())).publish(
         Publication(labels, feats)
     )
@@ -227,7 +247,7 @@ def test_any_input_never_adds_lines_or_exceeds_limit(
     d = tmp_path_factory.mktemp("ff")
     feats: dict[str, dict[str, Any]] = {
         "flags": {},
-        "attributes": {"x": {"elements": raw}},
+        "attributes": {"gpu.x": {"elements": raw}},
         "instances": {},
     }
     try:

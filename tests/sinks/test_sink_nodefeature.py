@@ -184,11 +184,24 @@ def test_owner_references_disabled(k8s_server: FakeKubeAPI, api_client: object) 
 def test_schema_violation_is_rejected_by_server(
     k8s_server: FakeKubeAPI, api_client: object
 ) -> None:
-    bad = Publication(labels={"a": "b"}, features={"attributes": {"x.y": {"elements": {"k": 1}}}})
+    bad = Publication(labels={"a": "b"}, features={"attributes": {"gpu.y": {"elements": {"k": 1}}}})
     sink = make_sink(api_client)
     with pytest.raises(SinkError, match="422"):
         sink.publish(bad)
     assert k8s_server.rejected
+
+
+def test_publishes_only_nfd_gpus_own_features(k8s_server: FakeKubeAPI, api_client: object) -> None:
+    """nfd-master appends the instances of every NodeFeature of a node: NFD's own
+    pci.device / kernel.loadedmodule from nfd-gpu would be counted twice (issue 10)."""
+    p = pub(2)
+    p.features["instances"]["pci.device"] = {"elements": [{"attributes": {"vendor": "10de"}}]}
+    p.features["flags"]["kernel.loadedmodule"] = {"elements": {"nvidia": {}}}
+    make_sink(api_client).publish(p)
+    spec = k8s_server.get(NS, "nfd-gpu-node-a")["spec"]  # type: ignore[index]
+    names = {n for kind in spec["features"].values() for n in kind}
+    assert names == {"gpu.capability", "gpu.node", "gpu.device"}
+    assert p.features["instances"]["pci.device"]  # the caller's features are untouched
 
 
 def test_never_deletes_on_close(k8s_server: FakeKubeAPI, api_client: object) -> None:

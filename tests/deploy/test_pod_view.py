@@ -1,0 +1,200 @@
+"""The labels a DaemonSet pod publishes equal the labels of a scan of the whole host.
+
+For every rendered DaemonSet overlay and every fixture under ``tests/fixtures/sysfs``, the
+pod's view of the fixture is built from the overlay's volume mounts alone
+(``tests/deploy/podview.py``: only mounted host paths exist, at the container's mount
+paths) and scanned with the settings the container gets (args, env, ``--root``,
+``--rules`` from the image, profiles). The labels and the features nfd-gpu publishes must
+equal those of a scan of the full fixture root with the same settings.
+
+Facts a pod cannot have are named in :data:`UNAVAILABLE`, each with the host paths it
+needs, why they are not mounted, and the labels it may cost (docs/install.md says the
+same). For them the test is as strict: the pod's labels must equal a scan of the full
+root with exactly those paths removed, and every entry must matter for some fixture.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nfd_gpu.agent import Agent
+from nfd_gpu.features import owned
+from tests.deploy import podview
+from tests.deploy.test_manifests import OVERLAYS, REPO, render
+
+FIXTURES = REPO / "tests" / "fixtures" / "sysfs"
+ALL_FIXTURES = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A host fact the pod cannot read."""
+
+    paths: tuple[str, ...]  # globs relative to the host root
+    applies: Callable[[podview.PodSpec], bool]
+    reason: str
+    labels: tuple[str, ...]  # label keys (globs) it may change or remove
+
+
+UNAVAILABLE: dict[str, Unavailable] = {
+    "NVIDIA device nodes": Unavailable(
+        paths=("dev",),
+        applies=lambda pod: True,
+        reason=(
+            "/dev is not mounted (a hostPath /dev exposes every device node for writing: "
+            "read-only mounts do not apply to device files). /dev/dri, /dev/kfd and "
+            "/dev/vfio/<group> are created by the kernel (devtmpfs) and derived from sysfs, "
+            "but /dev/nvidia* are made by nvidia-modprobe with mknod and leave no trace in "
+            "sysfs; hostPath takes no globs and turns a missing path into a directory."
+        ),
+        labels=("gpu.feature.node.kubernetes.io/devices.ready",),
+    ),
+    "ROCm version": Unavailable(
+        paths=("opt/rocm",),
+        applies=lambda pod: True,
+        reason=(
+            "/opt/rocm is not mounted: it is usually a chain of absolute links "
+            "(/opt/rocm -> /etc/alternatives/rocm -> /opt/rocm-<version>) that does not "
+            "resolve inside a mount, and a hostPath where ROCm is absent would create an "
+            "empty /opt/rocm directory, which breaks a later ROCm install. Containers bring "
+            "their own ROCm; the host's version is for `nfd-gpu scan` on the host."
+        ),
+        labels=(
+            "gpu.feature.node.kubernetes.io/runtime.rocm.version",
+            "gpu.feature.node.kubernetes.io/runtime.rocm.major",
+        ),
+    ),
+    "NVML": Unavailable(
+        paths=(podview.NVML_RECORDING,),
+        applies=lambda pod: not pod.nvml,
+        reason=(
+            "NVML (libnvidia-ml and the NVIDIA device nodes) is in the container only under "
+            "the NVIDIA container runtime: the nvml overlay (runtimeClassName: nvidia)."
+        ),
+        labels=(  # what NVML adds to or corrects in the procfs facts (issue 10 item 6)
+            "gpu.feature.node.kubernetes.io/compute-units",
+            "gpu.feature.node.kubernetes.io/memory-mib",
+            "gpu.feature.node.kubernetes.io/mig.*",
+            "gpu.feature.node.kubernetes.io/nvidia.cuda.*",
+            "nvidia.com/cuda.*",
+            "nvidia.com/gpu.*",
+            "nvidia.com/mig-*",
+        ),
+    ),
+}
+
+
+def _scan(cfg: Any) -> tuple[dict[str, str], dict[str, Any]]:
+    res = Agent(cfg, sinks=[]).scan()
+    return dict(res.labels), owned(res.features)
+
+
+def _strip(src: Path, dst: Path, globs: list[str]) -> Path:
+    shutil.copytree(src, dst, symlinks=True)
+    for dirpath, dirnames, filenames in os.walk(dst):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            rel = p.relative_to(dst).as_posix()
+            if any(fnmatch.fnmatchcase(rel, g) for g in globs) and (p.exists() or p.is_symlink()):
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p)
+                else:
+                    p.unlink()
+    return dst
+
+
+def _matches(key: str, globs: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(key, g) for g in globs)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+@pytest.mark.parametrize("fixture", ALL_FIXTURES)
+def test_pod_labels_equal_host_labels(overlay: str, fixture: str, tmp_path: Path) -> None:
+    pod = podview.pod_spec(render(overlay))
+    for m in pod.mounts:
+        if m.container_path.startswith("/host"):
+            assert m.read_only, m
+    host = FIXTURES / fixture
+    croot = tmp_path / "container"
+    podview.build(host, pod, croot)
+    images = podview.image_copies(REPO / "Dockerfile")
+    cfg = podview.agent_config(pod)
+    rules = podview.container_path(cfg.rules, croot, images) if cfg.rules else None
+    root_in_pod = Path(podview.container_path(cfg.root, croot, {}))
+    if pod.nvml and (host / podview.NVML_RECORDING).is_file():
+        # NVML answers in the container: the recording stands for it.
+        shutil.copy2(host / podview.NVML_RECORDING, root_in_pod / podview.NVML_RECORDING)
+
+    in_pod = _scan(podview.agent_config(pod, root=str(root_in_pod), rules=rules))
+    full = _scan(podview.agent_config(pod, root=str(host), rules=rules))
+
+    missing = {n: u for n, u in UNAVAILABLE.items() if u.applies(pod)}
+    globs = [g for u in missing.values() for g in u.paths]
+    reduced = _scan(
+        podview.agent_config(pod, root=str(_strip(host, tmp_path / "reduced", globs)), rules=rules)
+    )
+    # The pod sees exactly the host minus the named facts ...
+    assert in_pod[0] == reduced[0]
+    assert in_pod[1] == reduced[1]
+    # ... and those cost only the labels they name.
+    changed = {k for k in set(full[0]) | set(reduced[0]) if full[0].get(k) != reduced[0].get(k)}
+    for k in changed:
+        why = [n for n, u in missing.items() if _matches(k, u.labels)]
+        assert why, f"{k}: {full[0].get(k)!r} on the host, {reduced[0].get(k)!r} in the pod"
+    if not missing:
+        assert in_pod == full
+
+
+@pytest.mark.parametrize("name", sorted(UNAVAILABLE))
+def test_unavailable_fact_matters_and_is_documented(name: str, tmp_path: Path) -> None:
+    """Each entry costs one of its labels on some fixture (else it is stale), and
+    docs/install.md names its paths."""
+    u = UNAVAILABLE[name]
+    install = (REPO / "docs" / "install.md").read_text()
+    for p in u.paths:
+        assert f"`{p}`" in install or f"`/{p}`" in install, (name, p)
+    pods = [podview.pod_spec(render(o)) for o in OVERLAYS]
+    # the overlay with the most profiles among those the entry applies to
+    pod = max(
+        (p for p in pods if u.applies(p)), key=lambda p: len(podview.agent_config(p).profiles)
+    )
+    cost: set[str] = set()
+    for fixture in ALL_FIXTURES:
+        host = FIXTURES / fixture
+        if not any(any(host.glob(g)) for g in u.paths):
+            continue
+        full = _scan(podview.agent_config(pod, root=str(host), rules=None))[0]
+        stripped = _strip(host, tmp_path / fixture, list(u.paths))
+        less = _scan(podview.agent_config(pod, root=str(stripped), rules=None))[0]
+        cost |= {k for k in set(full) | set(less) if full.get(k) != less.get(k)}
+    assert cost, f"{name}: no fixture loses a label without {u.paths}: drop the entry"
+    assert all(_matches(k, u.labels) for k in cost), cost
+
+
+def test_pod_view_is_not_the_host(tmp_path: Path) -> None:
+    """The builder leaves out what is not mounted (the comparison above is not vacuous)."""
+    host = FIXTURES / "max1550-xe"
+    for overlay in OVERLAYS:
+        pod = podview.pod_spec(render(overlay))
+        croot = tmp_path / overlay
+        podview.build(host, pod, croot)
+        view = {p.relative_to(croot / "host").as_posix() for p in (croot / "host").rglob("*")}
+        full = {p.relative_to(host).as_posix() for p in host.rglob("*")}
+        assert "sys/bus/pci/devices" in view and "proc/modules" in view
+        assert not any(v.startswith(("dev", "opt")) for v in view), overlay
+        assert any(f.startswith("dev/") for f in full)
+        # nothing that is not the host's, except the (empty) mount points and their parents
+        points = {m.container_path.removeprefix("/host/") for m in pod.mounts}
+        points |= {str(Path(p).parent) for p in points} | {
+            str(Path(p).parent.parent) for p in points
+        }
+        assert view - full <= points, view - full
+        assert len(view) < len(full)
