@@ -19,10 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from tests.conftest import REPO
+from tests.deploy import kustomize
 from tests.e2e.cluster import BIN, ApiError, Cluster, Obj, free_port, load_yaml_docs
 
 NFD_NAMESPACE = "node-feature-discovery"
+NS = "nfd-gpu"  # the agent's namespace in deploy/
 MASTER_NODE = "e2e-control-plane"
 NFD_CRDS = [
     "nodefeatures.nfd.k8s-sigs.io",
@@ -158,3 +162,34 @@ def make_node(kube_cluster: Cluster) -> Iterator[Callable[[str], Obj]]:
     for name in made:
         with contextlib.suppress(ApiError):
             kube_cluster.request("DELETE", f"/api/v1/nodes/{name}")
+
+
+# -- the agent's ServiceAccount, bound to exactly the shipped Role ---------------------
+
+
+def rendered(overlay: str) -> list[Obj]:
+    return kustomize.build(REPO / "deploy" / "overlays" / overlay)
+
+
+@pytest.fixture(scope="session")
+def agent_sa(kube_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The nodefeature-api overlay's Namespace, ServiceAccount, Role and RoleBinding applied
+    for real; a token for the ServiceAccount from the TokenRequest API; its kubeconfig."""
+    objs = rendered("nodefeature-api")
+    rbac = [o for o in objs if o["kind"] in ("Namespace", "ServiceAccount", "Role", "RoleBinding")]
+    assert sorted(o["kind"] for o in rbac) == ["Namespace", "Role", "RoleBinding", "ServiceAccount"]
+    for obj in rbac:
+        kube_cluster.apply(obj)
+    role = next(o for o in rbac if o["kind"] == "Role")
+    with (REPO / "deploy" / "base" / "role.yaml").open() as f:
+        assert role["rules"] == yaml.safe_load(f)["rules"]
+    tr = kube_cluster.request(
+        "POST",
+        f"/api/v1/namespaces/{NS}/serviceaccounts/nfd-gpu/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )
+    token = tr["status"]["token"]
+    kubeconfig = kube_cluster.write_kubeconfig(
+        tmp_path_factory.mktemp("sa") / "nfd-gpu.kubeconfig", {"token": token}
+    )
+    return {"token": token, "kubeconfig": kubeconfig, "role": role, "objects": objs}

@@ -17,16 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from nfd_gpu.scan import run_scan
 from tests.conftest import REPO, fixture_root, nfd_gpu_cmd
 from tests.deploy import kustomize
 from tests.e2e.cluster import BIN, KINDS, ApiError, Cluster, Obj, free_port, load_yaml_docs
-from tests.e2e.conftest import NFD_NAMESPACE, Proc, wait_for
+from tests.e2e.conftest import NFD_NAMESPACE, NS, Proc, wait_for
 from tests.sinks.hostroot_util import add_gpu, copy_fixture
 
-NS = "nfd-gpu"
 SA_USER = f"system:serviceaccount:{NS}:nfd-gpu"
 OVERLAYS = sorted(p for p in (REPO / "deploy" / "overlays").iterdir() if p.is_dir())
 COUNT = "gpu.feature.node.kubernetes.io/count"
@@ -65,37 +63,6 @@ def audit(cluster: Cluster, user: str | None = None, **match: str) -> list[Obj]:
         if all(ref.get(k) == v for k, v in match.items()):
             out.append(ev)
     return out
-
-
-# -- the agent's ServiceAccount, bound to exactly the shipped Role ---------------------
-
-
-def rendered(overlay: str) -> list[Obj]:
-    return kustomize.build(REPO / "deploy" / "overlays" / overlay)
-
-
-@pytest.fixture(scope="session")
-def agent_sa(kube_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The nodefeature-api overlay's Namespace, ServiceAccount, Role and RoleBinding applied
-    for real; a token for the ServiceAccount from the TokenRequest API; its kubeconfig."""
-    objs = rendered("nodefeature-api")
-    rbac = [o for o in objs if o["kind"] in ("Namespace", "ServiceAccount", "Role", "RoleBinding")]
-    assert sorted(o["kind"] for o in rbac) == ["Namespace", "Role", "RoleBinding", "ServiceAccount"]
-    for obj in rbac:
-        kube_cluster.apply(obj)
-    role = next(o for o in rbac if o["kind"] == "Role")
-    with (REPO / "deploy" / "base" / "role.yaml").open() as f:
-        assert role["rules"] == yaml.safe_load(f)["rules"]
-    tr = kube_cluster.request(
-        "POST",
-        f"/api/v1/namespaces/{NS}/serviceaccounts/nfd-gpu/token",
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
-    )
-    token = tr["status"]["token"]
-    kubeconfig = kube_cluster.write_kubeconfig(
-        tmp_path_factory.mktemp("sa") / "nfd-gpu.kubeconfig", {"token": token}
-    )
-    return {"token": token, "kubeconfig": kubeconfig, "role": role, "objects": objs}
 
 
 class Agent(Proc):
