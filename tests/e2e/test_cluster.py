@@ -345,11 +345,21 @@ def test_feature_file_via_nfd_worker_equals_nodefeature(
     tmp_path: Path,
     fixture: str,
 ) -> None:
+    """On one Node: the NodeFeature path alone, then the feature-file path alone through
+    NFD's nfd-worker; nfd-master gives the same labels (the scan's) both times."""
     root = str(fixture_root(fixture))
-    nf_node, ff_node = f"e2e-nf-{fixture}", f"e2e-ff-{fixture}"
-    make_node(nf_node)
-    make_node(ff_node)
-    # NodeFeature path: one pass as the ServiceAccount.
+    node = f"e2e-paths-{fixture}"
+    make_node(node)
+    want = run_scan(root).labels
+    worker_log = ""
+
+    def why() -> str:
+        return (
+            f"node: {node_labels(kube_cluster, node)}\nwant: {want}"
+            f"\nnfd-master:\n{nfd_master.log()}\nnfd-worker:\n{worker_log}"
+        )
+
+    # 1. NodeFeature path: one pass as the ServiceAccount.
     nfd_gpu(
         "run",
         "--oneshot",
@@ -361,14 +371,22 @@ def test_feature_file_via_nfd_worker_equals_nodefeature(
         "--owner-refs",
         "",
         "--node-name",
-        nf_node,
+        node,
         "--namespace",
         NS,
         "--kubeconfig",
         str(agent_sa["kubeconfig"]),
     )
-    # Feature-file path: nfd-gpu writes features.d/nfd-gpu; NFD's nfd-worker (local source
-    # only, its features.d linked as the relative "features.d/") publishes it.
+    wait_for(lambda: node_labels(kube_cluster, node) == want, 30, why)
+    via_nodefeature = node_labels(kube_cluster, node)
+    # gone again once the NodeFeature is deleted
+    kube_cluster.request(
+        "DELETE", f"/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/{NS}/nodefeatures/nfd-gpu-{node}"
+    )
+    wait_for(lambda: node_labels(kube_cluster, node) == {}, 30, why)
+
+    # 2. Feature-file path: nfd-gpu writes features.d/nfd-gpu; NFD's nfd-worker (local
+    # source only, its features.d linked as the relative "features.d/") publishes it.
     work = tmp_path / "worker"
     (work / "features.d").mkdir(parents=True)
     nfd_gpu(
@@ -396,25 +414,18 @@ def test_feature_file_via_nfd_worker_equals_nodefeature(
             f"-port={free_port()}",
         ],
         cwd=work,
-        env={**os.environ, "NODE_NAME": ff_node, "KUBERNETES_NAMESPACE": NFD_NAMESPACE},
+        env={**os.environ, "NODE_NAME": node, "KUBERNETES_NAMESPACE": NFD_NAMESPACE},
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert worker.returncode == 0, worker.stderr[-3000:]
-    want = run_scan(root).labels
-
-    def why() -> str:
-        return (
-            f"nf: {node_labels(kube_cluster, nf_node)}\nff: {node_labels(kube_cluster, ff_node)}"
-            f"\nnfd-master:\n{nfd_master.log()}\nnfd-worker:\n{worker.stderr[-3000:]}"
-        )
-
-    wait_for(lambda: node_labels(kube_cluster, nf_node) == want, 30, why)
-    wait_for(lambda: node_labels(kube_cluster, ff_node) == want, 30, why)
-    # and the worker's NodeFeature carries them as labels from the local source
+    worker_log = worker.stderr[-3000:]
+    assert worker.returncode == 0, worker_log
+    wait_for(lambda: node_labels(kube_cluster, node) == want, 30, why)
+    assert node_labels(kube_cluster, node) == via_nodefeature
+    # the worker's NodeFeature carries them as labels from the local source
     nf = kube_cluster.request(
-        "GET", f"/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/{NFD_NAMESPACE}/nodefeatures/{ff_node}"
+        "GET", f"/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/{NFD_NAMESPACE}/nodefeatures/{node}"
     )
     assert nf["spec"]["labels"] == want
 
