@@ -9,6 +9,8 @@
 # Idempotent and cached: a binary is rebuilt only when it is older than
 # go.mod/go.sum or a source file of ours; Go's own module and build caches
 # (GOMODCACHE, GOCACHE) make a rebuild after a change cheap.
+#
+# Usage: bash tests/e2e/build.sh [TARGET...]   (default: every target)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 gomod="$here/go"
@@ -39,6 +41,19 @@ up_to_date() {  # $1 = output; true when it is newer than every input (and this 
 # source/local, no flag). The tests link it as the relative path "features.d/"
 # and start nfd-worker in a per-test directory; nothing else is changed.
 worker_ldflags="-X sigs.k8s.io/node-feature-discovery/source/local.featureFilesDir=features.d/"
+
+if [ $# -gt 0 ]; then  # only the named targets
+  chosen=()
+  for want in "$@"; do
+    found=""
+    for t in "${targets[@]}"; do
+      [ "${t%% *}" = "$want" ] && found="$t"
+    done
+    [ -n "$found" ] || { echo "build.sh: unknown target $want" >&2; exit 2; }
+    chosen+=("$found")
+  done
+  targets=("${chosen[@]}")
+fi
 
 cd "$gomod"
 # Stamp the versions the binaries report (as their own release builds do).
