@@ -38,9 +38,12 @@ up_to_date() {  # $1 = output; true when it is newer than every input (and this 
 
 # nfd-worker's local source reads a fixed directory,
 # /etc/kubernetes/node-feature-discovery/features.d/ (a string variable in
-# source/local, no flag). The tests link it as the relative path "features.d/"
-# and start nfd-worker in a per-test directory; nothing else is changed.
+# source/local, no flag), and its other sources read the host through
+# pkg/utils/hostpath's pathPrefix (NFD's own images link it as "/host-"). The
+# tests link them as the relative "features.d/" and "host-" (host-sys, ...) and
+# start nfd-worker in a per-test directory; nothing else is changed.
 worker_ldflags="-X sigs.k8s.io/node-feature-discovery/source/local.featureFilesDir=features.d/"
+worker_ldflags+=" -X sigs.k8s.io/node-feature-discovery/pkg/utils/hostpath.pathPrefix=host-"
 
 if [ $# -gt 0 ]; then  # only the named targets
   chosen=()

@@ -331,6 +331,32 @@ def test_agent_service_account_can_do_nothing_beyond_the_role(
     assert granted == in_role | BASIC_USER
 
 
+def run_nfd_worker(
+    cluster: Cluster, node: str, work: Path, sources: str
+) -> subprocess.CompletedProcess[str]:
+    """One pass (-oneshot) of NFD's nfd-worker for ``node`` in directory ``work``: its
+    feature files are ``work/features.d/``, the host it inspects ``work/host-sys`` etc.
+    (see build.sh). Only the feature sources ``sources``; labels only from feature files."""
+    (work / "nfd-worker.conf").write_text("")
+    return subprocess.run(
+        [
+            str(BIN / "nfd-worker"),
+            "-oneshot",
+            f"-kubeconfig={cluster.admin_kubeconfig}",
+            f"-config={work / 'nfd-worker.conf'}",
+            f"-feature-sources={sources}",
+            "-label-sources=local",
+            "-no-owner-refs",
+            f"-port={free_port()}",
+        ],
+        cwd=work,
+        env={**os.environ, "NODE_NAME": node, "KUBERNETES_NAMESPACE": NFD_NAMESPACE},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 # -- feature file path through the real nfd-worker ---------------------------------------
 
 PATH_FIXTURES = ["hgx-h100", "mi300x-cpx-nps4", "max1550-xe"]
@@ -401,24 +427,7 @@ def test_feature_file_via_nfd_worker_equals_nodefeature(
         str(work / "features.d"),
     )
     assert [p.name for p in (work / "features.d").iterdir()] == ["nfd-gpu"]
-    (work / "nfd-worker.conf").write_text("")
-    worker = subprocess.run(
-        [
-            str(BIN / "nfd-worker"),
-            "-oneshot",
-            f"-kubeconfig={kube_cluster.admin_kubeconfig}",
-            f"-config={work / 'nfd-worker.conf'}",
-            "-feature-sources=local",
-            "-label-sources=local",
-            "-no-owner-refs",
-            f"-port={free_port()}",
-        ],
-        cwd=work,
-        env={**os.environ, "NODE_NAME": node, "KUBERNETES_NAMESPACE": NFD_NAMESPACE},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    worker = run_nfd_worker(kube_cluster, node, work, "local")
     worker_log = worker.stderr[-3000:]
     assert worker.returncode == 0, worker_log
     wait_for(lambda: node_labels(kube_cluster, node) == want, 30, why)
@@ -484,6 +493,38 @@ def test_shipped_rules_label_nodes_as_rules_test_predicts(
             NS,
             "--kubeconfig",
             str(agent_sa["kubeconfig"]),
+        )
+        # What nfd-worker publishes next to nfd-gpu on such a node (some shipped rules
+        # need only NFD's own features): pci.device from the real nfd-worker's pci source
+        # reading the fixture's sysfs (host-sys -> ROOT/sys) ...
+        work = tmp_path / node
+        work.mkdir()
+        (work / "host-sys").symlink_to(Path(root) / "sys")
+        worker = run_nfd_worker(kube_cluster, node, work, "pci")
+        assert worker.returncode == 0, worker.stderr[-3000:]
+        # ... and kernel.loadedmodule, which NFD's kernel source reads from the fixed path
+        # /proc/modules (no host prefix): the fixture's list, as that source publishes it,
+        # in a NodeFeature of its own.
+        modules = [
+            line.split()[0]
+            for line in (Path(root) / "proc" / "modules").read_text().splitlines()
+            if line.strip()
+        ]
+        kube_cluster.apply(
+            {
+                "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+                "kind": "NodeFeature",
+                "metadata": {
+                    "name": f"{node}-kernel",
+                    "namespace": NFD_NAMESPACE,
+                    "labels": {"nfd.node.kubernetes.io/node-name": node},
+                },
+                "spec": {
+                    "features": {
+                        "flags": {"kernel.loadedmodule": {"elements": {key: {} for key in modules}}}
+                    }
+                },
+            }
         )
         pred = json.loads(nfd_gpu("rules", "test", str(rules_dir), "--root", root).stdout)
         assert pred["errors"] == [], pred
