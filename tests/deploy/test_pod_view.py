@@ -84,6 +84,7 @@ UNAVAILABLE: dict[str, Unavailable] = {
             "gpu.feature.node.kubernetes.io/memory-mib",
             "gpu.feature.node.kubernetes.io/mig.*",
             "gpu.feature.node.kubernetes.io/nvidia.cuda.*",
+            "gpu.feature.node.kubernetes.io/virtualization",  # procfs has no virtualization mode
             "nvidia.com/cuda.*",
             "nvidia.com/gpu.*",
             "nvidia.com/mig-*",
