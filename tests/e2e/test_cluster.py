@@ -183,7 +183,8 @@ def test_nodefeature_path_labels_updates_steady_state(
     assert want2[COUNT] == "9"
     t0 = time.monotonic()
     wait_for(lambda: node_labels(kube_cluster, node) == want2, 15, why)
-    assert time.monotonic() - t0 < 1.0 + 5.0  # one interval + nfd-master's reaction
+    # the next pass (1 s interval) and nfd-master's reaction; generous for a loaded CI box
+    assert time.monotonic() - t0 < 10.0
     updates = [e for e in audit(kube_cluster, SA_USER) if e["verb"] == "update"]
     assert len(updates) == 1 and updates[0]["responseStatus"]["code"] == 200
     # the whole conversation: own Pod, NodeFeature absent, created, updated once
