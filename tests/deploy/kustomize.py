@@ -37,6 +37,8 @@ CLUSTER_SCOPED = {
     "NodeFeatureRule",
     "RuntimeClass",
     "PriorityClass",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
 }
 
 # Strategic-merge keys (from the Kubernetes API's patchMergeKey) for the lists in deploy/.
