@@ -406,10 +406,21 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "ConfigMap": ("/api/v1", "configmaps", True),
     "Secret": ("/api/v1", "secrets", True),
     "DaemonSet": ("/apis/apps/v1", "daemonsets", True),
+    "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies", True),
     "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
     "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
     "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
     "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    "ValidatingAdmissionPolicy": (
+        "/apis/admissionregistration.k8s.io/v1",
+        "validatingadmissionpolicies",
+        False,
+    ),
+    "ValidatingAdmissionPolicyBinding": (
+        "/apis/admissionregistration.k8s.io/v1",
+        "validatingadmissionpolicybindings",
+        False,
+    ),
     "CustomResourceDefinition": (
         "/apis/apiextensions.k8s.io/v1",
         "customresourcedefinitions",

@@ -461,6 +461,42 @@ def rule_objects(kube_cluster: Cluster) -> Iterator[list[Obj]]:
             )
 
 
+def kernel_module_features(root: Path, node: str) -> Obj:
+    """What NFD v0.19.0's kernel source publishes about modules on host ``root``:
+    ``loadedmodule`` = first field of each proc/modules line; ``enabledmodule`` = those plus
+    the ``.ko`` basenames in lib/modules/<proc/sys/kernel/osrelease>/modules.builtin."""
+    loaded = [
+        line.split()[0] for line in (root / "proc/modules").read_text().splitlines() if line.strip()
+    ]
+    builtin: list[str] = []
+    release = root / "proc/sys/kernel/osrelease"
+    if release.exists():
+        mb = root / "lib/modules" / release.read_text().strip() / "modules.builtin"
+        if mb.exists():
+            builtin = [
+                Path(line.strip()).name.removesuffix(".ko")
+                for line in mb.read_text().splitlines()
+                if line.strip().endswith(".ko")
+            ]
+    return {
+        "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+        "kind": "NodeFeature",
+        "metadata": {
+            "name": f"{node}-kernel",
+            "namespace": NFD_NAMESPACE,
+            "labels": {"nfd.node.kubernetes.io/node-name": node},
+        },
+        "spec": {
+            "features": {
+                "flags": {
+                    "kernel.loadedmodule": {"elements": {m: {} for m in loaded}},
+                    "kernel.enabledmodule": {"elements": {m: {} for m in loaded + builtin}},
+                }
+            }
+        },
+    }
+
+
 def test_shipped_rules_label_nodes_as_rules_test_predicts(
     kube_cluster: Cluster,
     nfd_master: Proc,
@@ -503,30 +539,11 @@ def test_shipped_rules_label_nodes_as_rules_test_predicts(
         (work / "host-sys").symlink_to(Path(root) / "sys")
         worker = run_nfd_worker(kube_cluster, node, work, "pci")
         assert worker.returncode == 0, worker.stderr[-3000:]
-        # ... and kernel.loadedmodule, which NFD's kernel source reads from the fixed path
-        # /proc/modules (no host prefix): the fixture's list, as that source publishes it,
+        # ... and kernel.loadedmodule/enabledmodule, which NFD's kernel source reads from
+        # the fixed path /proc/modules (no host prefix): NFD's algorithm on the fixture
+        # (loaded: proc/modules; enabled: loaded + lib/modules/<osrelease>/modules.builtin),
         # in a NodeFeature of its own.
-        modules = [
-            line.split()[0]
-            for line in (Path(root) / "proc" / "modules").read_text().splitlines()
-            if line.strip()
-        ]
-        kube_cluster.apply(
-            {
-                "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
-                "kind": "NodeFeature",
-                "metadata": {
-                    "name": f"{node}-kernel",
-                    "namespace": NFD_NAMESPACE,
-                    "labels": {"nfd.node.kubernetes.io/node-name": node},
-                },
-                "spec": {
-                    "features": {
-                        "flags": {"kernel.loadedmodule": {"elements": {key: {} for key in modules}}}
-                    }
-                },
-            }
-        )
+        kube_cluster.apply(kernel_module_features(Path(root), node))
         pred = json.loads(nfd_gpu("rules", "test", str(rules_dir), "--root", root).stdout)
         assert pred["errors"] == [], pred
         assert not pred["taints"] and not pred["extendedResources"], pred
