@@ -46,3 +46,18 @@ build helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" "$HELM_VERSION" \
   "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION $helm_k8s"
 build kustomize "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION" "$KUSTOMIZE_VERSION" \
   "-X sigs.k8s.io/kustomize/api/provenance.version=kustomize/$KUSTOMIZE_VERSION"
+
+# The Prometheus Operator CRDs the chart's monitoring objects use (PodMonitor,
+# ServiceMonitor, PrometheusRule), from its Go module (data, downloaded outside any module
+# of ours), for the server-side dry-run in tests/e2e/test_deploy_dry_run.py.
+promop=github.com/prometheus-operator/prometheus-operator@v0.85.0
+if [ ! -s "$bin/monitoring-crds.yaml" ]; then
+  pdir="$(cd / && GOFLAGS=-mod=mod go mod download -json "$promop" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+  [ -n "$pdir" ] || { echo "build-tools.sh: could not download $promop" >&2; exit 1; }
+  crds="$pdir/example/prometheus-operator-crd"
+  { cat "$crds/monitoring.coreos.com_podmonitors.yaml"; echo "---"
+    cat "$crds/monitoring.coreos.com_servicemonitors.yaml"; echo "---"
+    cat "$crds/monitoring.coreos.com_prometheusrules.yaml"; } >"$bin/monitoring-crds.yaml.tmp"
+  mv -f "$bin/monitoring-crds.yaml.tmp" "$bin/monitoring-crds.yaml"
+  echo "build-tools.sh: monitoring-crds.yaml from $promop"
+fi
