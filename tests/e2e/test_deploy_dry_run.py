@@ -23,6 +23,12 @@ if not (Path(__file__).parent / "conftest.py").is_file():  # pragma: no cover
     pytest.skip("tests/e2e/conftest.py (kube_cluster) not present", allow_module_level=True)
 
 Obj = dict[str, Any]
+# Resource paths of the kinds deploy/ renders that tests/e2e/cluster.py's table lacks.
+EXTRA_KINDS = {
+    "Service": ("/api/v1", "services", True),
+    "ServiceMonitor": ("/apis/monitoring.coreos.com/v1", "servicemonitors", True),
+    "PrometheusRule": ("/apis/monitoring.coreos.com/v1", "prometheusrules", True),
+}
 MONITORING_CRDS = [
     "podmonitors.monitoring.coreos.com",
     "servicemonitors.monitoring.coreos.com",
@@ -32,12 +38,15 @@ MONITORING_CRDS = [
 
 @pytest.fixture(scope="module")
 def cluster(kube_cluster: Any) -> Any:
-    from tests.e2e.cluster import load_yaml_docs
+    from tests.e2e import cluster as cluster_module
+
+    for kind, path in EXTRA_KINDS.items():
+        cluster_module.KINDS.setdefault(kind, path)
 
     crds = r.BIN / "monitoring-crds.yaml"
     if not crds.is_file():
         r.missing(f"{crds} not found (run: bash tests/e2e/build-tools.sh)")
-    for crd in load_yaml_docs(crds):
+    for crd in cluster_module.load_yaml_docs(crds):
         kube_cluster.apply(crd)
     kube_cluster.wait_crds(MONITORING_CRDS)
     kube_cluster.apply(
