@@ -140,6 +140,9 @@ def _apply(d: Path, kfile: Path, k: Obj, objs: list[Obj]) -> list[Obj]:
     ``components`` in order to everything accumulated, then its own transformers
     (``patches``, ``namespace``, ``images``) to everything accumulated."""
     objs = list(objs)
+    for res in k.get("resources", []) + k.get("components", []):
+        if Path(res).is_absolute():  # kustomize: "new root ... cannot be absolute"
+            raise KustomizeError(f"{kfile}: {res!r}: absolute paths are not allowed")
     for res in k.get("resources", []):
         p = d / res
         if p.is_dir():

@@ -27,9 +27,7 @@ DEPLOY = REPO / "deploy"
 CHART = DEPLOY / "helm" / "nfd-gpu"
 BIN = REPO / "tests" / "e2e" / "bin"
 COMPONENTS = sorted(p.name for p in (DEPLOY / "components").iterdir() if p.is_dir())
-SUBSETS = [
-    c for n in range(len(COMPONENTS) + 1) for c in itertools.combinations(COMPONENTS, n)
-]
+SUBSETS = [c for n in range(len(COMPONENTS) + 1) for c in itertools.combinations(COMPONENTS, n)]
 RELEASE = "nfd-gpu"
 NAMESPACE = "nfd-gpu"
 HELM_KUBE_VERSION = "1.30.0"  # oldest Kubernetes the chart targets (Chart.yaml kubeVersion)

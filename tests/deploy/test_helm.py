@@ -90,7 +90,7 @@ def test_everything_case(tmp_path: Path) -> None:
 def test_rbac_only_with_nodefeature_output(tmp_path: Path) -> None:
     objs = r.helm_template({"outputs": ["featurefile"]}, tmp_path)
     assert not {"Role", "RoleBinding"} & {o["kind"] for o in objs}
-    spec = [o for o in objs if o["kind"] == "DaemonSet"][0]["spec"]["template"]["spec"]
+    spec = next(o for o in objs if o["kind"] == "DaemonSet")["spec"]["template"]["spec"]
     assert spec["automountServiceAccountToken"] is False
 
 

@@ -27,7 +27,7 @@ def test_subset_renders_and_validates(subset: tuple[str, ...], tmp_path: Path) -
         if o["kind"] != "Namespace":
             assert o["metadata"].get("namespace") == "nfd-gpu", o["kind"]
         validate(o, objs)
-    spec = [o for o in objs if o["kind"] == "DaemonSet"][0]["spec"]["template"]["spec"]
+    spec = next(o for o in objs if o["kind"] == "DaemonSet")["spec"]["template"]["spec"]
     assert ("affinity" in spec) == ("gpu-nodes-only" in subset)
     assert (spec.get("runtimeClassName") == "nvidia") == ("nvml" in subset)
 
@@ -63,7 +63,9 @@ def test_gpu_nodes_only_labels_are_nfds() -> None:
         (e,) = t["matchExpressions"]
         assert e["operator"] == "In" and e["values"] == ["true"]
         keys.append(e["key"])
-    pairs = [k.removeprefix("feature.node.kubernetes.io/pci-").removesuffix(".present") for k in keys]
+    pairs = [
+        k.removeprefix("feature.node.kubernetes.io/pci-").removesuffix(".present") for k in keys
+    ]
     for p in pairs:
         cls, vendor = p.split("_")
         assert cls[:2] in ("03", "12") and vendor in ("10de", "1002", "8086"), p

@@ -49,9 +49,7 @@ def cluster(kube_cluster: Any) -> Any:
     for crd in cluster_module.load_yaml_docs(crds):
         kube_cluster.apply(crd)
     kube_cluster.wait_crds(MONITORING_CRDS)
-    kube_cluster.apply(
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": r.NAMESPACE}}
-    )
+    kube_cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": r.NAMESPACE}})
     return kube_cluster
 
 
