@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from types import FrameType
+from types import FrameType, TracebackType
 from typing import Any, Protocol, cast
 
 from nfd_gpu.config import Config, split_address
@@ -29,6 +29,8 @@ from nfd_gpu.sinks import Publication, Sink, SinkError
 
 # Rules applied on every pass when --rules is not given (and the directory exists).
 DEFAULT_RULES_DIR = "/etc/nfd-gpu/rules.d"
+# SIGTERM/SIGINT: the process ends within this many seconds, whatever it is waiting for.
+STOP_GRACE = 4.0
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,8 @@ class JsonFormatter(logging.Formatter):
 
 
 def setup_logging(fmt: str = "text", level: str = "info") -> None:
+    """One stderr handler; with ``json`` every line is one JSON record, tracebacks
+    included (an exception in any thread is logged, never printed raw)."""
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
@@ -74,6 +78,28 @@ def setup_logging(fmt: str = "text", level: str = "info") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+    def thread_hook(args: threading.ExceptHookArgs) -> None:
+        if args.exc_type is SystemExit or args.exc_value is None:
+            return
+        name = args.thread.name if args.thread is not None else "?"
+        log.error(
+            "uncaught exception in thread %s",
+            name,
+            exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        )
+
+    threading.excepthook = thread_hook
+
+    def main_hook(
+        exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
+    ) -> None:
+        if issubclass(exc_type, KeyboardInterrupt):
+            sys.__excepthook__(exc_type, exc, tb)
+            return
+        log.critical("uncaught exception", exc_info=(exc_type, exc, tb))
+
+    sys.excepthook = main_hook
 
 
 # -- sinks --------------------------------------------------------------------------------
@@ -215,13 +241,25 @@ class Agent:
         self._rng = random.Random()
         self.metrics_server: Any = None
         self.passes = 0
+        self._last_good: Publication | None = None  # what the last complete scan found
+        self._stop_at: float | None = None  # monotonic deadline once SIGTERM arrived
+        self._done = threading.Event()  # run() has finished (the watchdog stands down)
         self._nvml: Any = None  # NvmlSession kept across passes (built on first use)
         self._nvml_state: tuple[str, str | None] = ("none", None)
 
     # signals / triggers
     def request_stop(self, *_: Any) -> None:
+        """Stop: the loop ends after the current pass; in-flight API requests are cut
+        off (``Sink.abort``) and a watchdog ends the process STOP_GRACE seconds later
+        whatever is still running (every write is atomic, so nothing is damaged)."""
+        if self._stop_at is None:
+            self._stop_at = time.monotonic() + STOP_GRACE
         self.stop_event.set()
         self._wake.set()
+        for sink in self.sinks:
+            abort = getattr(sink, "abort", None)
+            if abort is not None:
+                abort()
 
     def request_reload(self, *_: Any) -> None:
         self._reload_requested.set()
@@ -238,7 +276,10 @@ class Agent:
 
         def on_stop(signum: int, frame: FrameType | None) -> None:
             log.info("received %s, stopping after the current pass", signal.Signals(signum).name)
+            first = self._stop_at is None
             self.request_stop()
+            if first:
+                threading.Thread(target=self._watchdog, name="stop-watchdog", daemon=True).start()
 
         def on_hup(signum: int, frame: FrameType | None) -> None:
             log.info("received SIGHUP: reloading configuration and rescanning")
@@ -248,13 +289,23 @@ class Agent:
         signal.signal(signal.SIGINT, on_stop)
         signal.signal(signal.SIGHUP, on_hup)
 
+    def _watchdog(self) -> None:
+        """Runs after SIGTERM/SIGINT: the process is gone STOP_GRACE seconds later."""
+        if self._done.wait(STOP_GRACE):
+            return
+        log.error("stop: the current pass did not end within %.0f s, exiting now", STOP_GRACE)
+        logging.shutdown()
+        os._exit(0)
+
     # one pass
     def scan(self) -> ScanResultLike:
         if self._scan is None:
             self._scan = default_scan()
         kwargs: dict[str, Any] = {"profiles": self.cfg.profiles}
+        if self.cfg.profile_options:
+            kwargs["profile_options"] = self.cfg.profile_options
         if "nvidia" in self.cfg.profiles and (
-            self.cfg.mig_strategy != "auto" or self.cfg.sharing_config or self.cfg.gfd_timestamp
+            self.cfg.mig_strategy != "none" or self.cfg.sharing_config or self.cfg.gfd_timestamp
         ):
             kwargs["nvidia_options"] = self._nvidia_options()
         kwargs["nvml"] = self._nvml_session()
@@ -284,7 +335,7 @@ class Agent:
         ``gfd.timestamp`` (``gfd_timestamp``) is the agent's start time, the same every pass."""
         from nfd_gpu.labels.nvidia import NvidiaOptions, load_sharing_config
 
-        strategy = self.cfg.mig_strategy if self.cfg.mig_strategy != "auto" else None
+        strategy = self.cfg.mig_strategy if self.cfg.mig_strategy != "none" else None
         stamp = self.started if self.cfg.gfd_timestamp else None
         if self.cfg.sharing_config:
             try:
@@ -294,19 +345,30 @@ class Agent:
         return NvidiaOptions(mig_strategy=self.cfg.mig_strategy, timestamp=stamp)
 
     def run_pass(self) -> bool:
-        """Scan and publish once. True when every sink succeeded."""
+        """Scan and publish once. True when every sink holds a complete scan's result.
+
+        The invariant: only what a complete, successful scan found is published. A scan
+        that raised, or that hit an error it did not expect (out of descriptors or
+        memory, a directory listing that failed: ``result.errors``), publishes nothing
+        new: the last good publication is handed to the sinks again (so a feature file's
+        expiry is refreshed and nothing changes on the API server), the reason is logged
+        and counted (``nfd_gpu_scans_total{result="error"|"incomplete"}``) and /readyz
+        reports it."""
         self.passes += 1
         t0 = time.perf_counter()
         try:
             result = self.scan()
         except Exception as exc:
             if type(exc).__name__ == "NvmlRequired":  # --nvml on: keep the last publication
-                log.error("scan: %s; not publishing this pass", exc)
+                log.error("scan: %s; keeping the last good labels", exc)
             else:
-                log.exception("scan failed")
+                # RecursionError, MemoryError, a bug: never a reason to drop labels
+                log.error(
+                    "scan failed, keeping the last good labels: %s", _one_line(exc), exc_info=True
+                )
             if self.metrics is not None:
                 self.metrics.observe_scan("error", time.perf_counter() - t0)
-            return False
+            return self._keep_last_good(f"scan failed: {_one_line(exc)}")
         duration = time.perf_counter() - t0
         nvml = self._nvml
         if nvml is not None:
@@ -320,6 +382,16 @@ class Agent:
             for w in result.warnings:
                 log.warning("scan: %s", w)
             self._last_warnings = list(result.warnings)
+        errors = list(getattr(result, "errors", ()) or ())
+        if errors:
+            log.error(
+                "scan incomplete (%d error(s)), keeping the last good labels: %s",
+                len(errors),
+                errors[0],
+            )
+            if self.metrics is not None:
+                self.metrics.observe_scan("incomplete", duration)
+            return self._keep_last_good(f"scan incomplete: {errors[0]}")
         if self.metrics is not None:
             self.metrics.observe_scan(
                 "warning" if result.warnings else "ok",
@@ -330,25 +402,51 @@ class Agent:
                 rule_errors=len(getattr(result, "rule_errors", ()) or ()),
             )
         pub = Publication(dict(result.labels), result.features)
-        ok = True
-        self._transient = False
-        for sink in self.sinks:
-            try:
-                wrote = sink.publish(pub)
-            except SinkError as e:
-                ok = False
-                self._transient = self._transient or e.transient
-                log.error("%s: %s", sink.name, e)
-                if self.metrics is not None:
-                    self.metrics.observe_publish(sink.name, "error")
-                continue
-            if self.metrics is not None:
-                self.metrics.observe_publish(sink.name, "written" if wrote else "unchanged")
+        self._last_good = pub
+        ok = self._publish(pub)
         if self.metrics is not None:
             if ok:
                 self.metrics.published_all()
             self.metrics.beat()
         return ok
+
+    def _keep_last_good(self, reason: str) -> bool:
+        """Hand the last good publication to the sinks again; the pass still fails."""
+        self._transient = False
+        if self._last_good is not None:
+            self._publish(self._last_good)
+        if self.metrics is not None:
+            self.metrics.not_ready(reason + " (the last good labels are kept)")
+            self.metrics.beat()
+        return False
+
+    def _publish(self, pub: Publication) -> bool:
+        ok = True
+        self._transient = False
+        for sink in self.sinks:
+            if self.stop_event.is_set() and self._stop_deadline_passed():
+                ok = False
+                break
+            try:
+                wrote = sink.publish(pub)
+            except Exception as e:  # SinkError, or a bug: the loop (and the labels) survive
+                ok = False
+                transient = isinstance(e, SinkError) and e.transient
+                self._transient = self._transient or transient
+                if isinstance(e, SinkError):
+                    log.error("%s: %s", sink.name, e)
+                else:
+                    log.error("%s: unexpected %s", sink.name, _one_line(e), exc_info=True)
+                if self.metrics is not None:
+                    self.metrics.observe_publish(sink.name, "error")
+                    self.metrics.not_ready(f"{sink.name}: {e}")
+                continue
+            if self.metrics is not None:
+                self.metrics.observe_publish(sink.name, "written" if wrote else "unchanged")
+        return ok
+
+    def _stop_deadline_passed(self) -> bool:
+        return self._stop_at is not None and time.monotonic() >= self._stop_at
 
     def _reload(self) -> None:
         self._reload_requested.clear()
@@ -440,7 +538,13 @@ class Agent:
             if self.metrics_server is not None:
                 self.metrics_server.stop()
         log.info("stopped after %d passes", self.passes)
+        self._done.set()
         return code
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
 
 
 def rss_bytes() -> int:

@@ -88,12 +88,20 @@ def scan(
             help="Label profile (repeatable): neutral (default), nvidia, amd, intel.",
         ),
     ] = None,
+    profile_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--profile-option",
+            envvar="NFD_GPU_PROFILE_OPTIONS",
+            help="Opt-in label group of a profile (repeatable): amd-beta, amd-driver-version, ...",
+        ),
+    ] = None,
     mig_strategy: Annotated[
         str | None,
         typer.Option(
             "--mig-strategy",
             envvar="NFD_GPU_MIG_STRATEGY",
-            help="nvidia profile MIG strategy: none, single, mixed (default: from the hardware).",
+            help="nvidia profile MIG strategy: none (default, as GFD), single, mixed, auto.",
         ),
     ] = None,
     sharing_config: Annotated[
@@ -136,6 +144,12 @@ def scan(
     for p in profiles:
         if p not in KNOWN_PROFILES:
             raise fail(f"--profile {p}: unknown (known: {', '.join(KNOWN_PROFILES)})")
+    from nfd_gpu.labels.options import check
+
+    options = tuple(o for v in profile_option or () for o in v.split(",") if o)
+    problem = check(options, profiles)
+    if problem:
+        raise fail(f"--profile-option: {problem}")
     try:
         nvidia_options = _nvidia_options(
             mig_strategy, sharing_config, int(time.time()) if gfd_timestamp else None
@@ -144,6 +158,7 @@ def scan(
             root,
             rules_path=rules,
             profiles=profiles,
+            profile_options=options,
             nvidia_options=nvidia_options,
             nvml=nvml,
         )
@@ -161,6 +176,11 @@ def scan(
     for w in result.warnings:
         # Warnings go to stderr so `--format labels` stays a clean key=value stream.
         print(f"warning: {w}", file=sys.stderr)
+    if result.errors:
+        # an incomplete scan describes this process (out of descriptors, memory), not
+        # the host: print no labels a hook could publish
+        n = len(result.errors)
+        raise fail(f"scan incomplete, no output ({n} error(s)): {result.errors[0]}", 1)
     if fmt is Format.labels:
         for k in sorted(result.labels):
             typer.echo(f"{k}={result.labels[k]}")
@@ -208,10 +228,10 @@ def _nvidia_options(
 ) -> Any:
     from nfd_gpu.labels.nvidia import MIG_STRATEGIES, NvidiaOptions, load_sharing_config
 
-    if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES[1:]:
-        raise fail(f"--mig-strategy {mig_strategy}: expected none, single or mixed")
+    if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES:
+        raise fail(f"--mig-strategy {mig_strategy}: expected none, single, mixed or auto")
     if sharing_config is None:
-        return NvidiaOptions(mig_strategy=mig_strategy or "auto", timestamp=timestamp)
+        return NvidiaOptions(mig_strategy=mig_strategy or "none", timestamp=timestamp)
     try:
         return load_sharing_config(sharing_config, mig_strategy, timestamp)
     except ValueError as exc:

@@ -42,7 +42,8 @@ class Config:
     outputs: tuple[str, ...] = ("featurefile",)
     root: str = "/"
     profiles: tuple[str, ...] = ("neutral",)
-    mig_strategy: str = "auto"
+    profile_options: tuple[str, ...] = ()
+    mig_strategy: str = "none"
     sharing_config: str | None = None
     gfd_timestamp: bool = False
     nvml: str = "auto"
@@ -80,7 +81,8 @@ KEYS: dict[str, tuple[str, str]] = {
     "outputs": ("list", "sinks: featurefile, nodefeature, hook (several allowed)"),
     "root": ("str", "host root to scan"),
     "profiles": ("list", "label profiles"),
-    "mig_strategy": ("str", "nvidia profile MIG strategy: auto, none, single, mixed"),
+    "profile_options": ("list", "opt-in label groups of the profiles (amd-beta, ...)"),
+    "mig_strategy": ("str", "nvidia profile MIG strategy: none (default), single, mixed, auto"),
     "sharing_config": ("str", "device-plugin config file for the nvidia profile (sharing)"),
     "gfd_timestamp": ("bool", "nvidia profile: emit gfd.timestamp (agent start, Unix seconds)"),
     "nvml": ("str", "NVML use: auto (recording, else library, else procfs), on (required), off"),
@@ -210,6 +212,11 @@ def _validate(cfg: Config) -> None:
     for p in cfg.profiles:
         if p not in KNOWN_PROFILES:
             raise bad(f"unknown label profile {p!r} (choose from {', '.join(KNOWN_PROFILES)})")
+    from nfd_gpu.labels.options import check
+
+    problem = check(cfg.profile_options, cfg.profiles)
+    if problem:
+        raise bad(problem)
     for o in cfg.owner_refs:
         if o not in OWNER_REF_KINDS:
             raise bad(f"unknown owner reference {o!r} (choose from {', '.join(OWNER_REF_KINDS)})")

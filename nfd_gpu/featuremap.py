@@ -66,6 +66,11 @@ def pci_instance(d: PciDevice) -> dict[str, str]:
     }
     if d.sriov_totalvfs is not None:
         out["sriov_totalvfs"] = str(d.sriov_totalvfs)
+    if d.iommu_type is not None:
+        out["iommu_group/type"] = d.iommu_type
+    if d.intel_iommu_version is not None:
+        out["iommu/intel-iommu/version"] = d.intel_iommu_version
+    out.update(d.nfd_raw)  # malformed values as NFD keeps them
     return out
 
 
@@ -124,6 +129,8 @@ def snapshot_features(snap: Snapshot) -> F.Features:
     F.add_attributes(feats, "gpu.node", neutral_attributes(snap))
     F.add_instances(feats, "pci.device", (pci_instance(d) for d in snap.pci))
     F.add_flags(feats, "kernel.loadedmodule", snap.loaded_modules)
+    # NFD: enabledmodule = loaded + built in (modules.builtin)
+    F.add_flags(feats, "kernel.enabledmodule", snap.loaded_modules + snap.builtin_modules)
     # Drop empty feature sets: NFD omits features that have no elements.
     for kind in ("flags", "attributes", "instances"):
         for name in [n for n, fs in feats[kind].items() if not fs["elements"]]:

@@ -5,35 +5,144 @@ snapshot directory in tests. Reads are bounded (64 KiB), decoded safely, and a
 broken file (permission denied, garbage bytes, a dangling link, a directory
 where a file belongs) becomes a warning, never an exception.
 
+**Confinement.** Below a root other than ``/`` every path is resolved *inside* the
+root, as if the process were chrooted there: an absolute symbolic link (``/etc/shadow``)
+is re-rooted (``<root>/etc/shadow``) and ``..`` never climbs above the root, so no
+link planted in a tree can make the scan read a file of the machine running it. The
+kernel's own sysfs links are relative and stay inside ``/sys``, so they resolve as
+before. Linux >= 5.6 does this in one ``openat2(RESOLVE_IN_ROOT)`` call per open (no
+extra system calls); where that call is missing or refused (seccomp) the same
+resolution runs here, component by component, with the links cached per instance.
+
+**Errors versus warnings.** A damaged host file is a *warning*: the scan still
+describes the host. Running out of resources (``EMFILE``, ``ENFILE``, ``ENOMEM``,
+``ENOBUFS``) or a directory listing that fails says nothing about the host: such a
+scan is *incomplete* and its failures go to ``errors`` (and ``warnings``); the agent
+then keeps the last good publication instead of publishing a partial label set.
+
 Performance matters: a node can have thousands of PCI functions, so this module
 uses ``os.open``/``os.read`` on plain strings instead of :mod:`pathlib`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import errno
 import os
+import stat as stat_mod
 from collections.abc import Callable
+from typing import Any
 
 MAX_READ = 64 * 1024
 
 # O_NONBLOCK: a FIFO planted in a tree must not hang the scan (no effect on regular files).
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_O_PATH = getattr(os, "O_PATH", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+# errnos that describe this process or machine, not the host tree: the scan is incomplete.
+RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+# symbolic links followed while resolving one path (the kernel's MAXSYMLINKS).
+MAX_LINKS = 40
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+class _Openat2:
+    """``openat2(dirfd, path, {flags, resolve=RESOLVE_IN_ROOT})`` through libc's
+    ``syscall``; ``usable`` turns False for good the first time the kernel or a seccomp
+    filter refuses it."""
+
+    NR = 437  # the same number on every architecture (asm-generic unified table)
+    RESOLVE_IN_ROOT = 0x10
+    RETRIES = 16  # EAGAIN: a rename or mount elsewhere raced the ".." walk
+
+    def __init__(self) -> None:
+        self.usable = False
+        self._syscall: Any = None
+        if not hasattr(os, "O_PATH"):  # not Linux
+            return
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fn = libc.syscall
+        except (OSError, AttributeError):
+            return
+        fn.restype = ctypes.c_long
+        self._syscall = fn
+        self.usable = True
+        self._how: dict[int, Any] = {}
+
+    def open(self, dirfd: int, rel: str, flags: int) -> int:
+        """An fd, or raises OSError; raises _Unsupported when openat2 cannot be used."""
+        how = self._how.get(flags)
+        if how is None:
+            how = self._how[flags] = ctypes.byref(_OpenHow(flags, 0, self.RESOLVE_IN_ROOT))
+        path = rel.encode() if rel else b"."
+        fd: int = self._syscall(self.NR, dirfd, path, how, 24)
+        if fd >= 0:
+            return fd
+        return self._failed(dirfd, path, how, rel)
+
+    def _failed(self, dirfd: int, path: bytes, how: Any, rel: str) -> int:
+        for _ in range(self.RETRIES):
+            err = ctypes.get_errno()
+            if err != errno.EAGAIN:
+                break
+            fd: int = self._syscall(self.NR, dirfd, path, how, 24)
+            if fd >= 0:
+                return fd
+        else:
+            raise _Unsupported  # persistent races: the portable resolver has none
+        if err in (errno.ENOSYS, errno.EPERM, errno.E2BIG) or (err == errno.EINVAL and rel):
+            # no openat2 / blocked by seccomp / no RESOLVE_IN_ROOT: resolve here
+            self.usable = False
+            raise _Unsupported
+        raise OSError(err, os.strerror(err), rel)
+
+
+_OPENAT2 = _Openat2()
+
+
+class _Unsupported(Exception):
+    pass
 
 
 class HostRoot:
     """Safe, bounded, root-relative reads. Collects warnings instead of raising."""
 
-    __slots__ = ("_recorder", "root", "warnings")
+    __slots__ = ("_dirfd", "_links", "_parent", "_recorder", "errors", "root", "warnings")
 
     def __init__(self, root: str | os.PathLike[str] = "/") -> None:
         path = os.fspath(root)
         self.root = path.rstrip("/") or "/"
         self.warnings: list[str] = []
+        # failures that make the scan incomplete (see the module docstring)
+        self.errors: list[str] = []
         self._recorder: Callable[[str], None] | None = None
+        self._dirfd = -1  # O_PATH fd of the root (confined mode), opened on first use
+        self._links: dict[str, str | None] = {}  # portable resolver: readlink cache
+        self._parent: tuple[str, int] | None = None  # last parent dir fd for readlink
 
     def __repr__(self) -> str:
         return f"HostRoot({self.root!r})"
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # also at interpreter shutdown
+            self.close()
+
+    def close(self) -> None:
+        """Close the descriptors held for confinement (also done on garbage collection)."""
+        if self._parent is not None:
+            os.close(self._parent[1])
+            self._parent = None
+        if self._dirfd >= 0:
+            os.close(self._dirfd)
+            self._dirfd = -1
 
     def set_recorder(self, recorder: Callable[[str], None] | None) -> None:
         """Call ``recorder(rel)`` for every path read, listed, readlink'd or tested
@@ -41,7 +150,9 @@ class HostRoot:
         self._recorder = recorder
 
     def path(self, rel: str) -> str:
-        """Absolute path of ``rel`` (a path relative to the root, no leading ``/``)."""
+        """Absolute path of ``rel`` (a path relative to the root, no leading ``/``),
+        *not* confined: for messages and for the snapshot copier only; reads go
+        through the methods below."""
         rel = rel.lstrip("/")
         if self.root == "/":
             return "/" + rel
@@ -50,25 +161,113 @@ class HostRoot:
     def warn(self, message: str) -> None:
         self.warnings.append(message)
 
+    def error(self, message: str) -> None:
+        """A failure that makes the scan incomplete (also listed as a warning)."""
+        self.errors.append(message)
+        self.warnings.append(message)
+
     def _display(self, rel: str) -> str:
         return "/" + rel.lstrip("/")
 
-    def read_bytes(self, rel: str, *, optional: bool = True, limit: int = MAX_READ) -> bytes | None:
+    # -- confined resolution ------------------------------------------------------------
+
+    def _open(self, rel: str, flags: int) -> int:
+        """Open ``rel`` resolved inside the root; raises OSError like ``os.open``."""
+        rel = rel.strip("/")
+        if self.root == "/":
+            return os.open("/" + rel, flags)
+        if self._dirfd < 0:
+            self._dirfd = os.open(self.root, _O_PATH | _O_DIRECTORY | _O_CLOEXEC)
+        if _OPENAT2.usable:
+            try:
+                return _OPENAT2.open(self._dirfd, rel, flags)
+            except _Unsupported:
+                pass
+        real = self.resolve(rel, follow=not flags & _O_NOFOLLOW)
+        # the last component was resolved: a link appearing there now is refused
+        return os.open(real or ".", flags | _O_NOFOLLOW, dir_fd=self._dirfd)
+
+    def _readlink_raw(self, rel: str) -> str | None:
+        """Target of the link at ``rel`` (parent resolved by the caller), None if no link."""
+        if rel in self._links:
+            return self._links[rel]
+        try:
+            target: str | None = os.readlink(rel, dir_fd=self._dirfd)
+        except OSError:
+            target = None
+        self._links[rel] = target
+        return target
+
+    def resolve(self, rel: str, *, follow: bool = True) -> str:
+        """``rel`` with every symbolic link resolved inside the root (portable resolver;
+        no leading ``/``, ``""`` for the root itself). Raises OSError(ELOOP) after
+        MAX_LINKS links."""
+        if self._dirfd < 0:
+            self._dirfd = os.open(self.root, _O_PATH | _O_DIRECTORY | _O_CLOEXEC)
+        pending = rel.split("/")
+        pending.reverse()
+        cur: list[str] = []
+        links = 0
+        while pending:
+            name = pending.pop()
+            if name in ("", "."):
+                continue
+            if name == "..":
+                if cur:
+                    cur.pop()
+                continue
+            cur.append(name)
+            if not follow and not any(p not in ("", ".") for p in pending):
+                break
+            target = self._readlink_raw("/".join(cur))
+            if target is None:
+                continue
+            cur.pop()
+            links += 1
+            if links > MAX_LINKS:
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), rel)
+            if target.startswith("/"):
+                cur = []  # re-rooted: absolute links start at the root, not at "/"
+            parts = target.split("/")
+            parts.reverse()
+            pending.extend(parts)
+        return "/".join(cur)
+
+    def _oserror(self, rel: str, exc: OSError, what: str) -> None:
+        msg = f"{self._display(rel)}: {what} ({exc.strerror})"
+        if exc.errno in RESOURCE_ERRNOS:
+            self.error(msg)
+        else:
+            self.warn(msg)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def read_bytes(
+        self, rel: str, *, optional: bool = True, limit: int = MAX_READ, record: bool = True
+    ) -> bytes | None:
         """Read at most ``limit`` bytes (64 KiB). ``None`` when the file cannot be read.
 
         A missing file is silent when ``optional``; every other failure (and a
-        missing required file) is recorded as a warning. A longer file is cut to
-        ``limit`` bytes with a warning.
+        missing required file) is recorded as a warning. ``record=False`` hides the
+        read from the snapshot recorder.
         """
-        if self._recorder is not None:
+        if record and self._recorder is not None:
             self._recorder(rel)
-        p = self.path(rel)
         try:
-            fd = os.open(p, _FLAGS)
+            try:
+                # the last component is rarely a link: O_NOFOLLOW tells a missing file
+                # (ENOENT) from a link (ELOOP) without another system call
+                fd = self._open(rel, _FLAGS | _O_NOFOLLOW)
+            except OSError as exc:
+                if exc.errno != errno.ELOOP:
+                    raise
+                try:
+                    fd = self._open(rel, _FLAGS)
+                except FileNotFoundError:
+                    self.warn(f"{self._display(rel)}: dangling symbolic link")
+                    return None
         except FileNotFoundError:
-            if os.path.islink(p):
-                self.warn(f"{self._display(rel)}: dangling symbolic link")
-            elif not optional:
+            if not optional:
                 self.warn(f"{self._display(rel)}: missing")
             return None
         except NotADirectoryError:
@@ -81,16 +280,29 @@ class HostRoot:
             if exc.errno == errno.ELOOP:
                 self.warn(f"{self._display(rel)}: symbolic link loop")
             else:
-                self.warn(f"{self._display(rel)}: cannot open ({exc.strerror})")
+                self._oserror(rel, exc, "cannot open")
             return None
         try:
-            data = os.read(fd, limit + 1)
+            if limit <= MAX_READ:
+                data = os.read(fd, limit + 1)
+            else:
+                chunks: list[bytes] = []
+                size = 0
+                while size <= limit:
+                    chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    size += len(chunk)
+                data = b"".join(chunks)
         except IsADirectoryError:
             self.warn(f"{self._display(rel)}: is a directory, expected a file")
             return None
         except OSError as exc:
             # sysfs returns EIO/ENODEV/EINVAL for attributes the device cannot report.
-            if not optional or exc.errno not in (errno.EIO, errno.ENODEV, errno.EINVAL):
+            if exc.errno in RESOURCE_ERRNOS:
+                self._oserror(rel, exc, "read error")
+            elif not optional or exc.errno not in (errno.EIO, errno.ENODEV, errno.EINVAL):
                 self.warn(f"{self._display(rel)}: read error ({exc.strerror})")
             return None
         finally:
@@ -107,8 +319,10 @@ class HostRoot:
         if self._recorder is not None:
             self._recorder(rel)
         try:
-            fd = os.open(self.path(rel), _FLAGS)
-        except OSError:
+            fd = self._open(rel, _FLAGS)
+        except OSError as exc:
+            if exc.errno in RESOURCE_ERRNOS:
+                self._oserror(rel, exc, "cannot open")
             return None
         try:
             return os.pread(fd, max(0, min(size, 4096)), max(0, offset))
@@ -136,56 +350,106 @@ class HostRoot:
             self.warn(f"{self._display(rel)}: not an integer: {_preview(text)}")
             return None
 
+    def _readlink(self, rel: str) -> str:
+        """``os.readlink`` of the last component of ``rel`` (its parents confined)."""
+        rel = rel.strip("/")
+        if self.root == "/":
+            return os.readlink("/" + rel)
+        parent, _, name = rel.rpartition("/")
+        if self._parent is not None and self._parent[0] == parent:
+            pfd = self._parent[1]
+        else:
+            pfd = self._open(parent, _O_PATH | _O_DIRECTORY | _O_CLOEXEC)
+            if self._parent is not None:
+                os.close(self._parent[1])
+            self._parent = (parent, pfd)
+        return os.readlink(name, dir_fd=pfd)
+
     def readlink_name(self, rel: str) -> str | None:
         """Basename of a symbolic link's target (``driver``, ``iommu_group``, ...)."""
         if self._recorder is not None:
             self._recorder(rel)
         try:
-            target = os.readlink(self.path(rel))
+            target = self._readlink(rel)
         except FileNotFoundError:
             return None
         except OSError as exc:
             if exc.errno == errno.EINVAL:  # exists but is not a link
                 self.warn(f"{self._display(rel)}: expected a symbolic link")
             elif exc.errno != errno.ENOTDIR:
-                self.warn(f"{self._display(rel)}: cannot read link ({exc.strerror})")
+                self._oserror(rel, exc, "cannot read link")
             return None
         name = os.path.basename(target.rstrip("/"))
         return name or None
 
     def listdir(self, rel: str) -> list[str]:
-        """Sorted names in a directory; ``[]`` when it is missing or unreadable."""
+        """Sorted names in a directory; ``[]`` when it is missing.
+
+        A directory that exists but cannot be listed makes the scan incomplete
+        (``errors``): an empty list would look like "no devices"."""
         if self._recorder is not None:
             self._recorder(rel)
         try:
-            return sorted(os.listdir(self.path(rel)))
+            fd = self._open(rel, _FLAGS | _O_DIRECTORY)
         except FileNotFoundError:
             return []
         except NotADirectoryError:
             self.warn(f"{self._display(rel)}: expected a directory")
             return []
         except OSError as exc:
-            self.warn(f"{self._display(rel)}: cannot list ({exc.strerror})")
+            if exc.errno == errno.ELOOP:
+                self.warn(f"{self._display(rel)}: symbolic link loop")
+            else:
+                self.error(f"{self._display(rel)}: cannot list ({exc.strerror})")
             return []
+        try:
+            return sorted(os.listdir(fd))
+        except OSError as exc:
+            self.error(f"{self._display(rel)}: cannot list ({exc.strerror})")
+            return []
+        finally:
+            os.close(fd)
+
+    def stat(self, rel: str) -> os.stat_result | None:
+        """``os.stat`` (following links, inside the root) or None; recorded like every
+        other access."""
+        if self._recorder is not None:
+            self._recorder(rel)
+        return self._stat(rel)
+
+    def _stat(self, rel: str) -> os.stat_result | None:
+        try:
+            fd = self._open(rel, _O_PATH | _O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno in RESOURCE_ERRNOS:
+                self._oserror(rel, exc, "cannot open")
+            return None
+        try:
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
 
     def exists(self, rel: str) -> bool:
         if self._recorder is not None:
             self._recorder(rel)
-        return os.path.exists(self.path(rel))
+        return self._stat(rel) is not None
+
+    def lexists(self, rel: str) -> bool:
+        """``rel`` exists, a dangling symbolic link included (the link is not followed)."""
+        if self._recorder is not None:
+            self._recorder(rel)
+        try:
+            fd = self._open(rel, _O_PATH | _O_NOFOLLOW | _O_CLOEXEC)
+        except OSError:
+            return False
+        os.close(fd)
+        return True
 
     def is_dir(self, rel: str) -> bool:
         if self._recorder is not None:
             self._recorder(rel)
-        return os.path.isdir(self.path(rel))
-
-    def stat(self, rel: str) -> os.stat_result | None:
-        """``os.stat`` (following links) or None; recorded like every other access."""
-        if self._recorder is not None:
-            self._recorder(rel)
-        try:
-            return os.stat(self.path(rel))
-        except OSError:
-            return None
+        st = self._stat(rel)
+        return st is not None and stat_mod.S_ISDIR(st.st_mode)
 
 
 def _preview(text: str, limit: int = 40) -> str:

@@ -1,13 +1,24 @@
 """Prometheus metrics and health endpoints (the only module importing prometheus_client).
 
 ``/metrics`` (text exposition), ``/healthz`` (200 while the agent loop is alive),
-``/readyz`` (200 after the first successful publish). Served by a stdlib threaded HTTP
-server on ``--metrics-address``. Each Metrics object has its own registry.
+``/readyz``: 200 when **the labels this node carries are the result of the latest scan**:
+the last pass scanned completely and every sink holds (wrote, or confirmed unchanged)
+its result; 503 with the reason otherwise (not published yet, the API server or the
+disk refused the last write, the last scan was incomplete and the last good labels are
+kept). A long API outage therefore shows as not ready for its whole length.
+
+Served by a small, bounded stdlib HTTP server on ``--metrics-address``: at most
+``MAX_CONNECTIONS`` requests are handled at once (further connections are accepted and
+closed at once, so they hold no descriptor), each socket times out after
+``SOCKET_TIMEOUT`` seconds idle, one request per connection. Descriptors and threads it
+can hold are therefore bounded, whatever a client does, and a scan always has the
+descriptors it needs. Each Metrics object has its own registry.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from collections.abc import Mapping
@@ -17,6 +28,10 @@ from typing import Any
 from nfd_gpu import __version__
 
 log = logging.getLogger(__name__)
+
+MAX_CONNECTIONS = 8  # requests served at once (threads and sockets held)
+SOCKET_TIMEOUT = 5.0  # seconds a client may stay silent before it is dropped
+LISTEN_BACKLOG = 16
 
 NVML_SOURCES = ("nvml", "replay", "stale", "procfs", "off", "none")
 
@@ -35,7 +50,8 @@ class Metrics:
         self.build_info.labels(version=__version__).set(1)
         self.scans = pc.Counter(
             "nfd_gpu_scans_total",
-            "Scan passes by result (ok, warning, error)",
+            "Scan passes by result (ok, warning, incomplete, error); incomplete and error "
+            "passes publish nothing new (the last good labels are kept)",
             ["result"],
             registry=r,
         )
@@ -62,6 +78,11 @@ class Metrics:
             "nfd_gpu_rule_errors_total", "Rule evaluation or rule file errors", registry=r
         )
         self.warnings = pc.Gauge("nfd_gpu_warnings", "Warnings in the last scan", registry=r)
+        self.http_rejected = pc.Counter(
+            "nfd_gpu_http_rejected_connections_total",
+            "Metrics-port connections closed unserved (all MAX_CONNECTIONS slots busy)",
+            registry=r,
+        )
         self.nvml_stale = pc.Gauge(
             "nfd_gpu_nvml_stale",
             "1 when the last scan used the last known NVML facts because NVML did not answer",
@@ -74,10 +95,11 @@ class Metrics:
             ["source"],
             registry=r,
         )
-        for res in ("ok", "warning", "error"):
+        for res in ("ok", "warning", "incomplete", "error"):
             self.scans.labels(result=res)
         self._vendors: set[str] = set()
         self.ready = threading.Event()
+        self.not_ready_reason = "not published yet"
         self.heartbeat = time.monotonic()
         self.liveness_timeout = 300.0
 
@@ -118,6 +140,11 @@ class Metrics:
         self.last_publish.set(time.time())
         self.ready.set()
 
+    def not_ready(self, reason: str) -> None:
+        """The node's labels are not the latest scan's (see the module docstring)."""
+        self.not_ready_reason = reason
+        self.ready.clear()
+
     def beat(self) -> None:
         self.heartbeat = time.monotonic()
 
@@ -133,6 +160,38 @@ class Metrics:
         return time.monotonic() - self.heartbeat < self.liveness_timeout
 
 
+class _BoundedServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
+
+    def __init__(self, address: tuple[str, int], handler: Any, metrics: Metrics) -> None:
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.metrics = metrics
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            # every slot busy: drop this connection now instead of queueing a thread
+            self.metrics.http_rejected.inc()
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a client that vanished or timed out: one log line, never a raw traceback
+        log.debug("metrics: connection from %s ended early", client_address, exc_info=True)
+
+
 class MetricsServer:
     """``/metrics``, ``/healthz``, ``/readyz`` on a background thread."""
 
@@ -140,6 +199,8 @@ class MetricsServer:
         m = metrics
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = SOCKET_TIMEOUT  # applied to the socket: idle clients are dropped
+
             def log_message(self, format: str, *args: Any) -> None:
                 return None
 
@@ -152,18 +213,25 @@ class MetricsServer:
                     ok = m.healthy()
                     code, body = (200, b"ok\n") if ok else (503, b"agent loop stalled\n")
                 elif path == "/readyz":
-                    ok = m.ready.is_set()
-                    code, body = (200, b"ok\n") if ok else (503, b"not published yet\n")
+                    if m.ready.is_set():
+                        code, body = 200, b"ok\n"
+                    else:
+                        code, body = 503, (m.not_ready_reason + "\n").encode("utf-8", "replace")
                 else:
                     code, body = 404, b"not found\n"
                 self.send_response(code)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
+                self.send_header("Connection", "close")
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.server = ThreadingHTTPServer((host, port), Handler)
-        self.server.daemon_threads = True
+        server_cls: Any = _BoundedServer
+        if ":" in host:  # an IPv6 address
+            server_cls = type(
+                "_BoundedServer6", (_BoundedServer,), {"address_family": socket.AF_INET6}
+            )
+        self.server = server_cls((host, port), Handler, metrics)
         self.thread = threading.Thread(
             target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
         )

@@ -52,6 +52,11 @@ class PciDevice:
     virtfns: tuple[str, ...] = ()
     link: PcieLink | None = None
     drm: tuple[str, ...] = ()  # DRM nodes below the device: card0, renderD128
+    iommu_type: str | None = None  # iommu_group/type (DMA, DMA-FQ, identity, ...)
+    intel_iommu_version: str | None = None  # iommu/intel-iommu/version
+    # NFD pci.device attributes kept as NFD reads them where the typed fields could not
+    # hold them: a malformed class/vendor/device, a negative sriov_totalvfs
+    nfd_raw: tuple[tuple[str, str], ...] = ()
 
     @property
     def base_class(self) -> str:
@@ -137,6 +142,7 @@ class Gpu:
     # provenance of each fact: field name -> nvml | sysfs | procfs | pci.ids | table | kfd
     sources: dict[str, str] = field(default_factory=dict)
     local_memory_bytes: int | None = None  # Intel: lmem_total_bytes x tiles (i915), VRAM (xe)
+    kfd_vram_mib: int | None = None  # AMD: KFD mem_banks/0 size_in_bytes (0 on a VF guest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +191,7 @@ class Snapshot:
     nvswitches: tuple[str, ...] = ()  # PCI addresses of NVSwitch bridges
     partitions: tuple[Partition, ...] = ()
     loaded_modules: tuple[str, ...] = ()
+    builtin_modules: tuple[str, ...] = ()  # built into the kernel (modules.builtin, sys/module)
     driver_versions: dict[str, str] = field(default_factory=dict)  # module -> version
     machine: str | None = None
     warnings: tuple[str, ...] = ()
@@ -208,6 +215,7 @@ class Snapshot:
             nvswitches=tuple(d.get("nvswitches", ())),
             partitions=tuple(_load(Partition, x) for x in d.get("partitions", ())),
             loaded_modules=tuple(d.get("loaded_modules", ())),
+            builtin_modules=tuple(d.get("builtin_modules", ())),
             driver_versions=dict(d.get("driver_versions", {})),
             machine=d.get("machine"),
             warnings=tuple(d.get("warnings", ())),
@@ -233,7 +241,7 @@ def _load(cls: type[T], d: dict[str, Any]) -> T:
         if f.name == "link" and v is not None:
             v = PcieLink(**v)
         elif isinstance(v, list):
-            v = tuple(v)
+            v = tuple(tuple(x) if isinstance(x, list) else x for x in v)  # nfd_raw pairs
         kwargs[f.name] = v
     return cls(**kwargs)
 

@@ -38,8 +38,12 @@ def run_command(
     profile: Annotated[
         list[str] | None, Opt("--profile", help="Label profile(s) (default neutral)")
     ] = None,
+    profile_option: Annotated[
+        list[str] | None,
+        Opt("--profile-option", help="Opt-in label group of a profile (repeatable): amd-beta, ..."),
+    ] = None,
     mig_strategy: Annotated[
-        str | None, Opt(help="nvidia profile MIG strategy: none, single, mixed (default auto)")
+        str | None, Opt(help="nvidia profile MIG strategy: none (default), single, mixed, auto")
     ] = None,
     sharing_config: Annotated[
         str | None, Opt(help="Device-plugin sharing config file (nvidia profile)")
@@ -109,6 +113,7 @@ def run_command(
         "outputs": output,
         "root": root,
         "profiles": profile,
+        "profile_options": profile_option,
         "mig_strategy": mig_strategy,
         "sharing_config": sharing_config,
         "gfd_timestamp": gfd_timestamp,

@@ -45,6 +45,13 @@ class ScanResult:
     features: F.Features
     warnings: list[str] = field(default_factory=list)
     rule_errors: list[tuple[str, str]] = field(default_factory=list)  # (rule, message)
+    # failures that make the result incomplete (out of descriptors or memory, a listing
+    # that failed): not a description of the host, never to be published
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.errors
 
     @property
     def gpu_count_by_vendor(self) -> dict[str, int]:
@@ -86,6 +93,7 @@ def discover(
         nvswitches=tuple(switches),
         partitions=partitions,
         loaded_modules=system.loaded_modules(host),
+        builtin_modules=system.builtin_modules(host),
         driver_versions=versions,
         machine=system.machine(host),
         warnings=tuple(host.warnings),
@@ -99,8 +107,13 @@ def label(
     profiles: Sequence[str] = PROFILES,
     namespace: str = NAMESPACE,
     nvidia_options: NvidiaOptions | None = None,
+    profile_options: Sequence[str] = (),
 ) -> tuple[dict[str, str], list[str]]:
-    """Labels of the chosen profiles, validated; invalid ones dropped with a warning."""
+    """Labels of the chosen profiles, validated; invalid ones dropped with a warning.
+
+    ``profile_options`` are names from :data:`nfd_gpu.labels.options.PROFILE_OPTIONS`."""
+    from nfd_gpu.labels.options import of
+
     warnings: list[str] = []
     labels: dict[str, str] = {}
     for p in profiles:
@@ -113,7 +126,7 @@ def label(
         elif p == "amd":
             from nfd_gpu.labels.amd import amd_labels
 
-            labels.update(amd_labels(snap))
+            labels.update(amd_labels(snap, of("amd", profile_options)))
         elif p == "intel":
             from nfd_gpu.labels.intel import intel_labels
 
@@ -161,6 +174,7 @@ def run_scan(
     tolerant_rules: bool = False,
     namespace: str = NAMESPACE,
     nvidia_options: NvidiaOptions | None = None,
+    profile_options: Sequence[str] = (),
     nvml: str | NvmlSession = "auto",
 ) -> ScanResult:
     """Discover, label and apply custom rules. Hardware problems are warnings, never
@@ -174,8 +188,11 @@ def run_scan(
 
     host = HostRoot(root)
     session = NvmlSession(nvml) if isinstance(nvml, str) else nvml
-    snap = discover(host, nvml=session)
-    labels, warnings = label(snap, profiles, namespace, nvidia_options)
+    try:
+        snap = discover(host, nvml=session)
+    finally:
+        host.close()
+    labels, warnings = label(snap, profiles, namespace, nvidia_options, profile_options)
     feats = snapshot_features(snap)
     all_warnings = list(snap.warnings) + warnings
     rule_errors: list[tuple[str, str]] = []
@@ -194,4 +211,5 @@ def run_scan(
         features=feats,
         warnings=all_warnings,
         rule_errors=rule_errors,
+        errors=list(host.errors),
     )

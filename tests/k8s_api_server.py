@@ -14,8 +14,11 @@ random port. Like a real API server it:
   ``deployment/base/nfd-crds/nfd-api-crds.yaml``) and answers 422 on violation.
 
 Test controls: ``deny(verb)`` -> 403, ``fail(verb, status, count)`` -> injected errors,
-``delay(verb, seconds, count)`` -> slow answers (client timeouts), ``bump(ns, name)`` -> a
-concurrent writer. ``counts`` tallies requests per verb, ``object_counts`` per object name.
+``delay(verb, seconds, count)`` -> slow answers (client timeouts), ``trickle(verb,
+seconds_per_byte, count)`` -> an answer dribbled out one byte at a time (each byte well
+inside a socket timeout), ``cut(verb, count)`` -> the write is applied but the answer is
+cut off half-way, ``bump(ns, name)`` -> a concurrent writer. ``counts`` tallies requests
+per verb, ``object_counts`` per object name.
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ class FakeKubeAPI:
         self.denied: set[str] = set()
         self.failures: dict[str, list[int]] = collections.defaultdict(list)
         self.delays: dict[str, list[float]] = collections.defaultdict(list)
+        self.trickles: dict[str, list[float]] = collections.defaultdict(list)
+        self.cuts: collections.Counter[str] = collections.Counter()
         self.validator = jsonschema.Draft7Validator(nodefeature_schema())
         self.rejected: list[str] = []
         self._server: ThreadingHTTPServer | None = None
@@ -88,6 +93,22 @@ class FakeKubeAPI:
     def delay(self, verb: str, seconds: float, count: int = 1) -> None:
         with self.lock:
             self.delays[verb].extend([seconds] * count)
+
+    def trickle(self, verb: str, seconds_per_byte: float, count: int = 1) -> None:
+        with self.lock:
+            self.trickles[verb].extend([seconds_per_byte] * count)
+
+    def cut(self, verb: str, count: int = 1) -> None:
+        with self.lock:
+            self.cuts[verb] += count
+
+    def clear_faults(self) -> None:
+        with self.lock:
+            self.failures.clear()
+            self.delays.clear()
+            self.trickles.clear()
+            self.cuts.clear()
+            self.denied.clear()
 
     def bump(self, namespace: str, name: str) -> None:
         """A concurrent writer: change the stored object's resourceVersion."""
@@ -153,6 +174,22 @@ class FakeKubeAPI:
             self._server.server_close()
 
     # -- request handling (called by the handler) -------------------------------------
+    def answer_mode(self, method: str, path: str) -> tuple[float, bool]:
+        """(seconds per byte, cut off) for this request's answer; consumes one fault."""
+        path = path.split("?", 1)[0]
+        m = NF_PATH.match(path)
+        if not m:
+            return 0.0, False
+        verb = {("GET", True): "get", ("POST", False): "create", ("PUT", True): "update"}.get(
+            (method, m.group(2) is not None), ""
+        )
+        with self.lock:
+            per_byte = self.trickles[verb].pop(0) if self.trickles[verb] else 0.0
+            cut = self.cuts[verb] > 0
+            if cut:
+                self.cuts[verb] -= 1
+        return per_byte, cut
+
     def handle(self, method: str, path: str, body: Any) -> tuple[int, dict[str, Any]]:
         path = path.split("?", 1)[0]
         m = NF_PATH.match(path)
@@ -301,8 +338,12 @@ class _Handler(BaseHTTPRequestHandler):
             code, payload = 400, _status(400, "BadRequest", "invalid JSON")
         else:
             code, payload = self.server_api.handle(self.command, self.path, body)
+        per_byte, cut = self.server_api.answer_mode(self.command, self.path)
         data = json.dumps(payload).encode()
         try:
+            if per_byte or cut:
+                self._odd_answer(code, data, per_byte, cut)
+                return
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -310,6 +351,22 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+    def _odd_answer(self, code: int, data: bytes, per_byte: float, cut: bool) -> None:
+        head = (
+            f"HTTP/1.1 {code} X\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n"
+        ).encode()
+        if cut:
+            self.wfile.write(head + data[: len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            self.request.shutdown(socket.SHUT_RDWR)
+            return
+        for i in range(len(head) + len(data)):
+            self.wfile.write((head + data)[i : i + 1])
+            self.wfile.flush()
+            time.sleep(per_byte)
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _serve
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 import types
 from pathlib import Path
@@ -14,7 +15,7 @@ from nfd_gpu.discovery import amd, amdgpuinfo
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.labels.amd import product_name, vram_label
 from nfd_gpu.model import Gpu
-from nfd_gpu.scan import discover
+from nfd_gpu.scan import discover, run_scan
 from tests.conftest import fixture_root
 
 
@@ -70,14 +71,28 @@ def test_partition_parsers_total(text: str) -> None:
 
 
 @given(st.text())
-def test_product_name_is_a_valid_value(raw: str) -> None:
+def test_product_name_is_the_labellers_replacer(raw: str) -> None:
+    # strings.NewReplacer(" ", "_", "(", "", ")", "") on the trimmed name, nothing else
     v = product_name(raw)
-    assert len(v) <= 63 and all(c.isalnum() or c in "._-" for c in v)
+    assert v == raw.strip().replace(" ", "_").replace("(", "").replace(")", "")
 
 
 def test_product_name_sanitising() -> None:
-    assert product_name("AMD Instinct MI250X / MI250") == "AMD_Instinct_MI250X_MI250"
+    assert product_name("AMD Instinct MI250X / MI250") == "AMD_Instinct_MI250X_/_MI250"
     assert product_name("AMD INSTINCT MI250X (MCM) OAM") == "AMD_INSTINCT_MI250X_MCM_OAM"
+
+
+def test_invalid_product_name_is_dropped_with_a_warning(tmp_path: Path) -> None:
+    # the labeller's node update fails on it (ROCm/k8s-device-plugin#218); nfd-gpu drops
+    # that one label and keeps the rest
+    root = tmp_path / "root"
+    shutil.copytree(fixture_root("mi210-8x"), root, symlinks=True)
+    for f in (root / "sys/devices").rglob("product_name"):
+        f.write_text("AMD Instinct MI250X / MI250\n")
+    r = run_scan(root, profiles=("amd",))
+    assert "amd.com/gpu.product-name" not in r.labels
+    assert r.labels["amd.com/gpu.device-id"] == "740f"
+    assert any("product-name" in w for w in r.warnings)
 
 
 def test_vram_label_rounds() -> None:
@@ -173,3 +188,16 @@ def test_pyamdgpuinfo_real_module_never_crashes() -> None:
 
 def test_pyamdgpuinfo_only_on_the_real_root() -> None:
     assert amdgpuinfo.query(HostRoot(fixture_root("mi210-8x"))) == {}
+
+
+def test_in_tree_driver_gives_empty_driver_version(tmp_path: Path) -> None:
+    # an in-tree amdgpu has no module version file: the labeller writes driver-version=""
+    from tests.amd_labeller_oracle import ALL_FLAGS, labeller_output
+
+    root = tmp_path / "root"
+    shutil.copytree(fixture_root("mi210-8x"), root, symlinks=True)
+    (root / "sys/module/amdgpu/version").unlink()
+    opts = ("amd-driver-version",)
+    labels = run_scan(root, profiles=("amd",), profile_options=opts).labels
+    assert labels["amd.com/gpu.driver-version"] == ""
+    assert labeller_output(root, ALL_FLAGS)["amd.com/gpu.driver-version"] == ""

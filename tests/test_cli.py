@@ -92,7 +92,7 @@ def test_scan_profile_amd(subprocess_env: dict[str, str]) -> None:
     root = str(fixture_root("mi210-8x"))
     p = run(["scan", "--root", root, "--profile", "neutral", "--profile", "amd"], subprocess_env)
     assert p.returncode == 0, p.stderr
-    assert "amd.com/gpu.vram=64G" in p.stdout.splitlines()
+    assert "amd.com/gpu.cu-count=104" in p.stdout.splitlines()
     assert "gpu.feature.node.kubernetes.io/count=8" in p.stdout.splitlines()
     p = run(["scan", "--root", root, "--profile", "amd"], subprocess_env)
     assert all(line.startswith("amd.com/") for line in p.stdout.splitlines())

@@ -55,7 +55,8 @@ def test_nvidia_doc_covers_the_options() -> None:
         "MIG-INVALID",
         "nfd-gpu snapshot",
         "nvml.json",
-        "most\nnumerous model",
+        "most numerous model",
+        "The default is `none`, GFD's",
     ):
         assert needle in doc, needle
     assert "docs/nvidia.md" in (REPO / "README.md").read_text()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from nfd_gpu.labels.options import PROFILE_OPTIONS
 from nfd_gpu.scan import KNOWN_PROFILES, run_scan
 from tests.conftest import ALL_FIXTURES, GOLDEN, fixture_root
 
@@ -42,17 +43,77 @@ def test_vendor_profile_golden_labels(name: str, profile: str) -> None:
     assert labels == read_golden(f"{name}.{profile}")
 
 
+AMD_ALL = tuple(o for o, (p, _) in PROFILE_OPTIONS.items() if p == "amd")
+
+
+@pytest.mark.parametrize("name", ALL_FIXTURES)
+def test_amd_profile_with_every_option(name: str) -> None:
+    """The labeller with every flag (and the KubeVirt labeller's gpu.mode): golden
+    ``<fixture>.amd-all.labels`` wherever the amd profile emits anything."""
+    labels = run_scan(fixture_root(name), profiles=("amd",), profile_options=AMD_ALL).labels
+    path = GOLDEN / f"{name}.amd-all.labels"
+    if not labels:
+        assert not path.exists()
+        return
+    assert labels == read_golden(f"{name}.amd-all")
+    default = run_scan(fixture_root(name), profiles=("amd",)).labels
+    assert set(default) < set(labels)
+    assert all(labels[k] == v for k, v in default.items())
+
+
+def test_amd_beta_copies() -> None:
+    """createLabels: beta.amd.com/gpu.<kind>.<value>=<count> always, the plain beta key with
+    one value; on the CPX node the counts are partitions (8 GPUs x 8)."""
+    labels = run_scan(
+        fixture_root("mi300x-cpx-nps4"), profiles=("amd",), profile_options=("amd-beta",)
+    ).labels
+    assert labels["beta.amd.com/gpu.simd-count.152"] == "64"
+    assert labels["beta.amd.com/gpu.simd-count"] == "152"
+    assert labels["amd.com/gpu.simd-count"] == "152"
+    assert "beta.amd.com/gpu.driver-version" not in labels
+
+
+def test_amd_flag_gated_keys() -> None:
+    root = fixture_root("mi300x-cpx-nps4")
+    on = (
+        "amd-driver-version",
+        "amd-compute-memory-partition",
+        "amd-compute-partitioning-supported",
+        "amd-memory-partitioning-supported",
+        "amd-mode",
+    )
+    labels = run_scan(root, profiles=("amd",), profile_options=on).labels
+    assert labels["amd.com/gpu.compute-memory-partition"] == "cpx_nps4"
+    assert labels["amd.com/gpu.compute-partitioning-supported"] == "true"
+    assert labels["amd.com/gpu.memory-partitioning-supported"] == "true"
+    assert labels["amd.com/gpu.driver-version"] == "6.10.5"
+    assert labels["amd.com/gpu.mode"] == "container"
+    default = run_scan(root, profiles=("amd",)).labels
+    assert not any("partition" in k or "driver" in k or "mode" in k for k in default)
+
+
+def test_amd_labeller_value_semantics() -> None:
+    from nfd_gpu.labels.amd import product_name
+
+    assert product_name(" AMD Instinct MI300X (VF) ") == "AMD_Instinct_MI300X_VF"
+    assert product_name("AMD Instinct MI250X / MI250") == "AMD_Instinct_MI250X_/_MI250"
+    # KFD mem_banks/0 size_in_bytes 0 on the VF guest -> vram=0G (the labeller's rounding)
+    vf = run_scan(fixture_root("mi300x-vf-guest"), profiles=("amd",)).labels
+    assert vf["amd.com/gpu.vram"] == "0G"
+
+
 def test_mi210_amd_profile_matches_labeller_formulas() -> None:
     """AMD labeller formulas on the KFD capture: simd_count 416, simd_per_cu 4 -> 104 CUs;
-    vram = round(MiB / 1024) G."""
+    vram = round(MiB / 1024) G of KFD mem_banks/0, which this capture does not include (the
+    labeller writes no vram label then; mem_info_vram_total is not its source)."""
     labels = run_scan(fixture_root("mi210-8x"), profiles=("amd",)).labels
-    assert labels["amd.com/gpu.vram"] == "64G"
+    assert "amd.com/gpu.vram" not in labels
     assert labels["amd.com/gpu.cu-count"] == "104"
     assert labels["amd.com/gpu.simd-count"] == "416"
     assert labels["amd.com/gpu.device-id"] == "740f"
     assert labels["amd.com/gpu.product-name"] == "Instinct_MI210"
     assert labels["amd.com/gpu.family"] == "AI"
-    assert labels["amd.com/gpu.driver-version"] == "6.10.5"
+    assert "amd.com/gpu.driver-version" not in labels  # labeller flag, not in the DaemonSet
 
 
 def test_hgx_h100() -> None:
@@ -124,7 +185,11 @@ def test_broken_tree_warns() -> None:
 
 
 def test_mi300x_cpx_nps4_partitions() -> None:
-    r = run_scan(fixture_root("mi300x-cpx-nps4"), profiles=("neutral", "amd"))
+    r = run_scan(
+        fixture_root("mi300x-cpx-nps4"),
+        profiles=("neutral", "amd"),
+        profile_options=("amd-compute-memory-partition",),
+    )
     labels = r.labels
     assert labels[f"{G}/count"] == "8"
     assert labels[f"{G}/partitions"] == "64"

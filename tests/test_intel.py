@@ -72,10 +72,12 @@ def test_arc_a770_on_i915() -> None:
     assert r.labels[f"{IN}/memory.max"] == str(16 << 30)
 
 
-def test_flex170_profile_counts_the_pf_not_the_vfs() -> None:
-    labels = run_scan(fixture_root("flex170-sriov"), profiles=("intel",)).labels
-    # Upstream's rule says 9 here (PF + 8 VFs); host-side VFs are not GPUs.
-    assert labels[f"{IN}/device-id.0380-56c0.count"] == "1"
+def test_flex170_profile_counts_functions_as_intels_rules() -> None:
+    r = run_scan(fixture_root("flex170-sriov"), profiles=("neutral", "intel"))
+    labels = r.labels
+    # Intel's rule counts NFD pci.device elements: PF + 8 VFs (the neutral count is GPUs)
+    assert labels[f"{IN}/device-id.0380-56c0.count"] == "9"
+    assert labels["gpu.feature.node.kubernetes.io/intel.count"] == "1"
     assert labels[f"{IN}/product"] == "Flex_170"
     assert labels[f"{IN}/tiles"] == "1"
 

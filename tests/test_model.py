@@ -29,6 +29,7 @@ def test_pci_device_in_nfd_shape() -> None:
         "device": "2330",
         "subsystem_vendor": "10de",
         "subsystem_device": "16c1",
+        "iommu_group/type": "DMA-FQ",
     }
     nic = [i["attributes"] for i in insts if i["attributes"]["device"] == "101d"]
     assert nic[0]["sriov_totalvfs"] == "8"

@@ -11,7 +11,9 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -73,23 +75,42 @@ def procfs_labels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return _scan(root)[0]
 
 
-def _scan(root: Path) -> tuple[dict[str, str], str, float]:
+def _scan(root: Path) -> tuple[dict[str, str], str, float, float]:
+    """Run ``nfd-gpu scan`` in its own process: labels, stderr, seconds, that child's peak MB.
+
+    The peak comes from ``os.wait4`` on this one child (RUSAGE_CHILDREN would be the largest
+    child the whole test session ever waited for).
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith("NFD_GPU_")}
     env["PYTHONPATH"] = os.pathsep.join([str(no_nvml_dir()), str(REPO)])
     env["NFD_GPU_NVML"] = "auto"
     t0 = time.monotonic()
-    p = subprocess.run(
-        [*nfd_gpu_cmd(), "scan", "--root", str(root)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=30,
-    )
-    took = time.monotonic() - t0
-    assert p.returncode == 0, p.stderr
-    assert "Traceback" not in p.stderr
-    labels = dict(line.partition("=")[::2] for line in p.stdout.splitlines())
-    return labels, p.stderr, took
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen([*nfd_gpu_cmd(), "scan", "--root", str(root)], stdout=out,
+                             stderr=err, env=env)  # fmt: skip
+        try:
+            _, status, usage = _wait4(p.pid, deadline=t0 + 30)
+        finally:
+            if p.returncode is None and p.poll() is None:
+                p.kill()
+        took = time.monotonic() - t0
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    assert os.waitstatus_to_exitcode(status) == 0, stderr
+    assert "Traceback" not in stderr
+    labels = dict(line.partition("=")[::2] for line in stdout.splitlines())
+    return labels, stderr, took, usage.ru_maxrss / 1024
+
+
+def _wait4(pid: int, deadline: float) -> tuple[int, int, resource.struct_rusage]:
+    while time.monotonic() < deadline:
+        wpid, status, usage = os.wait4(pid, os.WNOHANG)
+        if wpid == pid:
+            return wpid, status, usage
+        time.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)
+    raise AssertionError(f"nfd-gpu scan still running after 30 s (pid {pid})")
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -100,11 +121,10 @@ def test_bad_recording_is_a_warning_and_procfs_facts(
     shutil.copytree(fixture_root("h200-vm"), root, symlinks=True)
     (root / "nvml.json").unlink()
     CASES[case](root / "nvml.json")
-    labels, stderr, took = _scan(root)
+    labels, stderr, took, peak_mb = _scan(root)
     assert labels == procfs_labels
     assert "nvml.json" in stderr  # a warning names the file
     assert took < 5
-    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     assert peak_mb < 200
 
 

@@ -142,3 +142,45 @@ def test_product_without_any_name_source(tmp_path: Path) -> None:
     assert r.labels["gpu.feature.node.kubernetes.io/product"] == "mixed"
     # A GPU of unknown family makes the summary unknown rather than wrong.
     assert "gpu.feature.node.kubernetes.io/family" not in r.labels
+
+
+def _pci_elements(root: Path) -> dict[str, dict[str, str]]:
+    from nfd_gpu.scan import run_scan
+
+    feats = run_scan(root).features
+    devs = {d.address: d for d in run_scan(root).snapshot.pci}
+    out = {}
+    for inst, addr in zip(feats["instances"]["pci.device"]["elements"], devs, strict=True):
+        out[addr] = inst["attributes"]
+    return out
+
+
+def test_nfd_pci_device_attributes_as_nfd_reads_them(tmp_path: Path) -> None:
+    """NFD source/pci: mandatory class/vendor/device/subsystem_*, optional sriov_totalvfs,
+    iommu_group/type and iommu/intel-iommu/version; values trimmed, 0x dropped, class cut
+    to 4 characters, malformed values kept as read."""
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(fixture_root("broken"), root, symlinks=True)
+    dev = root / "sys/devices/pci0000:00/0000:00:00.0"
+    (dev / "iommu").mkdir()
+    (dev / "iommu/intel-iommu").mkdir()
+    (dev / "iommu/intel-iommu/version").write_text("1:0\n")
+    group = root / "sys/kernel/iommu_groups/5"
+    group.mkdir(parents=True)
+    (group / "type").write_text("identity\n")
+    (dev / "iommu_group").symlink_to("../../../kernel/iommu_groups/5")
+    flex = root / "sys/bus/pci/devices/0000:04:00.0"
+    flex.joinpath("uevent").write_text("DRIVER=i915\n")
+    flex.joinpath("class").write_text("0x03zz00\n")  # malformed: NFD keeps "03zz"
+    els = _pci_elements(root)
+    assert els["0000:00:00.0"]["iommu/intel-iommu/version"] == "1:0"
+    assert els["0000:00:00.0"]["iommu_group/type"] == "identity"
+    assert els["0000:04:00.0"]["class"] == "03zz"
+    assert els["0000:04:00.0"]["sriov_totalvfs"] == "-5"  # negative kept as read
+    assert els["0000:04:00.0"]["vendor"] == "8086"
+    # a function with a malformed class is no GPU
+    from nfd_gpu.scan import run_scan
+
+    assert "0000:04:00.0" not in {g.address for g in run_scan(root).snapshot.gpus}

@@ -31,7 +31,11 @@ def _copy(name: str, tmp_path: Path) -> Path:
 
 
 def test_mi300x_sriov_host_pf_on_gim() -> None:
-    r = run_scan(fixture_root("mi300x-sriov-host"), profiles=("neutral", "amd"))
+    r = run_scan(
+        fixture_root("mi300x-sriov-host"),
+        profiles=("neutral", "amd"),
+        profile_options=("amd-mode",),  # the GPU operator's KubeVirt labeller's gpu.mode
+    )
     labels = r.labels
     assert labels[f"{G}/count"] == "8"  # PFs; the 8 VFs (74b5 on vfio-pci) are not GPUs
     assert labels[f"{G}/mode"] == "vf-passthrough"

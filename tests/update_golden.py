@@ -10,6 +10,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from nfd_gpu.labels.options import PROFILE_OPTIONS  # noqa: E402
 from nfd_gpu.scan import KNOWN_PROFILES, run_scan  # noqa: E402
 
 VENDOR_PROFILES = [p for p in KNOWN_PROFILES if p != "neutral"]
@@ -31,6 +32,13 @@ def main() -> None:
                 print(f"{root.name} [{profile}]: {len(labels)} labels")
             elif out.exists():
                 out.unlink()
+        amd_all = [o for o, (p, _) in PROFILE_OPTIONS.items() if p == "amd"]
+        labels = run_scan(root, profiles=("amd",), profile_options=amd_all).labels
+        out = HERE / "golden" / f"{root.name}.amd-all.labels"
+        if labels:
+            out.write_text("".join(f"{k}={labels[k]}\n" for k in sorted(labels)))
+        elif out.exists():
+            out.unlink()
     from tests.nvidia_cases import OPTION_CASES
 
     out = HERE / "golden" / "nvidia" / "options"

@@ -104,6 +104,7 @@ class KfdNode:
     unique_id: str | None
     memory_bytes: int | None
     xgmi_peers: tuple[int, ...] = ()
+    bank0_bytes: int | None = None
 
     @property
     def compute_units(self) -> int | None:
@@ -122,6 +123,12 @@ def _node_memory(host: HostRoot, base: str) -> int | None:
             total += size
             found = True
     return total if found else None
+
+
+def _bank0(host: HostRoot, base: str) -> int | None:
+    """``mem_banks/0`` ``size_in_bytes`` as written (0 on a VF guest): the labeller's vram."""
+    size = parse_properties(host.read_text(f"{base}/mem_banks/0/properties")).get("size_in_bytes")
+    return size if size is not None and size >= 0 else None
 
 
 def _xgmi_peers(host: HostRoot, base: str) -> tuple[int, ...]:
@@ -163,6 +170,7 @@ def read_kfd(host: HostRoot) -> list[KfdNode]:
                 unique_id=str(unique) if unique else None,
                 memory_bytes=_node_memory(host, base),
                 xgmi_peers=_xgmi_peers(host, base),
+                bank0_bytes=_bank0(host, base),
             )
         )
     return out
@@ -230,18 +238,17 @@ def _enrich_one(
     if memory:
         changes["partition_memory"] = memory
         sources["partition_memory"] = "sysfs"
-    if host.exists(f"{dev}/available_compute_partition"):
-        changes["compute_partitions_available"] = parse_partition_list(
-            host.read_text(f"{dev}/available_compute_partition")
-        )
-    if host.exists(f"{dev}/available_memory_partition"):
-        changes["memory_partitions_available"] = parse_partition_list(
-            host.read_text(f"{dev}/available_memory_partition")
-        )
+    for kind in ("compute", "memory"):
+        path = f"{dev}/available_{kind}_partition"
+        if host.exists(path):  # the file exists: partitioning is supported (the labeller)
+            changes[f"{kind}_partitions_available"] = parse_partition_list(host.read_text(path))
+            sources[f"{kind}_partitions_available"] = "sysfs"
 
     parts: list[Partition] = []
     if nodes:
         first = nodes[0]
+        if first.bank0_bytes is not None:
+            changes["kfd_vram_mib"] = first.bank0_bytes // MIB
         simd = sum(n.simd_count for n in nodes)
         changes["simd_count"] = simd
         sources["simd_count"] = "kfd"

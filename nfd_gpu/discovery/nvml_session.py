@@ -83,7 +83,9 @@ class NvmlSession:
             return None
         lib = self._explicit
         replay = False
-        if lib is None and host.exists(NVML_RECORDING):
+        # lexists: a recording that is a dangling link (e.g. to /dev/zero, re-rooted inside
+        # the root) is still tried, so its warning names the file
+        if lib is None and host.lexists(NVML_RECORDING):
             lib = self._load_recording(host)
             if lib is None:
                 return self._unavailable(host, procfs, self.reason or "bad recording")

@@ -23,6 +23,10 @@ PCI_DEVICES = "sys/bus/pci/devices"
 # Vendors whose display / accelerator functions can be GPUs (LABELS.md counting rules).
 GPU_VENDOR_IDS = {"10de": "nvidia", "1002": "amd", "8086": "intel"}
 
+# SR-IOV TotalVFs is a 16-bit field of the capability (PCIe base spec 9.3.3.6): no
+# function can have more VFs, so no loop over a count read from sysfs goes further.
+MAX_VFS = 0xFFFF
+
 _ADDR_RE = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _SPEED_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*GT/s")
 
@@ -145,11 +149,27 @@ def read_device(
     link and DRM nodes. Keeping the other thousands of functions (NIC VFs,
     bridges) to two reads each keeps a scan cheaper than ``lspci``.
     """
-    ident = read_identity(host, address)
-    if ident is None:
-        return None
-    class_id, vendor, device, sub_vendor, sub_device, driver = ident
     base = f"{PCI_DEVICES}/{address}"
+    ident = read_identity(host, address)
+    raw: dict[str, str] = {}
+    if ident is None:
+        # NFD's pci source skips a function only when an attribute file is unreadable; a
+        # malformed value is kept as read. Such a function is no GPU: only NFD's view keeps it.
+        nfd = _nfd_identity(host, base)
+        if not nfd:
+            return None
+        typed = {a: parse_hex_id(host.read_text(f"{base}/{a}"), 4) for a in NFD_MANDATORY[1:]}
+        typed["class"] = parse_hex_id(host.read_text(f"{base}/class"), 6)
+        raw = {a: v for a, v in nfd.items() if typed[a] is None}
+        ident = (
+            typed["class"] or "",
+            typed["vendor"] or "",
+            typed["device"] or "",
+            typed["subsystem_vendor"] or "",
+            typed["subsystem_device"] or "",
+            None,
+        )
+    class_id, vendor, device, sub_vendor, sub_device, driver = ident
     if full is None:
         full = _is_gpu_related(vendor, class_id)
 
@@ -157,12 +177,20 @@ def read_device(
     numvfs = host.read_int(f"{base}/sriov_numvfs") if totalvfs is not None else None
     if totalvfs is not None and totalvfs < 0:
         host.warn(f"/{base}/sriov_totalvfs: negative value {totalvfs}")
+        raw["sriov_totalvfs"] = str(totalvfs)  # NFD keeps the value as read
         totalvfs = None
     if numvfs is not None and numvfs < 0:
         host.warn(f"/{base}/sriov_numvfs: negative value {numvfs}")
         numvfs = None
+    if totalvfs is not None and totalvfs > MAX_VFS:
+        host.warn(f"/{base}/sriov_totalvfs: {totalvfs} exceeds the PCIe limit {MAX_VFS}")
+        totalvfs = MAX_VFS
+    if numvfs is not None and totalvfs is not None and numvfs > totalvfs:
+        host.warn(f"/{base}/sriov_numvfs: {numvfs} exceeds sriov_totalvfs {totalvfs}")
+        numvfs = totalvfs
     virtfns: tuple[str, ...] = ()
     if totalvfs and numvfs:
+        # bounded: numvfs <= totalvfs <= MAX_VFS, whatever the files say
         names = (host.readlink_name(f"{base}/virtfn{i}") for i in range(numvfs))
         virtfns = tuple(n for n in names if n)
 
@@ -178,6 +206,9 @@ def read_device(
         sriov_numvfs=numvfs,
         physfn=physfn,
         virtfns=virtfns,
+        iommu_type=_nfd_value(host, f"{base}/iommu_group/type"),
+        intel_iommu_version=_nfd_value(host, f"{base}/iommu/intel-iommu/version"),
+        nfd_raw=tuple(sorted(raw.items())),
     )
     if not full:
         return basic
@@ -204,6 +235,31 @@ def read_device(
         link=link,
         drm=drm,
     )
+
+
+NFD_MANDATORY = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device")
+
+
+def _nfd_value(host: HostRoot, rel: str) -> str | None:
+    """An attribute as NFD's pci source reads it: trimmed, a leading ``0x`` dropped; None
+    when unreadable or not printable (a feature value must stay one line)."""
+    text = host.read_text(rel)
+    if text is None:
+        return None
+    value = text.removeprefix("0x").strip()
+    return value if value.isprintable() else None
+
+
+def _nfd_identity(host: HostRoot, base: str) -> dict[str, str]:
+    """NFD's five mandatory attributes (class cut to 4 characters), or {} when one is
+    unreadable."""
+    out = {}
+    for attr in NFD_MANDATORY:
+        value = _nfd_value(host, f"{base}/{attr}")
+        if value is None:
+            return {}
+        out[attr] = value[:4] if attr == "class" else value
+    return out
 
 
 def _hex_attr(host: HostRoot, rel: str, digits: int) -> str | None:

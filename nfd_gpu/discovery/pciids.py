@@ -6,8 +6,6 @@ needed, so a scan without unknown GPUs never reads the 1.3 MB file.
 
 from __future__ import annotations
 
-import os
-
 from nfd_gpu.hostroot import HostRoot
 
 PCI_IDS_PATHS = ("usr/share/misc/pci.ids", "usr/share/hwdata/pci.ids", "usr/share/pci.ids")
@@ -28,14 +26,9 @@ class PciIds:
             return self._names
         self._names = {}
         for rel in PCI_IDS_PATHS:
-            p = self._host.path(rel)
-            if not os.path.isfile(p):
-                continue
-            try:
-                with open(p, "rb") as f:
-                    data = f.read(MAX_PCI_IDS)
-            except OSError as exc:
-                self._host.warn(f"/{rel}: cannot read ({exc.strerror})")
+            # not recorded: nfd-gpu snapshot copies the first pci.ids itself
+            data = self._host.read_bytes(rel, limit=MAX_PCI_IDS, record=False)
+            if data is None:
                 continue
             self.path = "/" + rel
             self._parse(data.decode("utf-8", "replace"))

@@ -21,6 +21,26 @@ def loaded_modules(host: HostRoot) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
+def builtin_modules(host: HostRoot) -> tuple[str, ...]:
+    """Modules built into the kernel (Talos builds i915/xe in: no ``proc/modules`` line).
+
+    ``lib/modules/<proc/sys/kernel/osrelease>/modules.builtin`` (``.ko`` paths, as NFD's
+    ``kernel.enabledmodule``), plus the GPU driver modules that have a ``sys/module/<name>``
+    directory without a ``proc/modules`` entry (built in, kernel without that file)."""
+    names: set[str] = set()
+    release = (host.read_text("proc/sys/kernel/osrelease") or "").strip()
+    if release and "/" not in release and not release.startswith("."):
+        for line in (host.read_text(f"lib/modules/{release}/modules.builtin") or "").splitlines():
+            line = line.strip()
+            if line.endswith(".ko"):
+                name = line.rsplit("/", 1)[-1][: -len(".ko")]
+                if name and name.replace("_", "").replace("-", "").isalnum():
+                    names.add(name)
+    loaded = set(loaded_modules(host))
+    names.update(m for m in GPU_MODULES if m not in loaded and host.exists(f"sys/module/{m}"))
+    return tuple(sorted(names - loaded))
+
+
 def module_versions(host: HostRoot, modules: tuple[str, ...] = GPU_MODULES) -> dict[str, str]:
     """``sys/module/<m>/version`` for the GPU driver modules that have one."""
     out = {}

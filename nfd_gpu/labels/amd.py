@@ -1,32 +1,41 @@
 """The ``amd`` compatibility profile: the keys and value formats of AMD's
-k8s-node-labeller (ROCm/k8s-device-plugin, ``reference/amd-intel.md`` §A2).
+k8s-node-labeller (ROCm/k8s-device-plugin ``cmd/k8s-node-labeller``,
+``reference/amd-intel.md`` §A2).
 
-Per kind, counted over GPUs, or over partitions on a partitioned GPU (the
-labeller lists ``amdgpu_xcp_*`` partitions as devices):
+Defaults are the labeller's with its sample DaemonSet flags (``-vram -cu-count
+-simd-count -device-id -family -product-name``); its other flags are profile options
+(:mod:`nfd_gpu.labels.options`): ``amd-beta``, ``amd-driver-version``,
+``amd-compute-memory-partition``, ``amd-compute-partitioning-supported``,
+``amd-memory-partitioning-supported``, and ``amd-mode`` (the GPU operator's KubeVirt
+labeller's ``gpu.mode``).
+
+Per kind, counted over the labeller's devices: each GPU, and each partition of a
+partitioned GPU (the labeller lists the ``amdgpu_xcp_*`` partitions as devices):
 
 * one distinct value: ``amd.com/gpu.<kind>=<value>``;
-* several: ``amd.com/gpu.<kind>.<value>=<count>`` for each (the labeller's
-  multi-value form). The ``beta.amd.com`` copies are not emitted.
+* several: ``amd.com/gpu.<kind>.<value>=<count>`` for each;
+* ``amd-beta``: ``beta.amd.com/gpu.<kind>.<value>=<count>`` always, and
+  ``beta.amd.com/gpu.<kind>=<value>`` with one distinct value.
 
-Differences from the labeller, on purpose: product names are sanitised (``/``
-and other invalid characters become ``_``, parentheses are dropped:
-ROCm/k8s-device-plugin#218, #104, #230); ``family`` is derived from the ISA
-target (the labeller asks libdrm for the family id; the values agree for the
-targets in :data:`GFX_FAMILY`); ``*-partitioning-supported`` is ``true`` only
-when the ``available_*_partition`` file lists modes.
+Values as the labeller: product names with spaces as ``_`` and parentheses dropped,
+nothing else (a name that is still no valid label value, ``AMD_Instinct_MI250X_/_MI250``,
+is dropped with a warning: the labeller's node update fails then); ``vram`` is
+``round(MiB / 1024)G``, ``0G`` for a GPU whose KFD node reports no memory (a VF guest);
+``driver-version`` is the amdgpu module version, empty for an in-tree driver;
+``*-partitioning-supported`` is whether the first GPU has the ``available_*_partition``
+file. ``family`` is derived from the ISA target (the labeller asks libdrm for the family
+id; the values agree for the targets in :data:`GFX_FAMILY`).
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
-from collections.abc import Callable
 
 from nfd_gpu.labels.neutral import LabelDoc, table_rows
-from nfd_gpu.labels.validate import NAME_MAX, sanitize_value
 from nfd_gpu.model import Gpu, Partition, Snapshot
 
 PREFIX = "amd.com"
+BETA = "beta.amd.com"
 
 # libdrm family_id names (include/uapi/drm/amdgpu_drm.h) by ISA target.
 GFX_FAMILY = {
@@ -62,22 +71,44 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
     LabelDoc(
         "gpu.product-name",
         "e.g. `Instinct_MI210`",
-        "amdgpu `product_name` (else the marketing name), spaces and `/` as `_`, "
-        "parentheses dropped.",
+        "amdgpu `product_name` (else the marketing name), spaces as `_`, "
+        "parentheses dropped (a name still invalid is dropped with a warning).",
     ),
-    LabelDoc("gpu.vram", "`<GiB>G`, e.g. `64G`", "VRAM, MiB / 1024 rounded."),
+    LabelDoc(
+        "gpu.vram",
+        "`<GiB>G`, e.g. `64G`",
+        "KFD `mem_banks/0` size, MiB / 1024 rounded; `0G` on a VF guest.",
+    ),
     LabelDoc("gpu.simd-count", "integer", "KFD `simd_count`."),
     LabelDoc("gpu.cu-count", "integer", "KFD `simd_count / simd_per_cu`."),
     LabelDoc("gpu.family", "`AI` `RV` `NV` `GC_11_0_0` `GC_12_0_0`", "libdrm family name."),
-    LabelDoc("gpu.driver-version", "e.g. `6.10.5`", "amdgpu module version."),
+    LabelDoc(
+        "gpu.driver-version",
+        "e.g. `6.10.5`",
+        "Option `amd-driver-version`: amdgpu module version, empty for an in-tree driver.",
+    ),
     LabelDoc(
         "gpu.compute-memory-partition",
         "`<compute>_<memory>`, e.g. `cpx_nps4`",
-        "Only when every GPU has the same modes.",
+        "Option `amd-compute-memory-partition`: when every GPU has the same modes.",
     ),
-    LabelDoc("gpu.compute-partitioning-supported", "`true` `false`", "First GPU."),
-    LabelDoc("gpu.memory-partitioning-supported", "`true` `false`", "First GPU."),
-    LabelDoc("gpu.mode", "`container` `vf-passthrough` `pf-passthrough`", "As the labeller's."),
+    LabelDoc(
+        "gpu.compute-partitioning-supported",
+        "`true` `false`",
+        "Option `amd-compute-partitioning-supported`: the first GPU has "
+        "`available_compute_partition`.",
+    ),
+    LabelDoc(
+        "gpu.memory-partitioning-supported",
+        "`true` `false`",
+        "Option `amd-memory-partitioning-supported`: the first GPU has "
+        "`available_memory_partition`.",
+    ),
+    LabelDoc(
+        "gpu.mode",
+        "`container` `vf-passthrough` `pf-passthrough`",
+        "Option `amd-mode`, as the GPU operator's KubeVirt labeller.",
+    ),
     LabelDoc(
         "gpu.<kind>.<value>",
         "integer",
@@ -86,14 +117,13 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
 )
 
 _MODES = ("container", "vf-passthrough", "pf-passthrough")
-_PRODUCT_DROP = re.compile(r"[()]")
-_PRODUCT_UNDERSCORE = re.compile(r"[^A-Za-z0-9._-]+")
+_PRODUCT = str.maketrans({" ": "_", "(": None, ")": None})
+KINDS = ("device-id", "product-name", "vram", "simd-count", "cu-count", "family")
 
 
 def product_name(raw: str) -> str:
-    """``AMD Instinct MI250X / MI250`` -> ``AMD_Instinct_MI250X_MI250``."""
-    s = _PRODUCT_UNDERSCORE.sub("_", _PRODUCT_DROP.sub("", raw.strip()))
-    return sanitize_value(s.strip("_.-"))
+    """The labeller's: trimmed, spaces to ``_``, parentheses dropped, nothing else."""
+    return raw.strip().translate(_PRODUCT)
 
 
 def vram_label(mib: int) -> str:
@@ -102,8 +132,14 @@ def vram_label(mib: int) -> str:
 
 
 def _units(gpu: Gpu, parts: list[Partition], vf_ids: list[str]) -> list[dict[str, str]]:
-    """Per-device label values: one per partition on a partitioned GPU, one per VF
-    on a ``vf-passthrough`` PF (the labeller's VF mode lists the VFs), else the GPU."""
+    """Per-device label values, as the labeller reads them.
+
+    Its devices are the PCI GPUs plus, on a partitioned GPU, the ``amdgpu_xcp_*`` platform
+    devices of partitions 1..n-1. ``vram`` / ``simd-count`` / ``cu-count`` come from the KFD
+    node of each device's render node, so they count partitions; ``device-id``,
+    ``product-name`` and ``family`` read ``/sys/class/drm/card<N>/device/{device,vendor,
+    product_name}``, which a platform device lacks, so they count GPUs. On a
+    ``vf-passthrough`` PF (the labeller's VF mode) one ``device-id`` per VF."""
     base: dict[str, str] = {"device-id": gpu.device_id}
     if gpu.mode == "vf-passthrough" and vf_ids:
         return [{"device-id": v} for v in vf_ids]
@@ -117,39 +153,42 @@ def _units(gpu: Gpu, parts: list[Partition], vf_ids: list[str]) -> list[dict[str
     family = GFX_FAMILY.get(gpu.gfx or "")
     if family:
         base["family"] = family
-    if not parts:
-        u = dict(base)
-        if gpu.memory_mib:
-            u["vram"] = vram_label(gpu.memory_mib)
-        if gpu.simd_count:
-            u["simd-count"] = str(gpu.simd_count)
-        if gpu.compute_units:
-            u["cu-count"] = str(gpu.compute_units)
-        return [u]
+    sources: list[Gpu | Partition] = list(parts)
+    if not sources:
+        sources.append(gpu)
     out = []
-    for p in parts:
-        u = dict(base)
-        if p.memory_mib:
-            u["vram"] = vram_label(p.memory_mib)
-        if p.simd_count:
-            u["simd-count"] = str(p.simd_count)
-        if p.compute_units:
-            u["cu-count"] = str(p.compute_units)
+    for i, src in enumerate(sources):
+        u = dict(base) if i == 0 else {}
+        # KFD mem_banks/0 only, as the labeller (not mem_info_vram_total)
+        mib = src.memory_mib if parts else gpu.kfd_vram_mib
+        if mib is not None:
+            u["vram"] = vram_label(mib)
+        if src.simd_count:
+            u["simd-count"] = str(src.simd_count)
+        if src.compute_units:
+            u["cu-count"] = str(src.compute_units)
         out.append(u)
     return out
 
 
-def _count_labels(kind: str, values: list[str]) -> dict[str, str]:
+def _count_labels(kind: str, values: list[str], beta: bool) -> dict[str, str]:
+    """The labeller's ``createLabels``: plain key for one value, else per-value counts."""
     counts = Counter(values)
+    out: dict[str, str] = {}
+    if beta:
+        out.update({f"{BETA}/gpu.{kind}.{v}": str(n) for v, n in sorted(counts.items())})
+        if len(counts) == 1:
+            out[f"{BETA}/gpu.{kind}"] = values[0]
     if len(counts) == 1:
-        return {f"{PREFIX}/gpu.{kind}": values[0]}
-    room = NAME_MAX - len(f"gpu.{kind}.")
-    return {
-        f"{PREFIX}/gpu.{kind}.{sanitize_value(v, room)}": str(n) for v, n in sorted(counts.items())
-    }
+        out[f"{PREFIX}/gpu.{kind}"] = values[0]
+    else:
+        out.update({f"{PREFIX}/gpu.{kind}.{v}": str(n) for v, n in sorted(counts.items())})
+    return out
 
 
-def amd_labels(snap: Snapshot) -> dict[str, str]:
+def amd_labels(snap: Snapshot, options: frozenset[str] = frozenset()) -> dict[str, str]:
+    """The labeller's labels; ``options`` are :data:`PROFILE_OPTIONS` names without
+    the ``amd-`` prefix (``beta``, ``driver-version``, ...)."""
     gpus = [g for g in snap.gpus if g.vendor == "amd"]
     if not gpus:
         return {}
@@ -159,32 +198,34 @@ def amd_labels(snap: Snapshot) -> dict[str, str]:
         vf_ids = [device_of[v] for v in g.vfs if v in device_of]
         units += _units(g, [p for p in snap.partitions if p.parent == g.address], vf_ids)
     out: dict[str, str] = {}
-    for kind in ("device-id", "product-name", "vram", "simd-count", "cu-count", "family"):
+    for kind in KINDS:
         vals = [u[kind] for u in units if kind in u]
         if vals:
-            out.update(_count_labels(kind, vals))
+            out.update(_count_labels(kind, vals, "beta" in options))
 
     container = [g for g in gpus if g.mode == "container"]
-    version = snap.driver_versions.get("amdgpu")
-    if container and version:
-        out[f"{PREFIX}/gpu.driver-version"] = sanitize_value(version)
+    if container and "driver-version" in options:
+        out[f"{PREFIX}/gpu.driver-version"] = snap.driver_versions.get("amdgpu", "")
 
-    combos = {(g.partition_compute, g.partition_memory) for g in container}
-    if len(combos) == 1:
-        ((c, m),) = combos
-        if c and m:
-            out[f"{PREFIX}/gpu.compute-memory-partition"] = f"{c}_{m}"
+    if container and "compute-memory-partition" in options:
+        # one combination over the devices that have both modes (partitions carry their
+        # GPU's); devices missing either are skipped, as UniquePartitionConfigCount does
+        combos = {
+            f"{g.partition_compute}_{g.partition_memory}"
+            for g in container
+            if g.partition_compute and g.partition_memory
+        }
+        if len(combos) == 1:
+            out[f"{PREFIX}/gpu.compute-memory-partition"] = combos.pop()
     if container:
-        first = container[0]
-        get: Callable[[Gpu], tuple[str, ...]]
-        for kind, get in (
-            ("compute", lambda g: g.compute_partitions_available),
-            ("memory", lambda g: g.memory_partitions_available),
-        ):
-            out[f"{PREFIX}/gpu.{kind}-partitioning-supported"] = "true" if get(first) else "false"
+        first = min(container, key=lambda g: g.address)
+        for kind in ("compute", "memory"):
+            if f"{kind}-partitioning-supported" in options:
+                has = first.sources.get(f"{kind}_partitions_available") == "sysfs"
+                out[f"{PREFIX}/gpu.{kind}-partitioning-supported"] = "true" if has else "false"
 
     modes = {g.mode for g in gpus if g.mode in _MODES}
-    if len(modes) == 1:
+    if len(modes) == 1 and "mode" in options:
         out[f"{PREFIX}/gpu.mode"] = modes.pop() or ""
     return out
 
@@ -203,11 +244,15 @@ def render_docs() -> str:
         "<!-- Generated by `python -m nfd_gpu.labels.amd`; do not edit. -->",
         "",
         "Selected with `nfd-gpu scan --profile amd`. Keys and formats of AMD's",
-        "k8s-node-labeller (`amd.com/` below); values are counted over GPUs, or over",
-        "partitions on partitioned GPUs. With one distinct value the plain key is set;",
-        "with several, one `<kind>.<value>` count key per value. Differences: product",
-        "names are sanitised (`/` -> `_`, parentheses dropped), `beta.amd.com` copies",
-        "and firmware labels are not emitted.",
+        "k8s-node-labeller (`amd.com/` below) with its sample DaemonSet flags",
+        "(`-vram -cu-count -simd-count -device-id -family -product-name`); the other",
+        "flags are profile options (`--profile-option amd-driver-version`, ...,",
+        "docs/configuration.md). Values are counted over GPUs, or over partitions on",
+        "partitioned GPUs. With one distinct value the plain key is set; with several,",
+        "one `<kind>.<value>` count key per value. Option `amd-beta` adds the",
+        "labeller's `beta.amd.com/gpu.<kind>.<value>=<count>` keys (and",
+        "`beta.amd.com/gpu.<kind>` with one value). Not emitted: `driver-src-version`",
+        "and `beta.amd.com/gpu.firmware.*` (libdrm queries).",
         "",
         *table_rows(PREFIX, LABEL_TABLE),
         "",

@@ -2,15 +2,19 @@
 NodeFeatureRules and labeler (intel/intel-device-plugins-for-kubernetes,
 ``reference/amd-intel.md`` §B1).
 
-Differences from upstream, on purpose:
+As Intel's ``platform-labeling-rules.yaml`` (evaluated over NFD's ``pci.device``, every
+Intel PCI function of class ``0300`` / ``0380``, SR-IOV VFs included):
 
-* ``device-id.<class>-<id>.count`` counts the GPUs *with that id*; upstream's
-  rule writes the count of all class-``<class>`` Intel devices on the first
-  device's id, wrong on mixed nodes (intel/helm-charts#68).
-* Host-side SR-IOV VFs are not GPUs (upstream's ``pci.device`` rules count
-  them); a PF with VFs is one GPU. Inside a VM a VF is the GPU.
-* ``product`` / ``family`` are set only when every Intel GPU agrees (upstream
-  rules overwrite each other on mixed nodes).
+* ``device-id.<class>-<id>.present`` per distinct class and id;
+* ``device-id.<class>-<id>.count``: the number of class-``<class>`` functions, on the id of
+  the first one (upstream's rule; wrong on mixed nodes, intel/helm-charts#68): 9 on a
+  Flex 170 host with 8 VFs;
+* ``device.count``: the functions of the product (``Max_1100``, ``Max_1550``, ``Flex_170``,
+  ``Flex_140``).
+
+Differences from upstream, on purpose: ``product`` / ``family`` (and ``device.count``) are
+set only when every Intel GPU agrees (upstream rules overwrite each other on mixed nodes,
+the last rule in the file winning).
 * ``memory.max`` sums the local memory the driver reports (i915
   ``lmem_total_bytes`` x tiles, as the labeler; xe ``physical_vram_size_bytes``
   per tile); GPUs without local memory add 0, as the labeler without
@@ -18,8 +22,6 @@ Differences from upstream, on purpose:
 """
 
 from __future__ import annotations
-
-from collections import Counter
 
 from nfd_gpu.discovery import tables
 from nfd_gpu.labels.neutral import LabelDoc, table_rows
@@ -38,8 +40,9 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
     LabelDoc(
         "device-id.<class>-<id>.count",
         "integer",
-        "Intel GPUs with that class and id (counted per id, unlike upstream's rule).",
+        "Intel functions (VFs included) of that class, on the first one's id (upstream's rule).",
     ),
+    LabelDoc("device.count", "integer", "Functions (VFs included) of the product."),
     LabelDoc("product", "`Max_1550` `Max_1100` `Flex_170` `Flex_140`", "When every GPU agrees."),
     LabelDoc("family", "`Max_Series` `Flex_Series` `A_Series`", "When every GPU agrees."),
     LabelDoc("memory.max", "integer (bytes)", "Local memory summed over the Intel GPUs."),
@@ -65,13 +68,20 @@ def intel_labels(snap: Snapshot) -> dict[str, str]:
     if not gpus:
         return {}
     out: dict[str, str] = {}
-    modules = set(snap.loaded_modules)
+    modules = set(snap.loaded_modules) | set(snap.builtin_modules)  # enabledmodule, as Intel
     if modules & {"i915", "xe"} and any(g.class_id[:4] in _RULE_CLASSES for g in gpus):
         out[FEATURE_LABEL] = "true"
-    ids = Counter(f"{g.class_id[:4]}-{g.device_id}" for g in gpus)
-    for key, n in sorted(ids.items()):
-        out[f"{PREFIX}/device-id.{key}.present"] = "true"
-        out[f"{PREFIX}/device-id.{key}.count"] = str(n)
+    # Intel's rules see every Intel display function (NFD pci.device), VFs included
+    fns = sorted(
+        (d for d in snap.pci if d.vendor == "8086" and d.class_id[:4] in _RULE_CLASSES),
+        key=lambda d: d.address,
+    )
+    for cls, dev in sorted({(d.class_id[:4], d.device) for d in fns}):
+        out[f"{PREFIX}/device-id.{cls}-{dev}.present"] = "true"
+    for cls in _RULE_CLASSES:
+        mine = [d for d in fns if d.class_id[:4] == cls]
+        if mine:
+            out[f"{PREFIX}/device-id.{cls}-{mine[0].device}.count"] = str(len(mine))
     series = [_series(g) for g in gpus]
     family = _common([s for s, _ in series])
     product = _common([p for _, p in series])
@@ -79,6 +89,10 @@ def intel_labels(snap: Snapshot) -> dict[str, str]:
         out[f"{PREFIX}/family"] = family
     if product:
         out[f"{PREFIX}/product"] = product
+        ids = {g.device_id for g in gpus}
+        out[f"{PREFIX}/device.count"] = str(
+            sum(1 for d in fns if d.class_id[:4] == "0380" and d.device in ids)
+        )
     out[f"{PREFIX}/memory.max"] = str(sum(g.local_memory_bytes or 0 for g in gpus))
     out[f"{PREFIX}/tiles"] = str(sum(g.tiles or 1 for g in gpus))
     return out
@@ -102,10 +116,10 @@ def render_docs() -> str:
         "Selected with `nfd-gpu scan --profile intel`. Keys and formats of Intel's GPU",
         "NodeFeatureRules and labeler (`gpu.intel.com/` below), plus",
         f"`{FEATURE_LABEL}=true` when an Intel GPU of class `0300`/`0380` is present",
-        "and `i915` or `xe` is loaded. Differences: counts are per device id (correct",
-        "on mixed nodes), host-side SR-IOV VFs are not counted, `product` and `family`",
-        "are set only when all Intel GPUs agree. `millicores`, `gpu-numbers`, `numa-gpu-map`",
-        "and the removed capability labels are not emitted.",
+        "and `i915` or `xe` is loaded or built in. Counts are over Intel's rules'",
+        "`pci.device` elements (SR-IOV VFs included). Difference: `product`, `family`",
+        "and `device.count` are set only when all Intel GPUs agree. `millicores`,",
+        "`gpu-numbers`, `numa-gpu-map` and the removed capability labels are not emitted.",
         "",
         *table_rows(PREFIX, LABEL_TABLE),
         "",

@@ -1,23 +1,32 @@
 """The ``nvidia`` compatibility profile: GPU Feature Discovery's keys and value formats.
 
-Keys under ``nvidia.com/`` as GFD v0.20.0 writes them (shared/reference/nvidia.md §1), with
-the MIG strategy derived from the hardware: ``none`` when no GPU has MIG on, ``single`` when
-every GPU has MIG on and all MIG devices share one profile, ``mixed`` otherwise.
+Keys under ``nvidia.com/`` as GFD v0.20.0 writes them (shared/reference/nvidia.md §1).
 
-Deterministic product on mixed nodes (GFD picks by map order, its issues #27 / #731): the
-``gpu.*`` labels describe the most numerous model; on a tie, the first name in sorted order.
-``gpu.count`` is the number of GPUs of that model, as in GFD.
+GPUs: those NVML enumerates (bound to ``nvidia``, answered by NVML). As GFD, nothing is
+emitted when NVML does not answer (no driver, a vfio-only host: GFD exits with
+``--fail-on-init-error``) or when one NVML GPU fails (a lost GPU fails GFD's pass).
 
-MIG strategy: ``auto`` (default) derives it as above; ``none`` / ``single`` / ``mixed``
-(``--mig-strategy``, ``NFD_GPU_MIG_STRATEGY`` or ``flags.migStrategy`` of the sharing config)
-behave as GFD's: an invalid ``single`` gives ``gpu.product=<model>-MIG-INVALID``, count 0.
+Product on mixed nodes (GFD ``newGPULabelers``): GFD writes the labels of every model, the
+MIG-enabled models first and the full-GPU models last, so a full GPU's model wins over a
+MIG-enabled one. Among several full-GPU models (or several MIG-enabled models on a node
+without full GPUs) GFD's winner follows Go map order (its issues #27 / #731); nfd-gpu picks
+the most numerous model, on a tie the first name in sorted order. ``gpu.count`` counts the
+GPUs of that model, MIG-enabled or not, as in GFD.
+
+MIG strategy: ``none`` (default, as GFD), ``single`` or ``mixed`` (``--mig-strategy``,
+``NFD_GPU_MIG_STRATEGY`` or ``flags.migStrategy`` of the sharing config) behave as GFD's: an
+invalid ``single`` gives ``gpu.product=<model>-MIG-INVALID``, count 0. ``auto`` (nfd-gpu's
+own) derives it from the hardware: ``none`` when no GPU has MIG on, ``single`` when every GPU
+has MIG on and all MIG devices share one profile, ``mixed`` otherwise.
 MIG devices carry ``memory``, ``multiprocessors``, ``slices.gi/ci`` and
 ``engines.copy/decoder/encoder/jpeg/ofa`` from NVML's MIG device attributes.
 
 Sharing (``--sharing-config``, the device plugin's config file): ``gpu.replicas`` and
-``gpu.sharing-strategy`` (``time-slicing`` or ``mps``; MPS wins when both have replicas),
+``gpu.sharing-strategy`` (``time-slicing`` or ``mps``; as the device plugin's
+``api/config/v1/sharing.go``: the strategy is MPS when the ``mps`` block has replicas, and
+the replicas come from the ``mps`` block whenever there is one),
 ``-SHARED`` on the product when replicas > 1 (unless ``renameByDefault``), ``mps.capable``.
-MPS with MIG-enabled GPUs is a warning and ``mps.capable=false`` (GFD fails the pass).
+MPS with MIG-enabled GPUs is a warning and no label at all (GFD fails its pass).
 ``gpu.clique`` when every fabric-attached GPU reports the same cluster UUID and clique id.
 
 ``gfd.timestamp`` only with ``NvidiaOptions.timestamp`` (``--gfd-timestamp``; the agent
@@ -83,13 +92,13 @@ _MIG_ATTRS = (
 class NvidiaOptions:
     """Options of the nvidia profile: MIG strategy and the device plugin's sharing config.
 
-    ``mig_strategy`` ``auto`` (the default) derives the strategy from the hardware (see the
-    module docstring); ``none`` / ``single`` / ``mixed`` behave as GFD's ``--mig-strategy``.
+    ``mig_strategy`` ``none`` (the default, GFD's) / ``single`` / ``mixed`` behave as GFD's
+    ``--mig-strategy``; ``auto`` derives the strategy from the hardware (module docstring).
     ``replicas`` maps a resource name (``nvidia.com/gpu``, ``nvidia.com/mig-1g.5gb``) to its
-    replicas; ``sharing`` is ``time-slicing`` or ``mps`` (MPS wins when both are configured).
+    replicas in the active block; ``sharing`` is ``time-slicing`` or ``mps``.
     """
 
-    mig_strategy: str = "auto"
+    mig_strategy: str = "none"
     sharing: str = "time-slicing"
     replicas: dict[str, int] = field(default_factory=dict)
     rename_by_default: bool = False
@@ -156,11 +165,39 @@ def vgpu_labels(gpus: list[Gpu]) -> dict[str, str]:
     return out
 
 
+def gfd_gpus(snap: Snapshot, warnings: list[str] | None = None) -> list[Gpu]:
+    """The GPUs GFD labels: those bound to the ``nvidia`` driver (NVML's). Empty when none
+    is, or when NVML answered for some GPUs and failed for another.
+
+    GFD only sees GPUs through NVML (``--device-discovery-strategy auto``): without the
+    driver it exits (``--fail-on-init-error``, default true); an NVML error on one GPU (lost,
+    ...) fails its labelling pass. Either way it writes no ``nvidia.com`` label. GPUs bound
+    to another driver (``vfio-pci``) are invisible to NVML. When nfd-gpu itself has no NVML
+    (no recorded answers, no library) the driver-bound GPUs are labelled from procfs/PCI.
+    """
+    gpus = [g for g in snap.gpus if g.vendor == "nvidia"]
+    bound = [g for g in gpus if g.driver == "nvidia"]
+    nvml = any(g.sources.get("product") == "nvml" for g in bound)
+    failed = [g for g in bound if nvml and g.sources.get("product") != "nvml"]
+    if gpus and (failed or not bound) and warnings is not None:
+        why = f"NVML failed for {failed[0].address}" if failed else "no GPU on the nvidia driver"
+        warnings.append(f"nvidia: {why}: no nvidia.com labels (GFD writes none either)")
+    return [] if failed else bound
+
+
+def product_model(gpus: list[Gpu]) -> str:
+    """The model ``gpu.*`` describes: a full-GPU model when there is one (GFD writes those
+    last), the most numerous of them, on a tie the first in sorted order."""
+    full = [g for g in gpus if not g.mig_enabled] or gpus
+    names = Counter(gfd_sanitise(g.product or "") for g in full)
+    return sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+
+
 def nvidia_labels(
     snap: Snapshot, opts: NvidiaOptions | None = None, warnings: list[str] | None = None
 ) -> dict[str, str]:
     opts = opts or NvidiaOptions()
-    gpus = [g for g in snap.gpus if g.vendor == "nvidia"]
+    gpus = gfd_gpus(snap, warnings)
     if not gpus:
         return {}
     out: dict[str, str] = {}
@@ -180,22 +217,21 @@ def nvidia_labels(
         out["cuda.runtime-version.full"] = cuda
     out["gpu.machine"] = gfd_sanitise(snap.machine or "") or "unknown"
 
-    names = Counter(gfd_sanitise(g.product or "") for g in gpus)
-    name = sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+    name = product_model(gpus)
     mine = [g for g in gpus if gfd_sanitise(g.product or "") == name]
-    first = mine[0]
     full = [g for g in mine if not g.mig_enabled]
+    dev = (full or mine)[-1]  # GFD keeps the last device of each name
     out["gpu.count"] = str(len(mine))
     replicas, sharing, shared = _sharing(opts, GPU_RESOURCE) if full else ("0", "none", False)
     out["gpu.replicas"] = replicas
     out["gpu.sharing-strategy"] = sharing
     out["gpu.product"] = name + ("-SHARED" if shared else "")
-    if first.memory_mib:
-        out["gpu.memory"] = str(first.memory_mib)
-    if first.compute_major:
-        out["gpu.family"] = _family(first.compute_major, first.compute_minor or 0)
-        out["gpu.compute.major"] = str(first.compute_major)
-        out["gpu.compute.minor"] = str(first.compute_minor or 0)
+    if dev.memory_mib:
+        out["gpu.memory"] = str(dev.memory_mib)
+    if dev.compute_major:
+        out["gpu.family"] = _family(dev.compute_major, dev.compute_minor or 0)
+        out["gpu.compute.major"] = str(dev.compute_major)
+        out["gpu.compute.minor"] = str(dev.compute_minor or 0)
     classes = {g.class_id[:6] for g in gpus}
     out["gpu.mode"] = {"030000": "graphics", "030200": "compute"}.get(
         classes.pop() if len(classes) == 1 else "", "unknown"
@@ -203,9 +239,12 @@ def nvidia_labels(
     out["mig.capable"] = "true" if any(g.mig_capable for g in gpus) else "false"
     mps = opts.sharing == "mps" and any(n > 1 for n in opts.replicas.values())
     if mps and any(g.mig_enabled for g in gpus):
+        # GFD isMPSCapable fails its whole labelling pass: no nvidia.com label at all
         if warnings is not None:
-            warnings.append("nvidia: MPS sharing is not supported for MIG devices")
-        mps = False
+            warnings.append(
+                "nvidia: MPS sharing is not supported for MIG devices: no nvidia.com labels"
+            )
+        return {}
     out["mps.capable"] = "true" if mps else "false"
     cl = clique(gpus, warnings)
     if cl:
@@ -223,9 +262,10 @@ def nvidia_labels(
         if why is not None:
             if warnings is not None:
                 warnings.append(f"nvidia: invalid MIG strategy single: {why}")
+            first_mig = next(g for g in gpus if g.mig_enabled)  # GFD: migEnabledDevices[0]
             out.update(
                 {
-                    "gpu.product": f"{name}-MIG-INVALID",
+                    "gpu.product": f"{gfd_sanitise(first_mig.product or '')}-MIG-INVALID",
                     "gpu.count": "0",
                     "gpu.replicas": "0",
                     "gpu.sharing-strategy": "",
@@ -281,7 +321,7 @@ def load_sharing_config(
     flags = doc.get("flags") or {}
     if not isinstance(flags, dict):
         raise ValueError(f"{path}: flags: expected a mapping")
-    strat = mig_strategy or flags.get("migStrategy") or "auto"
+    strat = mig_strategy or flags.get("migStrategy") or "none"
     if strat not in MIG_STRATEGIES:
         raise ValueError(f"{path}: flags.migStrategy: {strat!r} is not none, single or mixed")
     sharing = doc.get("sharing") or {}
@@ -294,19 +334,28 @@ def load_sharing_config(
             continue
         if not isinstance(block, dict):
             raise ValueError(f"{path}: sharing.{key}: expected a mapping")
+        if not block.get("resources"):
+            raise ValueError(f"{path}: sharing.{key}: no resources specified")
         replicas: dict[str, int] = {}
-        for i, r in enumerate(block.get("resources") or []):
+        for i, r in enumerate(block["resources"]):
             where = f"{path}: sharing.{key}.resources[{i}]"
             if not isinstance(r, dict) or not isinstance(r.get("name"), str):
                 raise ValueError(f"{where}: expected name and replicas")
-            n = r.get("replicas")
+            n = r.get("replicas", 0)
             if not isinstance(n, int) or isinstance(n, bool) or n < 0:
                 raise ValueError(f"{where}.replicas: expected a non-negative integer")
             replicas[r["name"]] = n
         found[strategy_name] = (replicas, bool(block.get("renameByDefault", False)))
-    # MPS wins when it is configured with replicas (device plugin api/config/v1/sharing.go).
-    for name in ("mps", "time-slicing"):
-        if name in found and any(n > 1 for n in found[name][0].values()):
-            replicas, rename = found[name]
-            return NvidiaOptions(strat, name, replicas, rename, timestamp)
-    return NvidiaOptions(mig_strategy=strat, timestamp=timestamp)
+
+    # The device plugin's api/config/v1/sharing.go: the strategy is MPS when the mps block
+    # has replicas > 1, else time-slicing when that block has; the replicas are the mps
+    # block's whenever it exists (an unreplicated mps block gives 1 replica, no -SHARED).
+    def replicated(name: str) -> bool:
+        return name in found and any(n > 1 for n in found[name][0].values())
+
+    active = "mps" if "mps" in found else "time-slicing"
+    strategy_name = next((n for n in ("mps", "time-slicing") if replicated(n)), "")
+    if not strategy_name or active not in found:
+        return NvidiaOptions(mig_strategy=strat, timestamp=timestamp)
+    replicas, rename = found[active]
+    return NvidiaOptions(strat, strategy_name, replicas, rename, timestamp)

@@ -107,62 +107,29 @@ def parse_version(s: str) -> tuple[int, int, int]:
     return nums[0], nums[1], nums[2]
 
 
-def translate_go_regexp(pattern: str) -> str:
-    """Translate an RE2 pattern into Python ``re`` syntax with the same meaning.
-
-    Differences handled: ``$`` (outside ``(?m)``) and ``\\z`` mean end of text;
-    Python-only constructs (lookaround, backreferences) are rejected like RE2 does.
-    """
-    multiline = bool(re.match(r"\(\?[a-zA-Z]*m", pattern))
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    in_class = False
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            if i + 1 >= n:
-                raise ExpressionError(f"invalid regexp {pattern!r}: trailing backslash")
-            d = pattern[i + 1]
-            if not in_class and d.isdigit() and d != "0":
-                raise ExpressionError(f"invalid regexp {pattern!r}: backreferences not supported")
-            out.append("\\Z" if (d == "z" and not in_class) else c + d)
-            i += 2
-            continue
-        if in_class:
-            if c == "]":
-                in_class = False
-            out.append(c)
-            i += 1
-            continue
-        if c == "[":
-            in_class = True
-            out.append(c)
-            i += 1
-            if i < n and pattern[i] == "^":
-                out.append("^")
-                i += 1
-            if i < n and pattern[i] == "]":
-                out.append("\\]")
-                i += 1
-            continue
-        if c == "(" and pattern.startswith(("(?=", "(?!", "(?<=", "(?<!"), i):
-            raise ExpressionError(f"invalid regexp {pattern!r}: lookaround not supported")
-        if c == "$" and not multiline:
-            out.append("\\Z")
-            i += 1
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
 @lru_cache(maxsize=4096)
-def compile_go_regexp(pattern: str) -> re.Pattern[str]:
-    """Compile an RE2 pattern (cached); raises ExpressionError when invalid."""
+def compile_go_regexp(pattern: str) -> Any:
+    """Compile a Go regexp with RE2 itself (``google-re2``; cached): matching is linear
+    in the input, whatever the pattern (no backtracking), and what RE2 rejects
+    (lookaround, backreferences, ``\\Z``) raises ExpressionError, as NFD does."""
+    import re2
+
     try:
-        return re.compile(translate_go_regexp(pattern))
-    except re.error as e:
-        raise ExpressionError(f"invalid regexp {pattern!r}: {e}") from None
+        return re2.compile(pattern, _RE2_OPTIONS())
+    except re2.error as e:
+        msg = e.args[0] if e.args else str(e)
+        if isinstance(msg, bytes):
+            msg = msg.decode("utf-8", "replace")
+        raise ExpressionError(f"invalid regexp {pattern!r}: {msg}") from None
+
+
+@lru_cache(maxsize=1)
+def _RE2_OPTIONS() -> Any:
+    import re2  # google-re2: the RE2 engine Go's regexp package implements
+
+    opts = re2.Options()
+    opts.log_errors = False  # errors are raised, not printed to stderr
+    return opts
 
 
 def go_value_string(value: object) -> str:

@@ -14,7 +14,9 @@ message names the field (``matchFeatures[0].matchExpressions.vendor.op``).
 from __future__ import annotations
 
 import logging
+import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,18 @@ log = logging.getLogger(__name__)
 API_VERSION = "nfd.k8s-sigs.io/v1alpha1"
 KIND = "NodeFeatureRule"
 RULE_SUFFIXES = (".yaml", ".yml", ".json")
+
+# A rule file larger than this is refused: a NodeFeatureRule object is an API object
+# (etcd stores at most 1.5 MiB per object), so a legitimate file is far smaller.
+MAX_RULE_FILE = 4 * 1024 * 1024
+# YAML aliases may not expand a file beyond this many nodes (and ten times its own
+# size): an "alias bomb" of a few KB would otherwise expand to billions of nodes.
+MAX_EXPANDED_NODES = 200_000
+ALIAS_EXPANSION_RATIO = 10
+
+# libyaml's safe loader when PyYAML was built with it (10,000 rules: 10.2 s -> 4.5 s);
+# the same safe constructors as yaml.SafeLoader.
+YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 _RULE_FIELDS = {
     "name",
@@ -319,22 +333,106 @@ def _yaml_error(e: yaml.YAMLError) -> str:
     return str(problem)
 
 
-# libyaml's safe loader when PyYAML was built with it (10,000 rules: 10.2 s -> 4.5 s);
-# the same safe constructors as yaml.SafeLoader.
-YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+class _Aliasing(Exception):
+    pass
+
+
+def _expanded_size(node: Any) -> tuple[int, int]:
+    """(physical nodes, nodes after alias expansion) of a composed YAML node graph,
+    counted without expanding (each distinct node is visited once)."""
+    sizes: dict[int, int] = {}
+    physical = 0
+    stack: list[tuple[Any, bool]] = [(node, False)]
+    while stack:
+        n, done = stack.pop()
+        if id(n) in sizes and not done:
+            continue
+        children: list[Any] = []
+        if isinstance(n, yaml.SequenceNode):
+            children = list(n.value)
+        elif isinstance(n, yaml.MappingNode):
+            children = [x for kv in n.value for x in kv]
+        if done:
+            total = 1 + sum(sizes[id(c)] for c in children)
+            sizes[id(n)] = total
+            if total > MAX_EXPANDED_NODES and total > ALIAS_EXPANSION_RATIO * max(physical, 1):
+                raise _Aliasing
+            continue
+        physical += 1
+        stack.append((n, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+    return physical, sizes[id(node)]
+
+
+def load_yaml_documents(text: str) -> list[Any]:
+    """``yaml.safe_load_all`` with libyaml when present and a bound on alias expansion
+    (raises yaml.YAMLError with problem ``excessive aliasing``)."""
+    loader = YAML_LOADER(text)
+    docs: list[Any] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            try:
+                _expanded_size(node)
+            except _Aliasing:
+                err = yaml.YAMLError()
+                err.problem = (  # type: ignore[attr-defined]
+                    f"excessive aliasing: aliases expand the document beyond "
+                    f"{MAX_EXPANDED_NODES} nodes"
+                )
+                raise err from None
+            docs.append(loader.construct_document(node))
+    finally:
+        loader.dispose()
+    return docs
+
+
+def read_rule_file(path: Path) -> str:
+    """The text of a rule file: a regular file of at most MAX_RULE_FILE bytes, opened
+    non-blocking (a FIFO or device is refused, never waited on). Raises RuleError."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise RuleError([f"{path}: cannot read: {e.strerror}"]) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise RuleError([f"{path}: not a regular file"])
+        if st.st_size > MAX_RULE_FILE:
+            raise RuleError(
+                [f"{path}: file is {st.st_size} bytes, larger than the {MAX_RULE_FILE} allowed"]
+            )
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(MAX_RULE_FILE + 1)
+    except OSError as e:
+        raise RuleError([f"{path}: cannot read: {e.strerror}"]) from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_RULE_FILE:
+        raise RuleError([f"{path}: file is larger than the {MAX_RULE_FILE} bytes allowed"])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise RuleError(
+            [f"{path}: cannot read: not UTF-8 ({e.reason} at byte {e.start})"]
+        ) from None
 
 
 def parse_documents(text: str, source: str, warnings: list[str]) -> list[Any]:
     """YAML (or JSON) documents of one file; raises RuleError when unparseable."""
     try:
-        return list(yaml.load_all(text, Loader=YAML_LOADER))
+        return load_yaml_documents(text)
     except yaml.YAMLError as e:
         first = e
+    except RecursionError:
+        raise RuleError([f"{source}: cannot parse YAML: nested too deeply"]) from None
     stripped = _strip_helm(text)
     if stripped != text:
         try:
-            docs = list(yaml.load_all(stripped, Loader=YAML_LOADER))
-        except yaml.YAMLError:
+            docs = load_yaml_documents(stripped)
+        except (yaml.YAMLError, RecursionError):
             pass
         else:
             warnings.append(f"{source}: Helm template control lines ignored")
@@ -376,11 +474,7 @@ def load_rules(path: str | Path, strict: bool = True, *, tolerant: bool = False)
     objs: list[RuleObject] = []
     for f in rule_files(p):
         try:
-            text = f.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            problems.append(f"{f}: cannot read: {e}")
-            continue
-        try:
+            text = read_rule_file(f)
             docs = parse_documents(text, str(f), warnings)
         except RuleError as e:
             problems.extend(e.problems)

@@ -33,6 +33,13 @@ log = logging.getLogger(__name__)
 MAX_TEMPLATE_SIZE = 64 * 1024
 MAX_OUTPUT_SIZE = 64 * 1024
 MAX_STEPS = 200_000
+# nesting of {{if}}/{{with}}/{{range}} blocks and parenthesised pipelines
+MAX_DEPTH = 100
+# one value (a string a function returns, a list's length)
+MAX_VALUE_SIZE = 64 * 1024
+# total size of every string and list the functions of one execution produce
+MAX_WORK = 4 * 1024 * 1024
+_INT64 = 1 << 64
 
 
 class TemplateError(ValueError):
@@ -369,6 +376,12 @@ class _Parser:
         self.funcs = funcs
         self.vars: list[str] = ["$"]
         self.range_depth = 0
+        self.depth = 0
+
+    def enter(self, line: int) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise TemplateError(f"line {line}: nested deeper than {MAX_DEPTH} levels")
 
     # -- item level
     def parse(self) -> tuple[Node, ...]:
@@ -409,6 +422,13 @@ class _Parser:
         return tuple(nodes), None
 
     def parse_branch(self, kind: str, item: _Action, toks: Sequence[Token]) -> BranchNode:
+        self.enter(item.line)
+        try:
+            return self._parse_branch(kind, item, toks)
+        finally:
+            self.depth -= 1
+
+    def _parse_branch(self, kind: str, item: _Action, toks: Sequence[Token]) -> BranchNode:
         mark = len(self.vars)
         pipe = _PipeParser(self, toks, item.line).parse_pipeline(kind, allow_decl=True)
         if kind == "range":
@@ -550,7 +570,9 @@ class _PipeParser:
             if t0 is not None and t0.kind == "var" and t1 is not None and t1.kind in (":=", "="):
                 decl, is_assign = [t0.value], t1.kind == "="
                 self.i += 2
+            self.p.enter(line)
             cmds = self.parse_cmds("parenthesized pipeline", stop=")")
+            self.p.depth -= 1
             nt = self.peek()
             if nt is None or nt.kind != ")":
                 raise self.err("unclosed left paren")
@@ -576,7 +598,30 @@ class _PipeParser:
 
 
 def go_repr(v: Any, top: bool = False) -> str:
-    """Format a value like Go's ``fmt`` ``%v``."""
+    """Format a value like Go's ``fmt`` ``%v`` (containers: at most MAX_VALUE_SIZE)."""
+    if isinstance(v, (Mapping, list, tuple)):
+        budget = [MAX_VALUE_SIZE]
+        return _repr_bounded(v, budget)
+    return _go_repr(v, top)
+
+
+def _repr_bounded(v: Any, budget: list[int]) -> str:
+    """%v of nested containers; raises TemplateError once the text passes the budget
+    (lists that contain themselves many times over would otherwise print exponentially)."""
+    if isinstance(v, Mapping):
+        parts = [f"{_repr_bounded(k, budget)}:{_repr_bounded(v[k], budget)}" for k in sorted(v)]
+        s = "map[" + " ".join(parts) + "]"
+    elif isinstance(v, (list, tuple)):
+        s = "[" + " ".join(_repr_bounded(x, budget) for x in v) + "]"
+    else:
+        s = _go_repr(v, False)
+    budget[0] -= len(s)
+    if budget[0] < 0:
+        raise TemplateError(f"value larger than {MAX_VALUE_SIZE} bytes")
+    return s
+
+
+def _go_repr(v: Any, top: bool = False) -> str:
     if v is None:
         return "<no value>" if top else "<nil>"
     if isinstance(v, bool):
@@ -732,6 +777,8 @@ def go_sprintf(fmt: str, *args: Any) -> str:
 
 
 def _pad(s: str, flags: str, width: int | None, numeric: bool = False) -> str:
+    if width is not None and width > MAX_VALUE_SIZE:
+        raise TemplateError(f"printf: width {width} larger than {MAX_VALUE_SIZE}")
     if width is None or len(s) >= width:
         return s
     if "-" in flags:
@@ -744,6 +791,9 @@ def _pad(s: str, flags: str, width: int | None, numeric: bool = False) -> str:
 
 
 def _format_one(a: Any, flags: str, width: int | None, prec: int | None, verb: str) -> str:
+    for n in (width, prec):
+        if n is not None and abs(n) > MAX_VALUE_SIZE:
+            raise TemplateError(f"printf: width or precision {n} larger than {MAX_VALUE_SIZE}")
     bad = f"%!{verb}({go_type(a)}={go_repr(a)})"
     if verb == "v":
         s = go_repr(a)
@@ -926,18 +976,29 @@ def strval(v: Any) -> str:
     return v if isinstance(v, str) else go_repr(v)
 
 
+def int64(x: int) -> int:
+    """Wrap like Go's int64 arithmetic (two's complement overflow)."""
+    return ((x + (1 << 63)) % _INT64) - (1 << 63)
+
+
 def to_int(v: Any) -> int:
-    """Sprig's toInt (cast.ToInt): numbers, bools and base-0 numeric strings, else 0."""
+    """Sprig's toInt (cast.ToInt): numbers, bools and base-0 numeric strings, else 0;
+    a Go int64."""
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, int):
-        return v
+        return int64(v)
     if isinstance(v, float):
-        return int(v)
+        if math.isnan(v) or math.isinf(v):
+            return -(1 << 63)  # what Go's int64(float) gives on amd64
+        return int64(int(v))
     if isinstance(v, str):
         s = v.strip()
+        if len(s) > 100:  # no int64 has that many digits (cast.ToInt: parse error -> 0)
+            return 0
         try:
-            return int(s, 0)
+            n = int(s, 0)
+            return n if -(1 << 63) <= n < (1 << 63) else 0
         except ValueError:
             try:
                 return int(float(s)) if s else 0
@@ -1054,8 +1115,19 @@ def _join(sep: Any, v: Any) -> str:
 
 
 def _indent(n: Any, s: Any) -> str:
-    pad = " " * to_int(n)
+    k = max(to_int(n), 0)
+    text = strval(s)
+    if k * (text.count("\n") + 1) + len(text) > MAX_VALUE_SIZE:
+        raise TemplateError(f"indent: result larger than {MAX_VALUE_SIZE} bytes")
+    pad = " " * k
     return pad + strval(s).replace("\n", "\n" + pad)
+
+
+def _replace(old: str, new: str, s: str) -> str:
+    hits = len(s) + 1 if old == "" else s.count(old)
+    if len(s) + hits * len(new) > MAX_VALUE_SIZE:
+        raise TemplateError(f"replace: result larger than {MAX_VALUE_SIZE} bytes")
+    return s.replace(old, new)
 
 
 def _repeat(n: Any, s: Any) -> str:
@@ -1086,7 +1158,7 @@ def _ternary(t: Any, f: Any, cond: Any) -> Any:
     return t if truth(cond) else f
 
 
-def _re(pattern: Any) -> re.Pattern[str]:
+def _re(pattern: Any) -> Any:
     try:
         return compile_go_regexp(strval(pattern))
     except ExpressionError as e:
@@ -1106,18 +1178,35 @@ def _go_repl(repl: str) -> str:
     return re.sub(r"\$([0-9]+)", r"\\g<\1>", out)
 
 
+def _check_sub(rx: Any, text: str, repl: str) -> None:
+    """Refuse a substitution whose result could pass MAX_VALUE_SIZE (before building it)."""
+    if not repl:
+        return
+    hits = sum(1 for _ in rx.finditer(text))
+    if len(text) + hits * len(repl) > MAX_VALUE_SIZE:
+        raise TemplateError(f"result larger than {MAX_VALUE_SIZE} bytes")
+
+
 def _regex_replace_all(pattern: Any, s: Any, repl: Any) -> str:
+    rx, text, r = _re(pattern), strval(s), strval(repl)
+    _check_sub(rx, text, r)
     try:
-        return _re(pattern).sub(_go_repl(strval(repl)), strval(s))
-    except (re.error, IndexError) as e:
+        return str(rx.sub(_go_repl(r), text))
+    except (re.error, IndexError, ValueError) as e:
         raise TemplateError(f"regexReplaceAll: {e}") from None
+
+
+def _regex_replace_literal(pattern: Any, s: Any, repl: Any) -> str:
+    rx, text, r = _re(pattern), strval(s), strval(repl)
+    _check_sub(rx, text, r)
+    return str(rx.sub(lambda m: r, text))
 
 
 def _regex_split(pattern: Any, s: Any, n: Any) -> list[str]:
     k = to_int(n)
     if k == 0:
         return []
-    parts = _re(pattern).split(strval(s), maxsplit=0 if k < 0 else k - 1)
+    parts: list[str] = _re(pattern).split(strval(s), maxsplit=0 if k < 0 else k - 1)
     return parts
 
 
@@ -1136,12 +1225,19 @@ def _min(a: Any, *rest: Any) -> int:
     return min([to_int(a), *(to_int(x) for x in rest)])
 
 
+def _mul(a: Any, *b: Any) -> int:
+    out = to_int(a)
+    for x in b:
+        out = int64(out * to_int(x))  # wraps at every step, as Go does
+    return out
+
+
 def _div(a: Any, b: Any) -> int:
     x, y = to_int(a), to_int(b)
     if y == 0:
         raise TemplateError("integer divide by zero")
     q = abs(x) // abs(y)
-    return q if (x >= 0) == (y >= 0) else -q
+    return int64(q if (x >= 0) == (y >= 0) else -q)
 
 
 def _mod(a: Any, b: Any) -> int:
@@ -1225,7 +1321,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "trimall": lambda c, s: strval(s).strip(strval(c)),
     "trimPrefix": lambda p, s: strval(s).removeprefix(strval(p)),
     "trimSuffix": lambda p, s: strval(s).removesuffix(strval(p)),
-    "replace": lambda o, n, s: strval(s).replace(strval(o), strval(n)),
+    "replace": lambda o, n, s: _replace(strval(o), strval(n), strval(s)),
     "contains": lambda sub, s: strval(sub) in strval(s),
     "hasPrefix": lambda p, s: strval(s).startswith(strval(p)),
     "hasSuffix": lambda p, s: strval(s).endswith(strval(p)),
@@ -1256,7 +1352,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "regexFind": lambda p, s: m.group(0) if (m := _re(p).search(strval(s))) else "",
     "regexFindAll": _regex_find_all,
     "regexReplaceAll": _regex_replace_all,
-    "regexReplaceAllLiteral": lambda p, s, r: _re(p).sub(lambda m: strval(r), strval(s)),
+    "regexReplaceAllLiteral": _regex_replace_literal,
     "regexSplit": _regex_split,
     "b64enc": lambda s: base64.b64encode(strval(s).encode()).decode(),
     "b64dec": _b64dec,
@@ -1272,10 +1368,10 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "int": to_int,
     "int64": to_int,
     "float64": to_float,
-    "add": lambda *a: sum(to_int(x) for x in a),
-    "add1": lambda a: to_int(a) + 1,
-    "sub": lambda a, b: to_int(a) - to_int(b),
-    "mul": lambda a, *b: math.prod([to_int(a), *(to_int(x) for x in b)]),
+    "add": lambda *a: int64(sum(to_int(x) for x in a)),
+    "add1": lambda a: int64(to_int(a) + 1),
+    "sub": lambda a, b: int64(to_int(a) - to_int(b)),
+    "mul": _mul,
     "div": _div,
     "mod": _mod,
     "max": _max,
@@ -1341,6 +1437,7 @@ class _State:
     out: list[str] = field(default_factory=list)
     size: int = 0
     steps: int = 0
+    work: int = 0  # bytes and list items produced by functions (MAX_WORK)
     vars: list[tuple[str, Any]] = field(default_factory=list)
 
     def write(self, s: str) -> None:
@@ -1377,7 +1474,10 @@ class Template:
 
     def execute(self, data: Any) -> str:
         st = _State(vars=[("$", data)])
-        _walk_list(st, self.root, data)
+        try:
+            _walk_list(st, self.root, data)
+        except RecursionError:
+            raise TemplateError("template execution nested too deeply") from None
         return "".join(st.out)
 
 
@@ -1385,7 +1485,10 @@ def parse(source: str) -> Template:
     """Parse a template; raises TemplateError with the line of the problem."""
     if len(source.encode()) > MAX_TEMPLATE_SIZE:
         raise TemplateError(f"template is larger than {MAX_TEMPLATE_SIZE} bytes")
-    return Template(source, _Parser(lex(source), FUNCTIONS).parse())
+    try:
+        return Template(source, _Parser(lex(source), FUNCTIONS).parse())
+    except RecursionError:
+        raise TemplateError(f"template nested deeper than {MAX_DEPTH} levels") from None
 
 
 def _walk_list(st: _State, nodes: Sequence[Node], dot: Any) -> None:
@@ -1561,12 +1664,27 @@ def _call(st: _State, dot: Any, ident: IdentifierNode, argn: Sequence[Node], fin
     arity = _ARITY.get(name)
     if arity is not None and not arity[0] <= len(args) <= arity[1]:
         raise TemplateError(f"line {ident.line}: wrong number of args for {name}: got {len(args)}")
+    # every argument is a bounded value; only the sum of many can be large
+    if sum(len(a) for a in args if isinstance(a, (str, list))) > 16 * MAX_VALUE_SIZE:
+        raise TemplateError(f"line {ident.line}: error calling {name}: arguments too large")
     try:
-        return fn(*args)
+        out = fn(*args)
     except TemplateError as e:
         raise TemplateError(f"line {ident.line}: error calling {name}: {e}") from None
     except (ValueError, OverflowError, TypeError, KeyError) as e:
         raise TemplateError(f"line {ident.line}: error calling {name}: {e}") from None
+    except RecursionError:
+        raise TemplateError(f"line {ident.line}: error calling {name}: nested too deeply") from None
+    if isinstance(out, (str, list, dict)):
+        size = len(out)
+        if size > MAX_VALUE_SIZE:
+            raise TemplateError(
+                f"line {ident.line}: error calling {name}: result larger than {MAX_VALUE_SIZE}"
+            )
+        st.work += size
+        if st.work > MAX_WORK:
+            raise TemplateError(f"template execution produces more than {MAX_WORK} bytes")
+    return out
 
 
 # ================================================================ ExpandMap

@@ -23,12 +23,16 @@ deleted or edited behind the agent's back). The sink never deletes the object.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import json
 import logging
 import random
+import socket
+import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -97,9 +101,9 @@ class NodeFeatureSink:
         pod_uid: str | None = None,
         timeout: float = 10.0,
         resync_interval: float = 3600.0,
-        max_conflict_retries: int = 5,
+        max_conflict_retries: int = 2,
         clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], object] = time.sleep,
+        sleep: Callable[[float], object] | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.node_name = node_name
@@ -112,7 +116,8 @@ class NodeFeatureSink:
         self.resync_interval = resync_interval
         self.max_conflict_retries = max_conflict_retries
         self.clock = clock
-        self.sleep = sleep
+        # waits end early on abort (SIGTERM)
+        self.sleep: Callable[[float], object] = sleep or (lambda s: self._aborted.wait(s))
         self.rng = rng or random.Random()
         self._kubeconfig = kubeconfig
         self._api_client = api_client
@@ -122,6 +127,8 @@ class NodeFeatureSink:
         self._known = False  # _obj reflects the server (None + known = absent)
         self._next_resync = 0.0
         self._owner_refs: list[Obj] | None = None
+        self._sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
+        self._aborted = threading.Event()
 
     # -- client -------------------------------------------------------------------------
 
@@ -131,6 +138,7 @@ class NodeFeatureSink:
 
             if self._api_client is None:
                 self._api_client = build_api_client(self._kubeconfig, timeout=self.timeout)
+            _track_sockets(self._api_client, self._sockets)
             self._custom = kubernetes.client.CustomObjectsApi(self._api_client)
             self._core = kubernetes.client.CoreV1Api(self._api_client)
         return self._custom, self._core
@@ -141,6 +149,15 @@ class NodeFeatureSink:
         from kubernetes.client.exceptions import ApiException  # lazy
         from urllib3.exceptions import HTTPError
 
+        if self._aborted.is_set():
+            raise SinkError(f"{verb} {self.namespace}/{self.object_name}: stopping")
+        # A total deadline: urllib3's timeout bounds each socket operation, so a server
+        # trickling one byte at a time could hold a request forever; when the deadline
+        # passes, the connections are shut down and the blocked read ends at once.
+        timer = threading.Timer(self.timeout, self._cut_connections)
+        timer.daemon = True
+        timer.start()
+        t0 = time.monotonic()
         try:
             return fn()
         except ApiException as e:
@@ -166,12 +183,32 @@ class NodeFeatureSink:
                 f"API server rejected {verb} {self.namespace}/{self.object_name} "
                 f"({status}): {_message(e)}"
             ) from None
-        except (HTTPError, OSError) as e:
+        except (HTTPError, OSError, ValueError) as e:
+            if self._aborted.is_set():
+                raise SinkError(f"{verb} {self.namespace}/{self.object_name}: stopping") from None
+            if time.monotonic() - t0 >= self.timeout:
+                raise SinkError(
+                    f"API request {verb} {self.namespace}/{self.object_name} failed: no "
+                    f"complete answer within {self.timeout:g} s",
+                    transient=True,
+                ) from None
             raise SinkError(
                 f"API request {verb} {self.namespace}/{self.object_name} failed: "
                 f"{type(e).__name__}: {e}",
                 transient=True,
             ) from None
+        finally:
+            timer.cancel()
+
+    def _cut_connections(self) -> None:
+        for sock in list(self._sockets):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def abort(self) -> None:
+        """Stop now (SIGTERM): cut in-flight requests; later calls fail at once."""
+        self._aborted.set()
+        self._cut_connections()
 
     def _get(self) -> Obj | None:
         custom, _ = self._apis()
@@ -191,6 +228,11 @@ class NodeFeatureSink:
             if s.status == 404:
                 return None
             raise SinkError(f"unexpected {s.status} on get: {s.reason}", transient=True) from None
+        if not _is_object(obj):
+            raise SinkError(
+                f"get {self.namespace}/{self.object_name}: the answer is not a NodeFeature",
+                transient=True,
+            )
         return obj
 
     # -- owner references ---------------------------------------------------------------
@@ -213,17 +255,20 @@ class NodeFeatureSink:
         if "ds" in self.owner_ref_kinds and have_pod:
             _, core = self._apis()
             try:
-                resp = self._call(
+                data = self._call(
                     "get",
-                    lambda: core.read_namespaced_pod(
-                        self.pod_name,
-                        self.namespace,
-                        _request_timeout=self.timeout,
-                        _preload_content=False,
+                    # the body is read inside the call: under the request's deadline
+                    lambda: (
+                        core.read_namespaced_pod(
+                            self.pod_name,
+                            self.namespace,
+                            _request_timeout=self.timeout,
+                            _preload_content=False,
+                        ).data
                     ),
                     resource="pods",
                 )
-                pod = json.loads(resp.data)
+                pod = json.loads(data)
                 for ref in pod.get("metadata", {}).get("ownerReferences") or []:
                     if ref.get("kind") == "DaemonSet" and ref.get("apiVersion") == "apps/v1":
                         refs.append(
@@ -236,6 +281,10 @@ class NodeFeatureSink:
                             }
                         )
                         break
+            except (ValueError, AttributeError, KeyError, TypeError) as e:
+                log.warning(
+                    "own pod %s: unreadable answer (%s): no DaemonSet owner", self.pod_name, e
+                )
             except _Status as s:
                 log.warning("own pod %s not readable (%s): no DaemonSet owner", self.pod_name, s)
             except SinkError as e:
@@ -295,9 +344,10 @@ class NodeFeatureSink:
                 self._obj = self._get()
                 if self._obj is not None and self._matches(self._obj, want):
                     return False
+            verb = "create" if self._obj is None else "update"
             try:
                 if self._obj is None:
-                    self._obj = self._call(
+                    answer = self._call(
                         "create",
                         functools.partial(
                             custom.create_namespaced_custom_object,
@@ -309,9 +359,8 @@ class NodeFeatureSink:
                             _request_timeout=self.timeout,
                         ),
                     )
-                    log.info("created NodeFeature %s/%s", self.namespace, self.object_name)
                 else:
-                    self._obj = self._call(
+                    answer = self._call(
                         "update",
                         functools.partial(
                             custom.replace_namespaced_custom_object,
@@ -324,10 +373,6 @@ class NodeFeatureSink:
                             _request_timeout=self.timeout,
                         ),
                     )
-                    log.info("updated NodeFeature %s/%s", self.namespace, self.object_name)
-                if not isinstance(self._obj, dict):  # a server answering 200 without a body
-                    self._known = False
-                return True
             except _Status as s:
                 log.info(
                     "NodeFeature %s/%s: %s (%s), retrying",
@@ -338,6 +383,21 @@ class NodeFeatureSink:
                 )
                 if s.status == 404:
                     self._obj = None  # deleted behind our back: re-GET then create
+                continue
+            # Success is what the server confirmed: the object it answered with, carrying
+            # a resourceVersion and exactly the spec sent. Anything else (a cut-off or
+            # empty answer) is a failure, and the next pass re-reads the object.
+            if not _is_object(answer) or answer.get("spec") != want["spec"]:
+                self._obj = None
+                self._known = False
+                raise SinkError(
+                    f"{verb} NodeFeature {self.namespace}/{self.object_name}: the server did "
+                    "not confirm the write (no or incomplete object in the answer)",
+                    transient=True,
+                )
+            self._obj = answer
+            log.info("%sd NodeFeature %s/%s", verb, self.namespace, self.object_name)
+            return True
         self._known = False
         raise SinkError(
             f"NodeFeature {self.namespace}/{self.object_name}: gave up after "
@@ -367,6 +427,44 @@ class _Status(Exception):
         super().__init__(f"{status} {reason}")
         self.status = status
         self.reason = reason
+
+
+def _is_object(obj: Any) -> bool:
+    """A NodeFeature as a server returns it (a JSON object with a resourceVersion)."""
+    if not isinstance(obj, dict):
+        return False
+    meta = obj.get("metadata")
+    return isinstance(meta, dict) and bool(meta.get("resourceVersion"))
+
+
+def _track_sockets(api_client: Any, sockets: weakref.WeakSet[socket.socket]) -> None:
+    """Remember every socket the client's connection pools open (urllib3's public
+    ``pool_classes_by_scheme`` hook), so a deadline or SIGTERM can shut them down."""
+    import urllib3  # lazy, comes with kubernetes
+
+    pm = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+    if pm is None or getattr(pm, "_nfd_gpu_tracked", False):
+        return
+
+    def tracked(conn_cls: Any) -> Any:
+        class Conn(conn_cls):  # type: ignore[misc]
+            def connect(self) -> None:
+                super().connect()
+                if self.sock is not None:
+                    sockets.add(self.sock)
+
+        return Conn
+
+    def pool(pool_cls: Any) -> Any:
+        return type(
+            pool_cls.__name__, (pool_cls,), {"ConnectionCls": tracked(pool_cls.ConnectionCls)}
+        )
+
+    pm.pool_classes_by_scheme = {
+        "http": pool(urllib3.HTTPConnectionPool),
+        "https": pool(urllib3.HTTPSConnectionPool),
+    }
+    pm._nfd_gpu_tracked = True
 
 
 def _message(e: Any) -> str:

@@ -41,6 +41,8 @@ CLUSTER_SCOPED = {
     "NodeFeatureRule",
     "RuntimeClass",
     "PriorityClass",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
 }
 
 # Strategic-merge keys (from the Kubernetes API's patchMergeKey) for the lists in deploy/.

@@ -37,7 +37,10 @@ HELM_KUBE_VERSION = "1.30.0"  # oldest Kubernetes the chart targets (Chart.yaml 
 HELM_MATRIX: dict[str, tuple[Obj, tuple[str, ...] | None]] = {
     "defaults": ({}, ("gpu-nodes-only",)),
     "nvml": ({"nvml": {"enabled": True}}, ("gpu-nodes-only", "nvml")),
-    "compat": ({"profiles": ["neutral", "nvidia", "amd", "intel"]}, ("compat", "gpu-nodes-only")),
+    "compat": (
+        {"profiles": ["neutral", "nvidia", "amd", "intel"], "profileOptions": ["amd-beta"]},
+        ("compat", "gpu-nodes-only"),
+    ),
     "featurefile-sidecar": ({"outputs": ["featurefile"]}, ("gpu-nodes-only", "worker-sidecar")),
     "monitoring": (
         {
@@ -167,13 +170,13 @@ def helm(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([tool("helm"), *args], capture_output=True, text=True, timeout=120)
 
 
-def helm_template(values: Obj, where: Path) -> list[Obj]:
+def helm_template(values: Obj, where: Path, release: str = RELEASE) -> list[Obj]:
     where.mkdir(parents=True, exist_ok=True)
     vf = where / "values.yaml"
     vf.write_text(yaml.safe_dump(values))
     out = helm(
         "template",
-        RELEASE,
+        release,
         str(CHART),
         "--namespace",
         NAMESPACE,
@@ -198,6 +201,8 @@ def normalized(objs: list[Obj]) -> list[Obj]:
     for o in yaml.safe_load(yaml.safe_dump(objs)):  # deep copy
         _strip_labels(o["metadata"].get("labels"))
         spec = o.get("spec", {})
+        if isinstance(spec.get("podSelector"), dict):  # NetworkPolicy
+            _strip_labels(spec["podSelector"].get("matchLabels"))
         if isinstance(spec.get("selector"), dict):
             _strip_labels(spec["selector"].get("matchLabels"))
             if o["kind"] == "Service":

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from tests.deploy import renderings as r
+from tests.deploy.kustomize import CLUSTER_SCOPED
 from tests.deploy.test_manifests import agent_container, validate
 
 MATRIX = sorted(r.HELM_MATRIX)
@@ -36,7 +37,9 @@ def test_helm_template_validates(case: str, tmp_path: Path) -> None:
     kinds = [o["kind"] for o in objs]
     assert kinds.count("DaemonSet") == 1
     for o in objs:
-        if o["kind"] not in ("Namespace", "NodeFeatureRule"):
+        if o["kind"] in CLUSTER_SCOPED:
+            assert "namespace" not in o["metadata"], o["kind"]
+        else:
             assert o["metadata"]["namespace"] == r.NAMESPACE, o["kind"]
         validate(o, objs)
 
@@ -49,9 +52,16 @@ def test_helm_equals_kustomize(case: str, tmp_path: Path) -> None:
     kust = [o for o in r.render_subset(subset, tmp_path / "k") if o["kind"] != "Namespace"]
     kust_keys = {(o["kind"], o["metadata"]["name"]) for o in kust}
     # Helm's extra monitoring objects (ServiceMonitor and its Service, PrometheusRule) have
-    # no kustomize component; deploy/monitoring carries the PrometheusRule.
+    # no kustomize component (deploy/monitoring carries the PrometheusRule); the admission
+    # policy is in the nodefeature-api overlay, not a component (compared in the test below).
     extra = [o for o in helm_objs if (o["kind"], o["metadata"]["name"]) not in kust_keys]
-    assert {o["kind"] for o in extra} <= {"Service", "ServiceMonitor", "PrometheusRule"}
+    assert {o["kind"] for o in extra} <= {
+        "Service",
+        "ServiceMonitor",
+        "PrometheusRule",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     shared = [o for o in helm_objs if (o["kind"], o["metadata"]["name"]) in kust_keys]
     assert r.normalized(shared) == r.normalized(kust)
 
@@ -89,7 +99,8 @@ def test_everything_case(tmp_path: Path) -> None:
 
 def test_rbac_only_with_nodefeature_output(tmp_path: Path) -> None:
     objs = r.helm_template({"outputs": ["featurefile"]}, tmp_path)
-    assert not {"Role", "RoleBinding"} & {o["kind"] for o in objs}
+    kinds = {o["kind"] for o in objs}
+    assert not {"Role", "RoleBinding", "ValidatingAdmissionPolicy"} & kinds
     spec = next(o for o in objs if o["kind"] == "DaemonSet")["spec"]["template"]["spec"]
     assert spec["automountServiceAccountToken"] is False
 
@@ -115,11 +126,13 @@ def test_schema_enums_are_the_agents() -> None:
     import json
 
     from nfd_gpu.config import OUTPUTS
+    from nfd_gpu.labels.options import PROFILE_OPTIONS
     from nfd_gpu.scan import KNOWN_PROFILES
 
     props = json.loads((r.CHART / "values.schema.json").read_text())["properties"]
     assert set(props["outputs"]["items"]["enum"]) == set(OUTPUTS)
     assert set(props["profiles"]["items"]["enum"]) == set(KNOWN_PROFILES)
+    assert set(props["profileOptions"]["items"]["enum"]) == set(PROFILE_OPTIONS)
 
 
 def test_prometheus_rules_match_deploy_monitoring() -> None:
@@ -146,3 +159,22 @@ def test_readme_up_to_date() -> None:
         text=True,
     )
     assert out.returncode == 0, out.stderr
+
+
+def test_admission_policy_follows_service_account_name(tmp_path: Path) -> None:
+    """The policy matches the requests of the chart's own service account, whatever the
+    release is called."""
+    objs = r.helm_template({"fullnameOverride": "gpu-labels"}, tmp_path, release="x")
+    (vap,) = [o for o in objs if o["kind"] == "ValidatingAdmissionPolicy"]
+    (binding,) = [o for o in objs if o["kind"] == "ValidatingAdmissionPolicyBinding"]
+    (sa,) = [o for o in objs if o["kind"] == "ServiceAccount"]
+    assert sa["metadata"]["name"] == "gpu-labels"
+    (cond,) = vap["spec"]["matchConditions"]
+    assert cond["expression"].endswith("':gpu-labels'")
+    assert binding["spec"]["policyName"] == vap["metadata"]["name"]
+
+
+def test_no_security_objects_when_disabled(tmp_path: Path) -> None:
+    values = {"networkPolicy": {"enabled": False}, "admissionPolicy": {"enabled": False}}
+    kinds = {o["kind"] for o in r.helm_template(values, tmp_path)}
+    assert not {"NetworkPolicy", "ValidatingAdmissionPolicy"} & kinds

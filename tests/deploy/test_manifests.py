@@ -20,7 +20,7 @@ import pytest
 import typer
 import yaml
 
-from tests.deploy.kustomize import build, load_docs
+from tests.deploy.kustomize import CLUSTER_SCOPED, build, load_docs
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -71,7 +71,9 @@ def test_overlay_renders(overlay: str) -> None:
     assert "PodMonitor" not in kinds  # the monitoring component, needs the operator's CRDs
     for o in objs:
         assert o.get("apiVersion") and o.get("metadata", {}).get("name"), o
-        if o["kind"] != "Namespace":
+        if o["kind"] in CLUSTER_SCOPED:
+            assert "namespace" not in o["metadata"], o["kind"]
+        else:
             assert o["metadata"].get("namespace") == "nfd-gpu", o["kind"]
 
 
@@ -227,8 +229,18 @@ def test_daemonset_least_privilege(overlay: str) -> None:
     assert sc["capabilities"]["drop"] == ["ALL"] and not sc["capabilities"].get("add")
     assert not sc.get("privileged")
     assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
-    if overlay != "nfd-worker-sidecar":  # writes root-owned host features.d
-        assert spec["securityContext"]["runAsNonRoot"] is True
+    # every overlay's agent runs without root (the sidecar overlay's features.d is made
+    # group-writable by a one-shot init container holding only CAP_CHOWN)
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["runAsUser"] != 0
+    assert not sc.get("runAsUser")  # no per-container override back to root
+    for init in spec.get("initContainers", []):
+        isc = init["securityContext"]
+        assert isc["capabilities"]["drop"] == ["ALL"]
+        assert set(isc["capabilities"].get("add", [])) <= {"CHOWN"}
+        assert isc["allowPrivilegeEscalation"] is False and isc["readOnlyRootFilesystem"] is True
+        assert [m["name"] for m in init["volumeMounts"]] == ["features-d"]
+        assert init["image"] == c["image"]
     host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
     assert {"/sys", "/proc/driver", "/proc/modules", "/usr"} <= set(host.values())
     # issue 11: no whole /dev (read-only does not apply to device nodes), never the host's /
@@ -410,6 +422,32 @@ def test_dockerfile() -> None:
     assert m, "Dockerfile must copy rules/*.yaml"
     for overlay in OVERLAYS:
         assert f"--rules={m.group(1)}" in agent_container(render(overlay))["args"]
+    # every base pinned by digest; locked, hashed dependencies; no pip in the final image
+    froms = re.findall(r"^FROM (\S+)", text, re.M)
+    assert froms and all(re.fullmatch(r"[^@\s]+@sha256:[0-9a-f]{64}", f) for f in froms), froms
+    installs = re.findall(r"pip install [^\n]*", text)
+    for line in installs:
+        assert "--require-hashes" in line or "--no-deps" in line, line
+    final = text[text.rindex("\nFROM ") :]
+    assert "pip uninstall -y pip" in final and "pip install" not in final
+    assert "COPY --from=build /opt/nfd-gpu /opt/nfd-gpu" in final
+    for lock in ("image/requirements.lock", "image/build.lock"):
+        body = (REPO / lock).read_text()
+        pins = re.findall(r"^([A-Za-z0-9_.-]+)==\S+", body, re.M)
+        assert pins and body.count("--hash=sha256:") >= len(pins), lock
+    locked = {
+        n.lower().replace("_", "-")
+        for n in re.findall(
+            r"^([A-Za-z0-9_.-]+)==", (REPO / "image/requirements.lock").read_text(), re.M
+        )
+    }
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    for dep in deps:
+        name = re.match(r"[A-Za-z0-9_.-]+", dep).group(0).lower().replace("_", "-")  # type: ignore[union-attr]
+        assert name in locked, (
+            f"{name} missing from image/requirements.lock: bash scripts/lock-image.sh"
+        )
     ignore = (REPO / ".dockerignore").read_text().split()
     assert "rules" not in ignore
     for entry in (".venv", ".git", "tests/fixtures"):

@@ -113,9 +113,9 @@ UNAVAILABLE: dict[str, Unavailable] = {
             "gpu.feature.node.kubernetes.io/mig.*",
             "gpu.feature.node.kubernetes.io/nvidia.cuda.*",
             "gpu.feature.node.kubernetes.io/virtualization",  # procfs has no virtualization mode
-            "nvidia.com/cuda.*",
-            "nvidia.com/gpu.*",
-            "nvidia.com/mig-*",
+            # every nvidia.com key: a GPU NVML fails for (lost) makes the nvidia profile write
+            # nothing, as GFD; without NVML the driver-bound GPUs get procfs facts
+            "nvidia.com/*",
         ),
     ),
 }

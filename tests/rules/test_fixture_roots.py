@@ -149,6 +149,8 @@ SHIPPED_EXPECTED: dict[str, dict[str, str]] = {
     },
     # Arc A770 (16384 MiB from lmem_total_bytes) < 24576 -> small; class 0300: not Data Center
     "arc-a770": {G + "class": "small"},
+    # Arc B580 on built-in xe (12288 MiB from tile VRAM) -> small; class 0300
+    "talos-arc-xe": {G + "class": "small"},
     # 2x Tesla T4 (turing, 15360 MiB) -> small; not MIG-capable
     "nvidia-vgpu-host": {G + "class": "small"},
     # vGPU guest: GRID T4-4Q (turing, NVML memory 4096 MiB, the vGPU's framebuffer) -> small

@@ -1,0 +1,56 @@
+"""Profile options: opt-in label groups of the compatibility profiles.
+
+One table, :data:`PROFILE_OPTIONS`, declares every option: its name (prefixed with the
+profile it belongs to), the profile, and what it adds. ``--profile-option NAME``
+(repeatable; ``NFD_GPU_PROFILE_OPTIONS`` / config ``profile_options``, comma-separated)
+turns one on; docs/configuration.md lists them (checked by a test).
+
+The ``amd`` profile's defaults are the AMD node labeller's with its sample DaemonSet flags
+(``-vram -cu-count -simd-count -device-id -family -product-name``); the other labeller
+flags are options here. The GPU operator's labeller adds ``-driver-version``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+# name -> (profile, what it adds)
+PROFILE_OPTIONS: dict[str, tuple[str, str]] = {
+    "amd-beta": (
+        "amd",
+        "beta.amd.com/gpu.<kind> and beta.amd.com/gpu.<kind>.<value>=<count> "
+        "(the labeller always writes them)",
+    ),
+    "amd-driver-version": ("amd", "amd.com/gpu.driver-version (labeller -driver-version)"),
+    "amd-compute-memory-partition": (
+        "amd",
+        "amd.com/gpu.compute-memory-partition (labeller -compute-memory-partition)",
+    ),
+    "amd-compute-partitioning-supported": (
+        "amd",
+        "amd.com/gpu.compute-partitioning-supported (labeller -compute-partitioning-supported)",
+    ),
+    "amd-memory-partitioning-supported": (
+        "amd",
+        "amd.com/gpu.memory-partitioning-supported (labeller -memory-partitioning-supported)",
+    ),
+    "amd-mode": ("amd", "amd.com/gpu.mode (the GPU operator's KubeVirt labeller)"),
+}
+
+
+def check(options: Iterable[str], profiles: Iterable[str]) -> str | None:
+    """None when every option is known and its profile selected, else the problem."""
+    chosen = set(profiles)
+    for name in options:
+        if name not in PROFILE_OPTIONS:
+            return f"unknown profile option {name!r} (known: {', '.join(PROFILE_OPTIONS)})"
+        profile = PROFILE_OPTIONS[name][0]
+        if profile not in chosen:
+            return f"profile option {name!r} needs the {profile} profile"
+    return None
+
+
+def of(profile: str, options: Iterable[str]) -> frozenset[str]:
+    """The options of one profile, without the ``<profile>-`` prefix."""
+    prefix = f"{profile}-"
+    return frozenset(o.removeprefix(prefix) for o in options if o.startswith(prefix))

@@ -1,0 +1,80 @@
+"""Fixtures for the hostile-input suite (tests/hostile): damaged trees, abusive rules,
+misbehaving API servers. Every case must end in < 5 s and < 200 MB (``bounded``)."""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if TESTS_DIR not in sys.path:
+    sys.path.insert(0, TESTS_DIR)
+
+from k8s_api_server import FakeKubeAPI  # noqa: E402
+
+CASE_SECONDS = 5.0
+CASE_BYTES = 200 * 1024 * 1024
+
+
+def _rss() -> int:
+    with open(f"/proc/{os.getpid()}/statm", encoding="ascii") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.fixture
+def bounded() -> Iterator[None]:
+    """Fail a case that takes >= 5 s or grows the process by >= 200 MB. The address
+    space is also capped for the case, so a runaway allocation fails fast instead of
+    taking the machine."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    base = _rss()
+    with open(f"/proc/{os.getpid()}/statm", encoding="ascii") as f:
+        vsize = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    cap = vsize + 4 * CASE_BYTES  # headroom for thread stacks and mmap'd libraries
+    if hard == resource.RLIM_INFINITY or cap < hard:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    t0 = time.monotonic()
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    took = time.monotonic() - t0
+    grew = _rss() - base
+    assert took < CASE_SECONDS, f"case took {took:.1f} s (limit {CASE_SECONDS:g} s)"
+    assert grew < CASE_BYTES, f"case grew the process by {grew >> 20} MB"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "kube_apiserver: needs a real kube-apiserver (the `kube_apiserver` fixture, "
+        "supplied by the CI harness; skipped with the reason when none is available)",
+    )
+
+
+@pytest.fixture
+def k8s_server() -> Iterator[FakeKubeAPI]:
+    api = FakeKubeAPI().start()
+    try:
+        yield api
+    finally:
+        api.stop()
+
+
+@pytest.fixture(scope="session")
+def kube_apiserver() -> str:
+    """Admin kubeconfig of a real kube-apiserver (>= 1.30) for the admission-policy test.
+
+    Supplied by the CI harness through ``NFD_GPU_TEST_KUBECONFIG`` (or by overriding this
+    fixture in a higher conftest). Skipped, with this reason, when there is none: the
+    real-server proof of deploy/overlays/nodefeature-api/validatingadmissionpolicy.yaml is
+    pending until then."""
+    path = os.environ.get("NFD_GPU_TEST_KUBECONFIG")
+    if not path or not os.path.isfile(path):
+        pytest.skip("no real kube-apiserver (set NFD_GPU_TEST_KUBECONFIG to an admin kubeconfig)")
+    return path
