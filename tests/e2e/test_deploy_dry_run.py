@@ -28,6 +28,17 @@ EXTRA_KINDS = {
     "Service": ("/api/v1", "services", True),
     "ServiceMonitor": ("/apis/monitoring.coreos.com/v1", "servicemonitors", True),
     "PrometheusRule": ("/apis/monitoring.coreos.com/v1", "prometheusrules", True),
+    "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies", True),
+    "ValidatingAdmissionPolicy": (
+        "/apis/admissionregistration.k8s.io/v1",
+        "validatingadmissionpolicies",
+        False,
+    ),
+    "ValidatingAdmissionPolicyBinding": (
+        "/apis/admissionregistration.k8s.io/v1",
+        "validatingadmissionpolicybindings",
+        False,
+    ),
 }
 MONITORING_CRDS = [
     "podmonitors.monitoring.coreos.com",
@@ -66,6 +77,13 @@ def test_helm_matrix_dry_run(cluster: Any, case: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("subset", r.SUBSETS, ids=lambda s: "+".join(s) or "base")
+@pytest.mark.parametrize("overlay", sorted(p.name for p in (r.DEPLOY / "overlays").iterdir()))
+def test_overlay_dry_run(cluster: Any, overlay: str) -> None:
+    from tests.deploy.kustomize import build
+
+    _dry_run(cluster, build(r.DEPLOY / "overlays" / overlay))
+
+
 def test_component_subset_dry_run(cluster: Any, subset: tuple[str, ...], tmp_path: Path) -> None:
     _dry_run(cluster, r.render_subset(subset, tmp_path / "k"))
 
