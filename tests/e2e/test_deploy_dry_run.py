@@ -76,7 +76,6 @@ def test_helm_matrix_dry_run(cluster: Any, case: str, tmp_path: Path) -> None:
     _dry_run(cluster, r.helm_template(r.HELM_MATRIX[case][0], tmp_path))
 
 
-@pytest.mark.parametrize("subset", r.SUBSETS, ids=lambda s: "+".join(s) or "base")
 @pytest.mark.parametrize("overlay", sorted(p.name for p in (r.DEPLOY / "overlays").iterdir()))
 def test_overlay_dry_run(cluster: Any, overlay: str) -> None:
     from tests.deploy.kustomize import build
@@ -84,6 +83,7 @@ def test_overlay_dry_run(cluster: Any, overlay: str) -> None:
     _dry_run(cluster, build(r.DEPLOY / "overlays" / overlay))
 
 
+@pytest.mark.parametrize("subset", r.SUBSETS, ids=lambda s: "+".join(s) or "base")
 def test_component_subset_dry_run(cluster: Any, subset: tuple[str, ...], tmp_path: Path) -> None:
     _dry_run(cluster, r.render_subset(subset, tmp_path / "k"))
 
