@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -139,18 +140,44 @@ def test_emfile_makes_the_scan_incomplete(tmp_path: Path, bounded: None) -> None
     assert any("Too many open files" in e for e in res.errors)
 
 
-def test_failed_listing_makes_the_scan_incomplete(tmp_path: Path) -> None:
-    if os.geteuid() == 0:
-        # root reads through mode 000; use a directory that cannot be opened as one
-        pytest.skip("needs a non-root user for an unlistable directory")
-    root = _copy("hgx-h100", tmp_path)
-    d = root / "sys/bus/pci/devices"
-    d.chmod(0)
+def test_failed_listing_makes_the_scan_incomplete() -> None:
+    """The PCI device listing fails (EACCES): the scan is incomplete, not "no GPU".
+
+    Root reads through mode 000, so as root (CI) the scan runs in a forked child that
+    has dropped to uid/gid 65534 first.
+    """
+    tmp = Path(tempfile.mkdtemp(prefix="nfd-gpu-unlistable-"))
     try:
-        res = run_scan(root)
-    finally:
+        tmp.chmod(0o755)
+        root = _copy("hgx-h100", tmp)
+        d = root / "sys/bus/pci/devices"
+        d.chmod(0)
+        rd, wr = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child: never return into pytest
+            code = 1
+            try:
+                os.close(rd)
+                if os.geteuid() == 0:
+                    os.setgroups([])
+                    os.setgid(65534)
+                    os.setuid(65534)
+                res = run_scan(root)
+                os.write(wr, json.dumps({"complete": res.complete, "errors": res.errors}).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(wr)
+        with os.fdopen(rd, "rb") as f:
+            answer = f.read()
+        _, status = os.waitpid(pid, 0)
         d.chmod(0o755)
-    assert not res.complete
+        assert os.waitstatus_to_exitcode(status) == 0, "the scan raised in the child"
+        got = json.loads(answer)
+        assert got["complete"] is False
+        assert any("Permission denied" in e for e in got["errors"]), got["errors"]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_metrics_port_flood_leaves_descriptors_for_the_scan(bounded: None) -> None:
