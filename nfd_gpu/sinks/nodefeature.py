@@ -176,9 +176,17 @@ class NodeFeatureSink:
             if status in (404, 409):
                 raise _Status(status, _reason(e)) from None
             if status == 403:
+                msg = _message(e)
+                if "ValidatingAdmissionPolicy" in msg or "admission webhook" in msg:
+                    # RBAC allowed it; an admission policy (e.g. the shipped one that
+                    # confines each node's agent to its own NodeFeature) refused it
+                    raise SinkError(
+                        f"forbidden by admission policy: {verb} "
+                        f"{self.namespace}/{self.object_name} ({msg})"
+                    ) from None
                 raise SinkError(
                     f"forbidden: the service account needs RBAC verb '{verb}' on {resource} "
-                    f"in namespace {self.namespace!r} ({_message(e)})"
+                    f"in namespace {self.namespace!r} ({msg})"
                 ) from None
             if status == 401:
                 raise SinkError(

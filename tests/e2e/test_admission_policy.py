@@ -19,7 +19,6 @@ import base64
 import contextlib
 import json
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any

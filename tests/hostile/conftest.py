@@ -49,14 +49,6 @@ def bounded() -> Iterator[None]:
     assert grew < CASE_BYTES, f"case grew the process by {grew >> 20} MB"
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "kube_apiserver: needs a real kube-apiserver (the `kube_apiserver` fixture, "
-        "supplied by the CI harness; skipped with the reason when none is available)",
-    )
-
-
 @pytest.fixture
 def k8s_server() -> Iterator[FakeKubeAPI]:
     api = FakeKubeAPI().start()
@@ -64,17 +56,3 @@ def k8s_server() -> Iterator[FakeKubeAPI]:
         yield api
     finally:
         api.stop()
-
-
-@pytest.fixture(scope="session")
-def kube_apiserver() -> str:
-    """Admin kubeconfig of a real kube-apiserver (>= 1.30) for the admission-policy test.
-
-    Supplied by the CI harness through ``NFD_GPU_TEST_KUBECONFIG`` (or by overriding this
-    fixture in a higher conftest). Skipped, with this reason, when there is none: the
-    real-server proof of deploy/overlays/nodefeature-api/validatingadmissionpolicy.yaml is
-    pending until then."""
-    path = os.environ.get("NFD_GPU_TEST_KUBECONFIG")
-    if not path or not os.path.isfile(path):
-        pytest.skip("no real kube-apiserver (set NFD_GPU_TEST_KUBECONFIG to an admin kubeconfig)")
-    return path
