@@ -29,11 +29,15 @@ from nfd_gpu.scan import run_scan
 from nfd_gpu.sinks.nodefeature import NODE_NAME_LABEL
 from tests.conftest import fixture_root, nfd_gpu_cmd
 from tests.e2e.cluster import ApiError, Cluster, Obj
-from tests.e2e.conftest import NS, node_object, rendered, wait_for
+from tests.e2e.conftest import node_object, rendered, wait_for
 from tests.e2e.test_cluster import agent_env
 
 NODES = ("e2e-vap-a", "e2e-vap-b")
 NODE_EXTRA = "authentication.kubernetes.io/node-name"
+# Its own namespace with the shipped ServiceAccount, Role and RoleBinding: the policy
+# matches the ServiceAccount named nfd-gpu in the object's namespace, whichever that is, and
+# the other e2e tests count the requests of nfd-gpu/nfd-gpu in the audit log.
+NS = "nfd-gpu-vap"
 NF = f"/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/{NS}/nodefeatures"
 VAP = "/apis/admissionregistration.k8s.io/v1"
 POLICY = "nfd-gpu-own-nodefeature"
@@ -78,20 +82,34 @@ def delete_nf(cluster: Cluster, name: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def policy(kube_cluster: Cluster, agent_sa: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The shipped policy and binding applied; Pods on two Nodes with node-bound tokens.
+def policy(kube_cluster: Cluster) -> Iterator[dict[str, Any]]:
+    """The shipped policy and binding applied; the agent's ServiceAccount, Role and
+    RoleBinding in namespace NS; Pods on two Nodes with node-bound tokens.
     Yields {"tokens": {node: token}, "pods": {node: pod}, "unbound": token}."""
     c = kube_cluster
+    render = rendered("nodefeature-api")
+    c.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    for o in render:
+        if o["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
+            o = json.loads(json.dumps(o))
+            o["metadata"]["namespace"] = NS
+            for s in o.get("subjects", []):
+                s["namespace"] = NS
+            c.apply(o)
     objs = [
         o
-        for o in rendered("nodefeature-api")
+        for o in render
         if o["kind"] in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
     ]
     assert sorted(o["kind"] for o in objs) == [
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
     ]
-    unbound = agent_sa["token"]
+    unbound = c.request(
+        "POST",
+        f"/api/v1/namespaces/{NS}/serviceaccounts/nfd-gpu/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )["status"]["token"]
     assert "node" not in claims(unbound).get("kubernetes.io", {})
     probe = nodefeature("nfd-gpu-vap-probe", "vap-probe")
     for o in objs:
