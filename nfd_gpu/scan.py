@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -11,24 +12,13 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from nfd_gpu import features as F
-from nfd_gpu.discovery import (
-    amd,
-    amdgpuinfo,
-    intel,
-    nvidia,
-    nvidia_vgpu,
-    pci,
-    runtime,
-    system,
-    vgpu,
-)
-from nfd_gpu.discovery import gpus as gpu_discovery
-from nfd_gpu.discovery.pciids import PciIds
+from nfd_gpu.discovery.registry import SOURCES
+from nfd_gpu.discovery.source import Context, wanted
 from nfd_gpu.featuremap import snapshot_features
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.labels.neutral import NAMESPACE, neutral_labels
 from nfd_gpu.labels.validate import filter_labels
-from nfd_gpu.model import Partition, Snapshot
+from nfd_gpu.model import Snapshot
 
 if TYPE_CHECKING:
     from nfd_gpu.discovery.nvml_session import NvmlSession
@@ -61,45 +51,20 @@ class ScanResult:
 def discover(
     host: HostRoot, *, nvml_lib: ModuleType | None = None, nvml: NvmlSession | None = None
 ) -> Snapshot:
-    """Read the host into a :class:`Snapshot` (read-only; failures become warnings).
+    """Read the host into a :class:`Snapshot` (read-only; failures become warnings): each
+    source of :data:`~nfd_gpu.discovery.registry.SOURCES` in order, skipping those whose
+    vendors have no GPU here.
 
     ``nvml_lib`` replaces the NVML library (``nfd-gpu snapshot`` records through it);
     ``nvml`` is the NVML session (mode, and the agent's state kept between passes)."""
     if nvml is not None:
         nvml.status = "none"  # until NVIDIA GPUs ask it
-    devices = pci.discover(host)
-    gpu_fns, vfs, switches = gpu_discovery.classify(devices)
-    ids = PciIds(host)
-    gpus = tuple(gpu_discovery.build_gpu(d, vfs, ids) for d in gpu_fns)
-    versions = system.module_versions(host)
-    partitions: tuple[Partition, ...] = ()
-    if any(g.vendor == "nvidia" for g in gpus):
-        gpus, partitions, versions = nvidia.apply(
-            nvidia.collect(host, nvml_lib, nvml), gpus, versions
-        )
-        gpus = nvidia_vgpu.apply(host, gpus)
-    if any(g.vendor == "amd" for g in gpus):
-        gpus = amdgpuinfo.apply(gpus, amdgpuinfo.query(host))
-    gpus, amd_partitions = amd.enrich(host, gpus)
-    partitions = partitions + amd_partitions
-    gpus = intel.enrich(host, gpus)
-    vgpu_types = vgpu.read_types(host, gpus)
-    gpus = vgpu.apply(gpus, vgpu_types)
-    rt = runtime.discover(host, gpus, devices)
-    return Snapshot(
-        root=host.root,
-        pci=devices,
-        gpus=gpus,
-        nvswitches=tuple(switches),
-        partitions=partitions,
-        loaded_modules=system.loaded_modules(host),
-        builtin_modules=system.builtin_modules(host),
-        driver_versions=versions,
-        machine=system.machine(host),
-        warnings=tuple(host.warnings),
-        vgpu_types=vgpu_types,
-        runtime=rt,
-    )
+    ctx = Context(host, nvml_lib=nvml_lib, nvml=nvml)
+    snap = Snapshot(root=host.root)
+    for source in SOURCES:
+        if wanted(source, snap):
+            snap = source.discover(ctx, snap)
+    return dataclasses.replace(snap, warnings=tuple(host.warnings))
 
 
 def label(

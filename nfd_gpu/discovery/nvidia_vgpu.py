@@ -21,8 +21,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
-from nfd_gpu.model import Gpu
+from nfd_gpu.model import Gpu, Snapshot
 
 CONFIG_MIN = 256
 _STATUS = 0x06
@@ -151,3 +152,10 @@ def apply(host: HostRoot, gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
                 changes["vgpu_host_driver_branch"] = info[1]
         out.append(dataclasses.replace(g, **changes))  # type: ignore[arg-type]
     return tuple(out)
+
+
+def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
+    return dataclasses.replace(snap, gpus=apply(ctx.host, snap.gpus))
+
+
+SOURCE = Step("nvidia-vgpu", _discover, needs=("nvidia",))

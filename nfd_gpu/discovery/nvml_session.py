@@ -27,7 +27,7 @@ import dataclasses
 from types import ModuleType
 from typing import Any
 
-from nfd_gpu.discovery.nvidia import NVML_RECORDING, NvidiaFacts
+from nfd_gpu.discovery.nvidia_facts import NVML_RECORDING, NvidiaFacts
 from nfd_gpu.hostroot import HostRoot
 
 NVML_MODES = ("auto", "on", "off")

@@ -33,12 +33,14 @@ are unknown, and so is ``devices_ready`` on a node with NVIDIA GPUs in container
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import stat
 
+from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
-from nfd_gpu.model import DeviceNode, Gpu, PciDevice, Runtime
+from nfd_gpu.model import DeviceNode, Gpu, PciDevice, Runtime, Snapshot
 
 NVIDIA_TOOLKIT_CONFIG = "etc/nvidia-container-runtime/config.toml"
 NVIDIA_BINARIES = ("usr/bin/nvidia-container-runtime", "usr/bin/nvidia-ctk")
@@ -227,3 +229,10 @@ def flags(rt: Runtime) -> list[str]:
     if rt.devices_ready:
         out.append("devices-ready")
     return out
+
+
+def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
+    return dataclasses.replace(snap, runtime=discover(ctx.host, snap.gpus, snap.pci))
+
+
+SOURCE = Step("runtime", _discover)
