@@ -16,7 +16,10 @@ from nfd_gpu.discovery.registry import SOURCES
 from nfd_gpu.discovery.source import Context, wanted
 from nfd_gpu.featuremap import snapshot_features
 from nfd_gpu.hostroot import HostRoot
-from nfd_gpu.labels.neutral import NAMESPACE, neutral_labels
+from nfd_gpu.labels.neutral import NAMESPACE
+from nfd_gpu.labels.profile import LabelOptions
+from nfd_gpu.labels.registry import DEFAULT, PROFILES
+from nfd_gpu.labels.registry import known as known_profiles
 from nfd_gpu.labels.validate import filter_labels
 from nfd_gpu.model import Snapshot
 
@@ -24,8 +27,7 @@ if TYPE_CHECKING:
     from nfd_gpu.discovery.nvml_session import NvmlSession
     from nfd_gpu.labels.nvidia import NvidiaOptions
 
-PROFILES = ("neutral",)
-KNOWN_PROFILES = ("neutral", "nvidia", "amd", "intel")
+KNOWN_PROFILES = tuple(PROFILES)
 
 
 @dataclass
@@ -69,7 +71,7 @@ def discover(
 
 def label(
     snap: Snapshot,
-    profiles: Sequence[str] = PROFILES,
+    profiles: Sequence[str] = DEFAULT,
     namespace: str = NAMESPACE,
     nvidia_options: NvidiaOptions | None = None,
     profile_options: Sequence[str] = (),
@@ -77,28 +79,14 @@ def label(
     """Labels of the chosen profiles, validated; invalid ones dropped with a warning.
 
     ``profile_options`` are names from :data:`nfd_gpu.labels.options.PROFILE_OPTIONS`."""
-    from nfd_gpu.labels.options import of
-
+    opts = LabelOptions(namespace, nvidia_options, tuple(profile_options))
     warnings: list[str] = []
     labels: dict[str, str] = {}
     for p in profiles:
-        if p == "neutral":
-            labels.update(neutral_labels(snap, namespace))
-        elif p == "nvidia":
-            from nfd_gpu.labels.nvidia import nvidia_labels
-
-            labels.update(nvidia_labels(snap, nvidia_options, warnings))
-        elif p == "amd":
-            from nfd_gpu.labels.amd import amd_labels
-
-            labels.update(amd_labels(snap, of("amd", profile_options)))
-        elif p == "intel":
-            from nfd_gpu.labels.intel import intel_labels
-
-            labels.update(intel_labels(snap))
-        else:
-            known = ", ".join(KNOWN_PROFILES)
-            raise ValueError(f"unknown label profile {p!r} (known: {known})")
+        profile = PROFILES.get(p)
+        if profile is None:
+            raise ValueError(f"unknown label profile {p!r} (known: {known_profiles()})")
+        labels.update(profile.labels(snap, opts, warnings))
     return filter_labels(labels, warnings), warnings
 
 
@@ -134,7 +122,7 @@ def _cached_rules(path: str, tolerant: bool, load: Callable[..., Any]) -> Any:
 def run_scan(
     root: str | os.PathLike[str] = "/",
     *,
-    profiles: Sequence[str] = PROFILES,
+    profiles: Sequence[str] = DEFAULT,
     rules_path: str | os.PathLike[str] | None = None,
     tolerant_rules: bool = False,
     namespace: str = NAMESPACE,
