@@ -9,7 +9,9 @@ GFD merges its labelers in order and iterates Go maps where it picks among GPU m
 GFD writes nothing: NVML missing (it exits, ``--fail-on-init-error``), an NVML error on a GPU
 (the pass fails), MPS sharing with MIG enabled (the pass fails).
 
-Not derived here: ``vgpu.*`` (PCI config space, another issue).
+``vgpu.*`` follow GFD's vGPU labeler (``internal/lm/vgpu.go``, ``internal/vgpu/pciutil.go``,
+``vgpu.go``) over the fixture's ``sys/bus/pci/devices``: as GFD running privileged (its own
+DaemonSet's ``privileged: true``), reading each config file whole.
 """
 
 from __future__ import annotations
@@ -121,10 +123,62 @@ def _profile_name(dev: dict[str, Any], mig: dict[str, Any]) -> str:
     return name.replace("+", ".")
 
 
+class _Fail(Exception):
+    """GFD's labelling pass fails: it writes nothing."""
+
+
+def _pci_attr(dev: Path, name: str, key: str) -> str:
+    """A sysfs attribute; a snapshot keeps ``uevent`` only, which holds the same values."""
+    try:
+        return (dev / name).read_text().strip()
+    except FileNotFoundError:
+        uevent = dict(x.split("=", 1) for x in (dev / "uevent").read_text().split() if "=" in x)
+        return f"0x{uevent[key].split(':')[0].lower()}"
+
+
+def _vgpu_labels(root: Path) -> dict[str, str]:
+    """GFD's vGPU labeler: every NVIDIA PCI function's vendor capability (pciutil.go)."""
+    devices = root / "sys/bus/pci/devices"
+    vgpus = []
+    for d in sorted(devices.iterdir()):  # os.ReadDir: sorted by name
+        try:
+            if _pci_attr(d, "vendor", "PCI_ID") != "0x10de":
+                continue
+            _pci_attr(d, "class", "PCI_CLASS")
+            config = (d / "config").read_bytes()
+        except (OSError, KeyError):
+            return {}  # listing fails: logged, no vgpu labels
+        if len(config) < 256:
+            return {}  # "Please run GFD with privileged mode": no vgpu labels
+        cap = None
+        if config[0x06] & 0x10:
+            visited, pos = set(), config[0x34]
+            while pos != 0 and pos not in visited and config[pos] != 0xFF:
+                if config[pos] == 0x09:
+                    cap = config[pos : pos + config[pos + 2]]
+                    break
+                visited.add(pos)
+                pos = config[pos + 1]
+        if cap is not None and len(cap) >= 5 and cap[3:5] == b"VF":
+            vgpus.append(cap)
+    out = {"vgpu.present": "true" if vgpus else "false"}
+    for cap in vgpus:  # GetInfo: walk the records to the host driver version record (id 0)
+        pos = 5
+        while pos + 1 < len(cap) and cap[pos] != 0:
+            if cap[pos + 1] == 0:
+                raise _Fail("a zero-length record: GFD's walk never ends")
+            pos += cap[pos + 1]
+        if pos >= len(cap) or cap[pos] != 0 or pos + 22 > len(cap):
+            raise _Fail("cannot find driver version record")
+        out["vgpu.host-driver-version"] = cap[pos + 2 : pos + 12].decode("latin-1").strip("\0")
+        out["vgpu.host-driver-branch"] = cap[pos + 12 : pos + 22].decode("latin-1").strip("\0")
+    return out
+
+
 def gfd_outputs(
     root: Path, strategy: str = "none", sharing: Path | None = None
 ) -> list[dict[str, str]]:
-    """Every label map GFD can write for this fixture (without gfd.timestamp and vgpu.*)."""
+    """Every label map GFD can write for this fixture (without gfd.timestamp)."""
     path = root / "nvml.json"
     if not path.exists():
         return [{}]  # no NVML: GFD exits (--fail-on-init-error, default true)
@@ -139,6 +193,10 @@ def gfd_outputs(
     fabric = [d.get("nvmlDeviceGetGpuFabricInfo", {"error": "NotSupported"}) for d in devs]
     if any(f.get("error") not in (None, "NotSupported") for f in fabric):
         return [{}]  # IsFabricAttached fails: "error checking imex capability"
+    try:
+        vgpu = _vgpu_labels(root)
+    except _Fail:
+        return [{}]
     share = Sharing.load(sharing)
     mig_mode = [d["nvmlDeviceGetMigMode"] for d in devs]
     enabled = [isinstance(m, list) and m[0] == 1 for m in mig_mode]
@@ -221,6 +279,7 @@ def gfd_outputs(
             for n in order_f:
                 labels.update(gpu_labeler(n, False))
             labels.update(_mig_labels(devs, enabled, strategy, share))
+            labels.update(vgpu)
             if labels not in results:
                 results.append(labels)
     return [{NV + k: v for k, v in r.items()} for r in results]

@@ -32,4 +32,8 @@ OPTION_CASES: dict[str, tuple[str, NvidiaOptions]] = {
     "a100-t4--time-slicing-4": ("a100-t4", _cfg("time-slicing-4.yaml")),
     "a100-t4--mps-2": ("a100-t4", _cfg("mps-2.yaml")),
     "a100-t4--single": ("a100-t4", NvidiaOptions(mig_strategy="single")),
+    # H200 with MIG on both GPUs, six profiles (NVML names from the real H200's profile list)
+    "h200-mig-mixed--mixed": ("h200-mig-mixed", NvidiaOptions(mig_strategy="mixed")),
+    "h200-mig-mixed--single-invalid": ("h200-mig-mixed", NvidiaOptions(mig_strategy="single")),
+    "h200-mig-mixed--auto": ("h200-mig-mixed", NvidiaOptions(mig_strategy="auto")),
 }

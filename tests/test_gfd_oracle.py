@@ -47,8 +47,7 @@ def _ours(root: Path, strategy: str, sharing: Path | None) -> dict[str, str]:
         if sharing
         else NvidiaOptions(mig_strategy=strategy)
     )
-    labels = run_scan(root, profiles=["nvidia"], nvidia_options=opts).labels
-    return {k: v for k, v in labels.items() if not k.startswith("nvidia.com/vgpu.")}
+    return run_scan(root, profiles=["nvidia"], nvidia_options=opts).labels
 
 
 @pytest.mark.parametrize("sharing", [None, *SHARING], ids=lambda p: p.stem if p else "no-config")
@@ -85,3 +84,82 @@ def test_mig_enabled_a100_next_to_t4(tmp_path: Path) -> None:
             expected = gfd_outputs(root, strategy, sharing)
             assert len(expected) == 1
             assert _ours(root, strategy, sharing) == expected[0], (strategy, sharing)
+
+
+def _vgpu_keys(labels: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in labels.items() if k.startswith("nvidia.com/vgpu.")}
+
+
+def test_oracle_covers_vgpu() -> None:
+    # the capability is read and compared on the fixtures that have config spaces
+    assert _vgpu_keys(gfd_outputs(fixture_root("nvidia-vgpu-guest"))[0]) == {
+        "nvidia.com/vgpu.present": "true",
+        "nvidia.com/vgpu.host-driver-version": "550.54.16",
+        "nvidia.com/vgpu.host-driver-branch": "r550_40",
+    }
+    assert _vgpu_keys(gfd_outputs(fixture_root("h200-vm"))[0]) == {
+        "nvidia.com/vgpu.present": "false"
+    }
+
+
+def _vgpu_guest(tmp_path: Path) -> tuple[Path, Path]:
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(fixture_root("nvidia-vgpu-guest"), root, symlinks=True)
+    return root, root / "sys/devices/pci0000:00/0000:00:05.0/config"
+
+
+def test_vgpu_unprivileged_read(tmp_path: Path) -> None:
+    # Without CAP_SYS_ADMIN the kernel returns the first 64 bytes of config space (the
+    # DaemonSet's pod): GFD writes no vgpu label; nfd-gpu neither, except vgpu.present=true
+    # from NVML's virtualization mode VGPU (docs/migration.md).
+    root, config = _vgpu_guest(tmp_path)
+    config.write_bytes(config.read_bytes()[:64])
+    (expected,) = gfd_outputs(root)
+    assert _vgpu_keys(expected) == {}
+    ours = _ours(root, "none", None)
+    assert _vgpu_keys(ours) == {"nvidia.com/vgpu.present": "true"}
+    assert {k: v for k, v in ours.items() if k not in _vgpu_keys(ours)} == expected
+    import json
+
+    rec = json.loads((root / "nvml.json").read_text())
+    rec["devices"][0]["nvmlDeviceGetVirtualizationMode"] = 0  # not a vGPU to NVML either
+    (root / "nvml.json").write_text(json.dumps(rec))
+    assert _ours(root, "none", None) == gfd_outputs(root)[0]
+
+
+def test_vgpu_short_config_on_another_nvidia_function(tmp_path: Path) -> None:
+    # GFD lists every NVIDIA PCI function (audio, NVSwitch, ...): one short config space
+    # and it writes no vgpu label, even where the GPU's own capability is readable
+    import shutil
+
+    root, _ = _vgpu_guest(tmp_path)
+    audio = root / "sys/devices/pci0000:00/0000:00:05.1"
+    shutil.copytree(root / "sys/devices/pci0000:00/0000:00:05.0", audio, symlinks=True)
+    for name in ("driver", "config", "uevent"):
+        (audio / name).unlink()
+    (audio / "class").write_text("0x040300\n")  # the GPU's HD audio function
+    (audio / "device").write_text("0x10fa\n")
+    (audio / "config").write_bytes(bytes(64))
+    link = root / "sys/bus/pci/devices/0000:00:05.1"
+    link.symlink_to("../../../devices/pci0000:00/0000:00:05.1")
+    (expected,) = gfd_outputs(root)
+    assert _vgpu_keys(expected) == {}
+    assert _ours(root, "none", None) == {**expected, "nvidia.com/vgpu.present": "true"}
+    (audio / "config").write_bytes(bytes(256))
+    (expected,) = gfd_outputs(root)
+    assert _vgpu_keys(expected)["nvidia.com/vgpu.present"] == "true"
+    assert _ours(root, "none", None) == expected
+
+
+def test_vgpu_capability_without_host_driver_record(tmp_path: Path) -> None:
+    # GetInfo fails: GFD's labelling pass fails and it writes nothing; so does the profile
+    root, config = _vgpu_guest(tmp_path)
+    c = bytearray(config.read_bytes())
+    cap = 0xD4
+    assert c[cap] == 0x09 and c[cap + 3 : cap + 5] == b"VF"
+    c[cap + 2] = 5  # the capability ends before its first record
+    config.write_bytes(bytes(c))
+    assert gfd_outputs(root) == [{}]
+    assert _ours(root, "none", None) == {}

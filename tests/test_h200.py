@@ -266,3 +266,41 @@ def test_agent_with_nvml_on_does_not_publish_without_nvml(
     agent = Agent(Config(root=str(root), nvml="auto", oneshot=True), sinks=[Sink()])
     assert agent.run_pass() is True
     assert published and published[0][f"{G}/nvidia.cuda.major"] == "13"
+
+
+@needs_capture
+def test_mig_profile_is_not_knowable_from_procfs() -> None:
+    """docs/nvidia.md "MIG naming": profiles of one GPU share memory footprints on the
+    real H200, so neither a GI id nor its memory placement could name the profile; without
+    NVML the MIG devices of the MIG-enabled H200 fixture are counted, as `unknown`."""
+    import ast
+    import re
+
+    by_memory: dict[int, set[str]] = {}
+    for line in (CAPTURE / "mig-profiles.txt").read_text().splitlines():
+        m = re.match(r"profile \d+ \[.*\] \(v3\): (\{.*\})$", line)
+        if m:
+            info = ast.literal_eval(m.group(1))
+            by_memory.setdefault(info["memorySizeMB"], set()).add(info["name"])
+    shared = {mb: names for mb, names in by_memory.items() if len(names) > 1}
+    assert shared == {
+        16384: {"MIG 1g.18gb", "MIG 1g.18gb+me"},
+        33280: {"MIG 1g.35gb", "MIG 2g.35gb"},
+        71424: {"MIG 3g.71gb", "MIG 4g.71gb"},
+    }
+    root = fixture_root("h200-mig-mixed")
+    with_nvml = run_scan(root).labels
+    assert {k: v for k, v in with_nvml.items() if k.startswith(f"{G}/mig.") and ".count" in k} == {
+        f"{G}/mig.1g.18gb.count": "1",
+        f"{G}/mig.1g.18gb.me.count": "1",
+        f"{G}/mig.1g.35gb.count": "2",
+        f"{G}/mig.2g.35gb.count": "1",
+        f"{G}/mig.3g.71gb.count": "1",
+        f"{G}/mig.4g.71gb.count": "1",
+    }
+    gis = sorted(p.name for p in root.glob("proc/driver/nvidia/capabilities/gpu*/mig/gi*"))
+    assert gis == ["gi1", "gi1", "gi13", "gi14", "gi5", "gi5", "gi6"]
+    without = run_scan(root, nvml="off")
+    assert {p.profile for p in without.snapshot.partitions} == {"unknown"}
+    mig = {k: v for k, v in without.labels.items() if k.startswith(f"{G}/mig.") and "count" in k}
+    assert mig == {f"{G}/mig.unknown.count": "7"}

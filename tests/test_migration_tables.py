@@ -77,10 +77,6 @@ class Case:
     with_option: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
-def _no_vgpu(labels: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in labels.items() if not k.startswith("nvidia.com/vgpu.")}
-
-
 @cache
 def cases() -> dict[str, list[Case]]:
     nvidia = []
@@ -92,9 +88,7 @@ def cases() -> dict[str, list[Case]]:
                     if sharing
                     else NvidiaOptions(mig_strategy=strategy)
                 )
-                ours = _no_vgpu(
-                    run_scan(fixture_root(name), profiles=["nvidia"], nvidia_options=opts).labels
-                )
+                ours = run_scan(fixture_root(name), profiles=["nvidia"], nvidia_options=opts).labels
                 outs = gfd_outputs(fixture_root(name), strategy, sharing)
                 stamp = NvidiaOptions(mig_strategy=strategy, timestamp=1767225600)
                 on = run_scan(fixture_root(name), profiles=["nvidia"], nvidia_options=stamp)

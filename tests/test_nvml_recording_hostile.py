@@ -13,6 +13,7 @@ import resource
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nfd_gpu.discovery import nvml, nvml_replay
-from tests.conftest import REPO, fixture_root, nfd_gpu_cmd, no_nvml_dir
+from tests.conftest import REPO, fixture_root, no_nvml_dir
 
 G = "gpu.feature.node.kubernetes.io"
 
@@ -75,21 +76,37 @@ def procfs_labels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return _scan(root)[0]
 
 
+# `nfd-gpu` (python -m nfd_gpu.cli) that reports its own VmHWM (kB) on stderr at exit
+_PEAK_LINE = "test-peak-kb "
+_PEAK = f"""
+import atexit, runpy, sys
+def _peak():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            sys.stderr.write("{_PEAK_LINE}" + line.split()[1] + "\\n")
+atexit.register(_peak)
+sys.argv[0] = "nfd-gpu"
+runpy.run_module("nfd_gpu.cli", run_name="__main__")
+"""
+
+
 def _scan(root: Path) -> tuple[dict[str, str], str, float, float]:
     """Run ``nfd-gpu scan`` in its own process: labels, stderr, seconds, that child's peak MB.
 
-    The peak comes from ``os.wait4`` on this one child (RUSAGE_CHILDREN would be the largest
-    child the whole test session ever waited for).
+    The peak is the scan process's own ``VmHWM`` (``/proc/self/status``, read at exit), the
+    high-water mark of its memory image. Not ``ru_maxrss``: RUSAGE_CHILDREN is the largest
+    child the session ever waited for, and even ``os.wait4`` on this one child reports at
+    least the test process's own peak, which the kernel carries over the child's exec.
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith("NFD_GPU_")}
     env["PYTHONPATH"] = os.pathsep.join([str(no_nvml_dir()), str(REPO)])
     env["NFD_GPU_NVML"] = "auto"
     t0 = time.monotonic()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.Popen([*nfd_gpu_cmd(), "scan", "--root", str(root)], stdout=out,
-                             stderr=err, env=env)  # fmt: skip
+        p = subprocess.Popen([sys.executable, "-c", _PEAK, "scan", "--root", str(root)],
+                             stdout=out, stderr=err, env=env)  # fmt: skip
         try:
-            _, status, usage = _wait4(p.pid, deadline=t0 + 30)
+            _, status, _usage = _wait4(p.pid, deadline=t0 + 30)
         finally:
             if p.returncode is None and p.poll() is None:
                 p.kill()
@@ -100,7 +117,10 @@ def _scan(root: Path) -> tuple[dict[str, str], str, float, float]:
     assert os.waitstatus_to_exitcode(status) == 0, stderr
     assert "Traceback" not in stderr
     labels = dict(line.partition("=")[::2] for line in stdout.splitlines())
-    return labels, stderr, took, usage.ru_maxrss / 1024
+    peak = [ln for ln in stderr.splitlines() if ln.startswith(_PEAK_LINE)]
+    assert len(peak) == 1, stderr
+    stderr = stderr.replace(peak[0] + "\n", "")
+    return labels, stderr, took, int(peak[0].removeprefix(_PEAK_LINE)) / 1024
 
 
 def _wait4(pid: int, deadline: float) -> tuple[int, int, resource.struct_rusage]:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
-from nfd_gpu.model import Gpu, Snapshot
+from nfd_gpu.model import Gpu, PciDevice, Snapshot
 
 CONFIG_MIN = 256
 _STATUS = 0x06
@@ -124,22 +124,41 @@ def cached_capability(host: HostRoot, g: Gpu) -> tuple[bool, bytes | None]:
     return hit
 
 
-def apply(host: HostRoot, gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
+def whole(host: HostRoot, address: str) -> bool:
+    """The config space of one PCI function is readable in full (256 bytes or more)."""
+    rel = f"sys/bus/pci/devices/{address}/config"
+    return len(host.read_at(rel, CONFIG_MIN - 1, 1) or b"") == 1
+
+
+def apply(
+    host: HostRoot, gpus: tuple[Gpu, ...], functions: tuple[PciDevice, ...] = ()
+) -> tuple[Gpu, ...]:
     """Read each NVIDIA GPU's vendor capability; mark vGPU guests and their host driver.
 
-    ``sources["vgpu_capability"]`` records that the whole config space was readable (so
-    the absence of the capability is a fact); a short or unreadable file only means unknown.
+    ``sources["vgpu_capability"]`` records that the capability list of every NVIDIA PCI
+    function was readable, ``functions`` being the node's other PCI functions (audio,
+    NVSwitch, ...): GFD lists them all and writes no ``vgpu.*`` label when one config
+    space is short, so the absence of the capability is a fact only then. A short or
+    unreadable file only means unknown (an unprivileged reader gets 64 bytes).
     """
+    gpu_addrs = {g.address for g in gpus}
+    others_whole = all(
+        whole(host, f.address)
+        for f in functions
+        if f.vendor == "10de" and f.address not in gpu_addrs
+    )
     out = []
     for g in gpus:
         if g.vendor != "nvidia":
             out.append(g)
             continue
-        whole, cap = cached_capability(host, g)
-        if not whole:
+        readable, cap = cached_capability(host, g)
+        if not readable:
             out.append(g)
             continue
-        sources = {**g.sources, "vgpu_capability": "pci-config"}
+        sources = dict(g.sources)
+        if others_whole:
+            sources["vgpu_capability"] = "pci-config"
         changes: dict[str, object] = {"sources": sources}
         if is_vgpu(cap):
             assert cap is not None
@@ -155,7 +174,7 @@ def apply(host: HostRoot, gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
 
 
 def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
-    return dataclasses.replace(snap, gpus=apply(ctx.host, snap.gpus))
+    return dataclasses.replace(snap, gpus=apply(ctx.host, snap.gpus, snap.pci))
 
 
 SOURCE = Step("nvidia-vgpu", _discover, needs=("nvidia",))

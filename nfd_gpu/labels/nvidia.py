@@ -146,23 +146,30 @@ def clique(gpus: list[Gpu], warnings: list[str] | None = None) -> str | None:
     return None
 
 
-def vgpu_labels(gpus: list[Gpu]) -> dict[str, str]:
-    """``vgpu.*``: a GPU in ``vgpu-guest`` mode (PCI vGPU capability or NVML) is present.
+def vgpu_labels(gpus: list[Gpu]) -> dict[str, str] | None:
+    """``vgpu.*`` as GFD's vGPU labeler writes them (``internal/lm/vgpu.go``), from the PCI
+    vendor capability of the NVIDIA GPUs (``gpus``: all of them, any driver, as GFD lists
+    every NVIDIA PCI function).
 
-    ``vgpu.present=false`` only when every GPU's whole config space was read and none is a
-    vGPU (unprivileged reads stop at 64 bytes: nothing is known, nothing is claimed). Host
-    driver version / branch come from the capability; with several vGPUs the last wins (GFD).
+    Where every NVIDIA function's whole config space was read: ``vgpu.present`` is
+    ``true`` when a GPU carries the vGPU capability, else ``false``; host driver version /
+    branch from the capability, the last vGPU winning. A vGPU capability without its host
+    driver record fails GFD's labelling pass: None (no ``nvidia.com`` label). Where a config
+    space is short (an unprivileged reader gets 64 bytes) GFD writes no ``vgpu.*`` label;
+    nfd-gpu writes none either, except ``vgpu.present=true`` when NVML reports a vGPU guest
+    (virtualization mode VGPU; the value GFD writes when it can read the capability).
     """
-    guests = [g for g in gpus if g.mode == "vgpu-guest"]
     out: dict[str, str] = {}
-    if guests:
-        out["vgpu.present"] = "true"
-    elif gpus and all(g.sources.get("vgpu_capability") for g in gpus):
-        out["vgpu.present"] = "false"
-    for g in guests:
-        if g.vgpu_host_driver_version is not None:
+    if gpus and all(g.sources.get("vgpu_capability") for g in gpus):
+        guests = [g for g in gpus if g.sources.get("mode") == "pci-config"]
+        out["vgpu.present"] = "true" if guests else "false"
+        for g in guests:
+            if g.vgpu_host_driver_version is None:
+                return None
             out["vgpu.host-driver-version"] = g.vgpu_host_driver_version
             out["vgpu.host-driver-branch"] = g.vgpu_host_driver_branch or ""
+    elif any(g.mode == "vgpu-guest" for g in gpus):
+        out["vgpu.present"] = "true"
     return out
 
 
@@ -204,7 +211,15 @@ def nvidia_labels(
     out: dict[str, str] = {}
     if opts.timestamp is not None:
         out["gfd.timestamp"] = str(opts.timestamp)
-    out.update(vgpu_labels(gpus))
+    vgpu = vgpu_labels([g for g in snap.gpus if g.vendor == "nvidia"])
+    if vgpu is None:
+        if warnings is not None:
+            warnings.append(
+                "nvidia: a vGPU capability without its host driver record: no nvidia.com "
+                "labels (GFD's labelling fails)"
+            )
+        return {}
+    out.update(vgpu)
     driver = snap.driver_versions.get("nvidia", "")
     for key in ("cuda.driver", "cuda.driver-version"):
         rev = "rev" if key == "cuda.driver" else "revision"

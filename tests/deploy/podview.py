@@ -7,6 +7,11 @@ temporary "container root", and nothing else (links are copied as links, so a li
 leaves its mount dangles in the pod view as it does in a real pod). Paths the image
 itself provides (the rules under ``--rules``) come from the Dockerfile's ``COPY`` lines.
 
+PCI config space: the kernel gives a reader without ``CAP_SYS_ADMIN`` (in the initial user
+namespace) only the first 64 bytes of a function's ``config`` file (128 for a CardBus
+bridge; ``drivers/pci/pci-sysfs.c`` ``pci_read_config``), so unless the container has that
+capability :func:`build` cuts every ``config`` file to what the pod can read.
+
 ``nvml.json`` in a fixture is a recording of what NVML answers on that host. In the pod,
 NVML answers only under the NVIDIA container runtime (``runtimeClassName: nvidia``, the
 ``nvml`` overlay), so the recording is carried into the pod view only then.
@@ -29,6 +34,7 @@ from typing import Any
 Obj = dict[str, Any]
 
 NVML_RECORDING = "nvml.json"
+PCI_ADDRESS = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 NVIDIA_RUNTIME_CLASS = "nvidia"
 # The downward-API values a kubelet would fill in.
 DOWNWARD = {
@@ -55,6 +61,7 @@ class PodSpec:
     args: tuple[str, ...]
     env: dict[str, str]
     nvml: bool  # NVML answers in the container (NVIDIA runtime class)
+    sys_admin: bool = False  # CAP_SYS_ADMIN in effect: reads whole PCI config spaces
 
 
 def daemonset(objs: list[Obj], name: str = "nfd-gpu") -> Obj:
@@ -86,11 +93,22 @@ def pod_spec(objs: list[Obj], container: str = "nfd-gpu") -> PodSpec:
             env[e["name"]] = str(e["value"])
         elif "fieldRef" in e.get("valueFrom", {}):
             env[e["name"]] = DOWNWARD[e["valueFrom"]["fieldRef"]["fieldPath"]]
+    sc = {**spec.get("securityContext", {}), **c.get("securityContext", {})}
+    caps = sc.get("capabilities", {})
+    added = {x.upper().removeprefix("CAP_") for x in caps.get("add", [])}
+    dropped = {x.upper().removeprefix("CAP_") for x in caps.get("drop", [])}
+    root = sc.get("runAsUser", 0) == 0 and not sc.get("runAsNonRoot")
+    # A non-root process gets no effective capability from capabilities.add; root keeps
+    # the runtime's default set, which has no CAP_SYS_ADMIN.
+    sys_admin = bool(sc.get("privileged")) or (
+        root and "SYS_ADMIN" in added and not {"ALL", "SYS_ADMIN"} & dropped - added
+    )
     return PodSpec(
         mounts=tuple(mounts),
         args=tuple(c.get("args", [])),
         env=env,
         nvml=spec.get("runtimeClassName") == NVIDIA_RUNTIME_CLASS,
+        sys_admin=sys_admin,
     )
 
 
@@ -131,6 +149,16 @@ def build(fixture: Path, pod: PodSpec, container_root: Path) -> None:
             dst.parent.mkdir(parents=True, exist_ok=True)
             dst.touch()
         # File/Socket/CharDevice/BlockDevice that do not exist: the pod would not start.
+    if not pod.sys_admin:
+        for config in container_root.rglob("config"):
+            if (
+                config.is_file()
+                and not config.is_symlink()
+                and PCI_ADDRESS.match(config.parent.name)
+            ):
+                data = config.read_bytes()
+                cardbus = len(data) > 0x0E and data[0x0E] & 0x7F == 2
+                config.write_bytes(data[: 128 if cardbus else 64])
 
 
 def agent_config(pod: PodSpec, **overrides: Any) -> Any:

@@ -72,6 +72,23 @@ UNAVAILABLE: dict[str, Unavailable] = {
             "gpu.feature.node.kubernetes.io/runtime.rocm.major",
         ),
     ),
+    "PCI config space past 64 bytes": Unavailable(
+        paths=("sys/devices/**/config",),
+        applies=lambda pod: not pod.sys_admin,
+        reason=(
+            "The kernel gives a reader without CAP_SYS_ADMIN only the first 64 bytes of a "
+            "PCI function's config file (drivers/pci/pci-sysfs.c pci_read_config); the "
+            "capability list with NVIDIA's vGPU capability lies past them. The pod runs as "
+            "a non-root user with every capability dropped (GFD's own DaemonSet runs "
+            "privileged for this read); CAP_SYS_ADMIN would be most of root."
+        ),
+        labels=(
+            "nvidia.com/vgpu.*",
+            # a vGPU guest without NVML: the capability was its only witness
+            "gpu.feature.node.kubernetes.io/mode",
+            "gpu.feature.node.kubernetes.io/virtualization",
+        ),
+    ),
     "NVML": Unavailable(
         paths=(podview.NVML_RECORDING,),
         applies=lambda pod: not pod.nvml,
@@ -199,3 +216,24 @@ def test_pod_view_is_not_the_host(tmp_path: Path) -> None:
         }
         assert view - full <= points, view - full
         assert len(view) < len(full)
+
+
+def test_pod_reads_64_config_bytes(tmp_path: Path) -> None:
+    """No overlay gives CAP_SYS_ADMIN: the pod reads the first 64 bytes of config space
+    (the real H200's 4 KiB one included), and a privileged container would read it all."""
+    rel = "sys/devices/pci0000:00/0000:00:06.0/config"
+    host = FIXTURES / "h200-vm"
+    assert (host / rel).stat().st_size == 4096
+    for overlay in OVERLAYS:
+        pod = podview.pod_spec(render(overlay))
+        assert not pod.sys_admin, overlay
+        croot = tmp_path / overlay
+        podview.build(host, pod, croot)
+        assert (croot / "host" / rel).read_bytes() == (host / rel).read_bytes()[:64]
+    objs = render(OVERLAYS[0])
+    ds = podview.daemonset(objs)
+    ds["spec"]["template"]["spec"]["containers"][0]["securityContext"]["privileged"] = True
+    pod = podview.pod_spec(objs)
+    assert pod.sys_admin
+    podview.build(host, pod, tmp_path / "privileged")
+    assert (tmp_path / "privileged" / "host" / rel).stat().st_size == 4096

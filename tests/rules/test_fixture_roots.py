@@ -158,6 +158,8 @@ SHIPPED_EXPECTED: dict[str, dict[str, str]] = {
     "nvidia-vgpu-guest": {G + "class": "small"},
     # the real H200 VM (hopper, 143771 MiB from NVML, MIG capable and disabled)
     "h200-vm": {G + "class": "large", G + "mig-ready": "true"},
+    # 2x H200 (hopper, 143771 MiB from NVML) with MIG enabled: large, MIG ready and active
+    "h200-mig-mixed": {G + "class": "large", G + "mig-ready": "true", G + "mig-active": "true"},
 }
 
 
