@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from nfd_gpu import features as F
+from nfd_gpu.discovery.nvml_session import NvmlSession
 from nfd_gpu.discovery.registry import SOURCES
 from nfd_gpu.discovery.source import Context, wanted
 from nfd_gpu.featuremap import snapshot_features
@@ -24,7 +25,6 @@ from nfd_gpu.labels.validate import filter_labels
 from nfd_gpu.model import Snapshot
 
 if TYPE_CHECKING:
-    from nfd_gpu.discovery.nvml_session import NvmlSession
     from nfd_gpu.labels.nvidia import NvidiaOptions
 
 KNOWN_PROFILES = tuple(PROFILES)
@@ -95,7 +95,7 @@ _RULES_CACHE: dict[tuple[str, bool], tuple[tuple[tuple[str, int, int], ...], Any
 
 def _rules_stamp(path: str) -> tuple[tuple[str, int, int], ...]:
     """(file, mtime, size) of a rule file or of every file in a rule directory."""
-    from nfd_gpu.rules.loader import rule_files
+    from nfd_gpu.rules.loader import rule_files  # lazy: only when rules are used
 
     out = []
     for f in rule_files(Path(path)):
@@ -137,8 +137,6 @@ def run_scan(
     :class:`nfd_gpu.rules.RuleError`, unless
     ``tolerant_rules`` (the agent): then broken rules are skipped and reported as
     warnings and rule errors while the valid ones still apply."""
-    from nfd_gpu.discovery.nvml_session import NvmlSession
-
     host = HostRoot(root)
     session = NvmlSession(nvml) if isinstance(nvml, str) else nvml
     try:

@@ -31,7 +31,7 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
     ),
     (("nfd_gpu.scan",), True),
     (("nfd_gpu.discovery", "nfd_gpu.labels", "nfd_gpu.featuremap", "nfd_gpu.rules"), True),
-    (("nfd_gpu.model", "nfd_gpu.hostroot", "nfd_gpu.features", "nfd_gpu"), False),
+    (("nfd_gpu.model", "nfd_gpu.hostroot", "nfd_gpu.features", "nfd_gpu.tables", "nfd_gpu"), False),
 ]
 
 # Edges the graph still has, each with the reason it is not fixed yet. A fixed edge must
@@ -39,12 +39,6 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
 KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
     ("nfd_gpu.featuremap", "nfd_gpu.labels.neutral"): (
         "the gpu.node feature is the neutral summary: to move into a shared summary module"
-    ),
-    ("nfd_gpu.featuremap", "nfd_gpu.discovery.runtime"): (
-        "gpu.runtime flags are computed next to the runtime reader: to move to featuremap"
-    ),
-    ("nfd_gpu.labels.intel", "nfd_gpu.discovery.tables"): (
-        "the Intel series comes from the model table: the table is to move below discovery"
     ),
 }
 

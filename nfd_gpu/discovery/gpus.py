@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from nfd_gpu.discovery import tables
+from nfd_gpu import tables
 from nfd_gpu.discovery.pci import GPU_VENDOR_IDS
 from nfd_gpu.discovery.pciids import PciIds, marketing_part
 from nfd_gpu.discovery.source import Context, Step

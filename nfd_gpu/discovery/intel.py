@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from nfd_gpu.discovery import tables
+from nfd_gpu import tables
 from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu, Snapshot
