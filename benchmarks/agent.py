@@ -5,14 +5,20 @@ tests/k8s_api_server.py) for --passes passes in-process. ``--fixture h200-vm`` i
 H200 capture with its NVML answers replayed from ``nvml.json`` every pass; the default HGX
 fixture has no recording (NVML: ``--nvml auto``, the library is asked and absent here).
 
-    python benchmarks/agent.py [--passes 100] [--fixture hgx-h100]
+    python benchmarks/agent.py [--passes 100] [--fixture hgx-h100] [--rules 1000]
+
+``--rules N`` adds N NodeFeatureRule rules (benchmarks/rules.py's mix) read from a file
+every pass, as ``--rules`` does in the agent.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -20,6 +26,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, ROOT)
 
 import kubernetes  # noqa: E402
+import yaml  # noqa: E402
 from k8s_api_server import FakeKubeAPI  # noqa: E402
 
 from nfd_gpu.agent import Agent, rss_bytes  # noqa: E402
@@ -28,17 +35,54 @@ from nfd_gpu.metrics import Metrics  # noqa: E402
 from nfd_gpu.sinks.nodefeature import NodeFeatureSink  # noqa: E402
 
 
+def write_rules(n: int, path: str) -> int:
+    """Write ``n`` rules of benchmarks/rules.py's mix as one NodeFeatureRule to ``path``."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_rules", os.path.join(ROOT, "benchmarks", "rules.py")
+    )
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    doc = {
+        "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+        "kind": "NodeFeatureRule",
+        "metadata": {"name": "bench"},
+        "spec": {"rules": mod.make_rules(n)},
+    }
+    with open(path, "w", encoding="utf-8") as f:
+        yaml.safe_dump(doc, f)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--passes", type=int, default=100)
     ap.add_argument("--fixture", default="hgx-h100")
+    ap.add_argument("--rules", type=int, default=0, help="NodeFeatureRule rules to apply")
+    ap.add_argument("--write-rules", metavar="FILE", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.write_rules:
+        return write_rules(args.rules, args.write_rules)
+    rules_path = None
+    if args.rules:
+        # Written by a child process: building and dumping 1,000 rules here would grow
+        # this process's RSS, which is what the benchmark measures.
+        fd, rules_path = tempfile.mkstemp(prefix="nfd-gpu-bench-", suffix=".yaml")
+        os.close(fd)
+        cmd = [sys.executable, __file__, "--rules", str(args.rules), "--write-rules", rules_path]
+        subprocess.run(cmd, check=True)
     api = FakeKubeAPI().start()
     cfg_k = kubernetes.client.Configuration()
     cfg_k.host = api.url
     cfg_k.retries = 0
     root = os.path.join(ROOT, "tests", "fixtures", "sysfs", args.fixture)
-    cfg = Config(root=root, outputs=("nodefeature",), node_name="bench", namespace="nfd-gpu")
+    cfg = Config(
+        root=root,
+        outputs=("nodefeature",),
+        node_name="bench",
+        namespace="nfd-gpu",
+        rules=rules_path,
+    )
     sink = NodeFeatureSink(
         node_name="bench",
         namespace="nfd-gpu",
@@ -54,12 +98,15 @@ def main() -> int:
         cpu.append(time.process_time() - c0)
     rss = rss_bytes() / 2**20
     api.stop()
+    if rules_path:
+        os.unlink(rules_path)
     cpu.sort()
     med = cpu[len(cpu) // 2] * 1000
     p95 = cpu[int(len(cpu) * 0.95)] * 1000
     rows = [
         ("fixture", args.fixture),
         ("passes", str(args.passes)),
+        ("rules", str(args.rules)),
         ("API writes", f"{api.writes()} (create at warm-up only)"),
         ("RSS after passes", f"{rss:.1f} MB (target < 80 MB)"),
         ("CPU per pass, median", f"{med:.2f} ms (target < 15 ms)"),

@@ -10,6 +10,8 @@ server or the disk misbehaves.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import importlib
 import json
 import logging
@@ -100,6 +102,70 @@ def setup_logging(fmt: str = "text", level: str = "info") -> None:
         log.critical("uncaught exception", exc_info=(exc_type, exc, tb))
 
     sys.excepthook = main_hook
+
+
+def nvml_state(mode: str, root: str) -> str:
+    """The NVML a pass will ask (``--nvml`` mode, then what it finds), for the start-up line.
+    The library is tried once here (``nvmlInit``/``nvmlShutdown``); every pass reports its
+    own source afterwards ("NVIDIA facts from")."""
+    if mode == "off":
+        return "off"
+    from nfd_gpu.discovery import nvml  # lazy
+    from nfd_gpu.discovery.nvidia import NVML_RECORDING
+
+    rec = os.path.join(root, NVML_RECORDING)
+    if os.path.isfile(rec):
+        return f"{mode}: replay {rec}"
+
+    lib = nvml.load_library()
+    if lib is None:
+        return f"{mode}: library unavailable (nvidia-ml-py not installed)"
+    try:
+        lib.nvmlInit()
+    except Exception as e:  # no libnvidia-ml, driver not loaded
+        return f"{mode}: library unavailable ({' '.join(str(e).split()) or type(e).__name__})"
+    try:
+        version = lib.nvmlSystemGetDriverVersion()
+        if isinstance(version, bytes):
+            version = version.decode("utf-8", "replace")
+        return f"{mode}: library ok (driver {version})"
+    except Exception:
+        return f"{mode}: library ok"
+    finally:
+        with contextlib.suppress(Exception):
+            lib.nvmlShutdown()
+
+
+def startup_line(cfg: Config) -> str:
+    """The one line ``run`` logs at start: version and the settings that shape a pass."""
+    from nfd_gpu import __version__
+
+    mode = "oneshot" if cfg.oneshot else f"interval {cfg.interval:g}s"
+    parts = [
+        f"nfd-gpu {__version__} starting:",
+        f"outputs={','.join(cfg.outputs)}",
+        f"profiles={','.join(cfg.profiles)}",
+        f"root={cfg.root}",
+        f"nvml={nvml_state(cfg.nvml, cfg.root)}",
+        mode,
+    ]
+    if "featurefile" in cfg.outputs:
+        parts.append(f"features={os.path.join(cfg.features_dir, cfg.features_file)}")
+    if "nodefeature" in cfg.outputs:
+        parts.append(f"nodefeature={cfg.namespace}/nfd-gpu-{cfg.node_name}")
+    parts.append(f"rules={cfg.rules or DEFAULT_RULES_DIR + ' (if present)'}")
+    parts.append(f"metrics={cfg.metrics_address or 'off'}")
+    return " ".join(parts)
+
+
+def label_changes(old: dict[str, str] | None, new: dict[str, str]) -> tuple[int, int, int]:
+    """(added, removed, changed) label counts from ``old`` (None: nothing published) to
+    ``new``."""
+    old = old or {}
+    added = sum(1 for k in new if k not in old)
+    removed = sum(1 for k in old if k not in new)
+    changed = sum(1 for k, v in new.items() if k in old and old[k] != v)
+    return added, removed, changed
 
 
 # -- sinks --------------------------------------------------------------------------------
@@ -246,6 +312,9 @@ class Agent:
         self._done = threading.Event()  # run() has finished (the watchdog stands down)
         self._nvml: Any = None  # NvmlSession kept across passes (built on first use)
         self._nvml_state: tuple[str, str | None] = ("none", None)
+        # labels and features of the last publish that wrote (for the change log line)
+        self._published: dict[str, str] | None = None
+        self._published_features: Features | None = None
 
     # signals / triggers
     def request_stop(self, *_: Any) -> None:
@@ -410,6 +479,24 @@ class Agent:
             self.metrics.beat()
         return ok
 
+    def _log_publish(self, sinks: list[str], pub: Publication) -> None:
+        """One line per publish that changed something: label counts added / removed /
+        changed (a feature-file expiry refresh changes nothing and logs only its write)."""
+        added, removed, changed = label_changes(self._published, pub.labels)
+        features_changed = pub.features != self._published_features
+        if self._published is None or added or removed or changed or features_changed:
+            log.info(
+                "published %d labels to %s: %d added, %d removed, %d changed%s",
+                len(pub.labels),
+                ", ".join(sinks),
+                added,
+                removed,
+                changed,
+                ", raw features changed" if features_changed and self._published else "",
+            )
+        self._published = dict(pub.labels)
+        self._published_features = copy.deepcopy(pub.features)
+
     def _keep_last_good(self, reason: str) -> bool:
         """Hand the last good publication to the sinks again; the pass still fails."""
         self._transient = False
@@ -422,6 +509,7 @@ class Agent:
 
     def _publish(self, pub: Publication) -> bool:
         ok = True
+        written: list[str] = []
         self._transient = False
         for sink in self.sinks:
             if self.stop_event.is_set() and self._stop_deadline_passed():
@@ -443,6 +531,10 @@ class Agent:
                 continue
             if self.metrics is not None:
                 self.metrics.observe_publish(sink.name, "written" if wrote else "unchanged")
+            if wrote:
+                written.append(sink.name)
+        if written:
+            self._log_publish(written, pub)
         return ok
 
     def _stop_deadline_passed(self) -> bool:
@@ -512,6 +604,7 @@ class Agent:
     def run(self) -> int:
         """The loop. Returns the exit code (oneshot: 0 if published, 1 if not)."""
         self._install_signals()
+        log.info("%s", startup_line(self.cfg))
         self.start_metrics()
         udev: UdevTrigger | None = None
         if self.cfg.udev and not self.cfg.oneshot:

@@ -33,9 +33,35 @@ app = typer.Typer(
     name="nfd-gpu",
     help="GPU feature discovery for Kubernetes Node Feature Discovery (NFD).",
     no_args_is_help=True,
-    add_completion=False,
+    # typer's shell completion: --install-completion / --show-completion, or
+    # eval "$(_NFD_GPU_COMPLETE=bash_source nfd-gpu)" (docs/operations.md).
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
+
+# ``scan --format json`` / ``yaml`` documents: nfd_gpu/data/scan-v1.schema.json.
+SCAN_API_VERSION = "nfd-gpu/v1"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"nfd-gpu {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the version and exit.",
+            callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
+    """GPU feature discovery for Kubernetes Node Feature Discovery (NFD)."""
 
 
 class Format(str, enum.Enum):
@@ -187,6 +213,7 @@ def scan(
             typer.echo(f"{k}={result.labels[k]}")
         return
     doc: dict[str, Any] = {
+        "apiVersion": SCAN_API_VERSION,
         "labels": dict(sorted(result.labels.items())),
         "features": result.features,
         "gpus": [g for g in result.snapshot.to_dict()["gpus"]],

@@ -2,8 +2,8 @@
 # Lint, type-check and test. Run from the repository root inside the venv.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-ruff check nfd_gpu tests benchmarks scripts || exit 1
-ruff format --check nfd_gpu tests benchmarks scripts || exit 1
+ruff check nfd_gpu tests benchmarks scripts image || exit 1
+ruff format --check nfd_gpu tests benchmarks scripts image || exit 1
 mypy || exit 1
 pytest -q "$@"
 rc=$?

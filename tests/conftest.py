@@ -60,3 +60,10 @@ def subprocess_env() -> dict[str, str]:
     env.pop("NFD_GPU_ROOT", None)
     env["PYTHONPATH"] = os.pathsep.join([str(no_nvml_dir()), str(REPO)])
     return env
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Counts reported by the NFD differential tests (tests/e2e/oracle.py)."""
+    oracle = sys.modules.get("tests.e2e.oracle")
+    for line in getattr(oracle, "SUMMARY", []):
+        terminalreporter.write_line(line)

@@ -30,7 +30,7 @@ def test_scan_json_shape(subprocess_env: dict[str, str]) -> None:
     assert p.returncode == 0
     assert "Traceback" not in p.stderr
     doc = json.loads(p.stdout)
-    assert set(doc) == {"labels", "features", "gpus", "warnings"}
+    assert set(doc) == {"apiVersion", "labels", "features", "gpus", "warnings"}
     assert doc["warnings"]
     assert set(doc["features"]) == {"flags", "attributes", "instances"}
 

@@ -28,7 +28,9 @@ def test_every_neutral_label_is_documented(name: str) -> None:
 def test_readme_commands_exist() -> None:
     readme = (REPO / "README.md").read_text()
     assert "nfd-gpu scan --root tests/fixtures/sysfs/hgx-h100" in readme
-    assert "bash scripts/test.sh" in readme
+    assert "\nbash .ci/run\n" in readme  # the test command: all set-up, then the tests
+    ci = (REPO / ".ci/run").read_text()
+    assert ci.rstrip().endswith("bash scripts/test.sh")
 
 
 def test_amd_labels_doc_is_generated() -> None:

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -76,61 +73,41 @@ def procfs_labels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return _scan(root)[0]
 
 
-# `nfd-gpu` (python -m nfd_gpu.cli) that reports its own VmHWM (kB) on stderr at exit
-_PEAK_LINE = "test-peak-kb "
-_PEAK = f"""
-import atexit, runpy, sys
-def _peak():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            sys.stderr.write("{_PEAK_LINE}" + line.split()[1] + "\\n")
-atexit.register(_peak)
-sys.argv[0] = "nfd-gpu"
-runpy.run_module("nfd_gpu.cli", run_name="__main__")
+# ``python -m nfd_gpu.cli`` that writes its own peak RSS (VmHWM, kB) to $PEAK_FILE at exit.
+# Not getrusage: after fork/vfork + exec, Linux folds the parent's memory high-water mark
+# into the child's ru_maxrss, so a child of a large pytest process would "peak" at the
+# size of pytest (e.g. after the e2e suite), and RUSAGE_CHILDREN is the largest child ever.
+PEAK_WRAPPER = """
+import os, runpy, sys
+try:
+    runpy.run_module("nfd_gpu.cli", run_name="__main__", alter_sys=True)
+finally:
+    with open("/proc/self/status") as f:
+        hwm = next(line.split()[1] for line in f if line.startswith("VmHWM:"))
+    with open(os.environ["PEAK_FILE"], "w") as f:
+        f.write(hwm)
 """
 
 
 def _scan(root: Path) -> tuple[dict[str, str], str, float, float]:
-    """Run ``nfd-gpu scan`` in its own process: labels, stderr, seconds, that child's peak MB.
-
-    The peak is the scan process's own ``VmHWM`` (``/proc/self/status``, read at exit), the
-    high-water mark of its memory image. Not ``ru_maxrss``: RUSAGE_CHILDREN is the largest
-    child the session ever waited for, and even ``os.wait4`` on this one child reports at
-    least the test process's own peak, which the kernel carries over the child's exec.
-    """
+    """Labels, stderr, seconds and peak RSS (MiB) of one ``nfd-gpu scan`` process."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NFD_GPU_")}
     env["PYTHONPATH"] = os.pathsep.join([str(no_nvml_dir()), str(REPO)])
     env["NFD_GPU_NVML"] = "auto"
+    env["PEAK_FILE"] = str(root.parent / "peak-kb")
     t0 = time.monotonic()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.Popen([sys.executable, "-c", _PEAK, "scan", "--root", str(root)],
-                             stdout=out, stderr=err, env=env)  # fmt: skip
-        try:
-            _, status, _usage = _wait4(p.pid, deadline=t0 + 30)
-        finally:
-            if p.returncode is None and p.poll() is None:
-                p.kill()
-        took = time.monotonic() - t0
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode(), err.read().decode()
-    assert os.waitstatus_to_exitcode(status) == 0, stderr
-    assert "Traceback" not in stderr
-    labels = dict(line.partition("=")[::2] for line in stdout.splitlines())
-    peak = [ln for ln in stderr.splitlines() if ln.startswith(_PEAK_LINE)]
-    assert len(peak) == 1, stderr
-    stderr = stderr.replace(peak[0] + "\n", "")
-    return labels, stderr, took, int(peak[0].removeprefix(_PEAK_LINE)) / 1024
-
-
-def _wait4(pid: int, deadline: float) -> tuple[int, int, resource.struct_rusage]:
-    while time.monotonic() < deadline:
-        wpid, status, usage = os.wait4(pid, os.WNOHANG)
-        if wpid == pid:
-            return wpid, status, usage
-        time.sleep(0.02)
-    os.kill(pid, signal.SIGKILL)
-    raise AssertionError(f"nfd-gpu scan still running after 30 s (pid {pid})")
+    p = subprocess.run(
+        [sys.executable, "-c", PEAK_WRAPPER, "scan", "--root", str(root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
+    took = time.monotonic() - t0
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr
+    labels = dict(line.partition("=")[::2] for line in p.stdout.splitlines())
+    return labels, p.stderr, took, int(Path(env["PEAK_FILE"]).read_text()) / 1024
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -144,6 +144,31 @@ def test_product_without_any_name_source(tmp_path: Path) -> None:
     assert "gpu.feature.node.kubernetes.io/family" not in r.labels
 
 
+@pytest.mark.parametrize("name", ["mi300x-sriov-host", "flex170-sriov"])
+def test_vfs_of_a_seen_pf_skip_the_sriov_reads(name: str) -> None:
+    """A VF has no SR-IOV capability: discover() does not read its sriov_* files, and
+    the result equals reading every function on its own (which does)."""
+    host = HostRoot(fixture_root(name))
+    seen: list[str] = []
+    host.set_recorder(seen.append)
+    devices = pci.discover(host)
+    vfs = [d for d in devices if d.physfn]
+    assert vfs, "fixture has no host-side VFs"
+    for d in vfs:
+        assert f"{pci.PCI_DEVICES}/{d.address}/sriov_totalvfs" not in seen
+    assert any(p.endswith("/sriov_totalvfs") for p in seen)  # PFs still read theirs
+    plain = HostRoot(fixture_root(name))
+    for d in vfs:
+        alone = pci.read_device(plain, d.address, full=False)
+        assert alone is not None
+        assert (alone.sriov_totalvfs, alone.sriov_numvfs, alone.virtfns) == (
+            d.sriov_totalvfs,
+            d.sriov_numvfs,
+            d.virtfns,
+        )
+    assert not host.warnings
+
+
 def _pci_elements(root: Path) -> dict[str, dict[str, str]]:
     from nfd_gpu.scan import run_scan
 

@@ -145,10 +145,11 @@ def read_device(
     """Read one PCI function. None (with a warning) when its identity is unreadable.
 
     Every function gets identity, driver and SR-IOV attributes (what NFD's
-    ``pci.device`` needs). GPU-related functions (``full``; by default decided by
-    vendor and class) also get revision, NUMA node, IOMMU group, ``physfn``, PCIe
-    link and DRM nodes. Keeping the other thousands of functions (NIC VFs,
-    bridges) to two reads each keeps a scan cheaper than ``lspci``.
+    ``pci.device`` needs; a VF given with ``physfn`` has no SR-IOV files to read).
+    GPU-related functions (``full``; by default decided by vendor and class) also get
+    revision, NUMA node, IOMMU group, ``physfn``, PCIe link and DRM nodes. Keeping the
+    other thousands of functions (NIC VFs, bridges) to two reads each keeps a scan
+    cheaper than ``lspci``.
     """
     base = f"{PCI_DEVICES}/{address}"
     ident = read_identity(host, address)
@@ -174,7 +175,9 @@ def read_device(
     if full is None:
         full = _is_gpu_related(vendor, class_id)
 
-    totalvfs = host.read_int(f"{base}/sriov_totalvfs")
+    # A VF (``physfn`` known from its PF's virtfnN link) has no SR-IOV capability, so
+    # no sriov_* files: not reading them saves a failed open per host-side VF.
+    totalvfs = None if physfn else host.read_int(f"{base}/sriov_totalvfs")
     numvfs = host.read_int(f"{base}/sriov_numvfs") if totalvfs is not None else None
     if totalvfs is not None and totalvfs < 0:
         host.warn(f"/{base}/sriov_totalvfs: negative value {totalvfs}")

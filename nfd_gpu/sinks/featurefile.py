@@ -156,6 +156,14 @@ class FeatureFileSink:
             and self._on_disk_is_ours()
         ):
             return False
+        if self._body is None:
+            why = "first write"
+        elif body != self._body:
+            why = "content changed"
+        elif not self._on_disk_is_ours():
+            why = "file changed or removed by someone else"
+        else:
+            why = "expiry refresh"
         expires_at = now + self.expiry
         content = render(pub, expires_at=expires_at, raw=self.raw_features)
         data = content.encode("utf-8")
@@ -178,6 +186,14 @@ class FeatureFileSink:
             st = os.stat(self.path)
         except OSError as e:
             raise SinkError(f"{self.path}: cannot write feature file: {e}") from None
+        log.info(
+            "wrote feature file %s (%s): %d labels, %d bytes, expires %s",
+            self.path,
+            why,
+            len(pub.labels),
+            len(data),
+            rfc3339(expires_at),
+        )
         self._body = body
         self._expires_at = expires_at
         self._stat = (st.st_ino, st.st_size, st.st_mtime_ns)

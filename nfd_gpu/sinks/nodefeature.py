@@ -133,15 +133,26 @@ class NodeFeatureSink:
     # -- client -------------------------------------------------------------------------
 
     def _apis(self) -> tuple[Any, Any]:
-        if self._custom is None:
-            import kubernetes  # lazy
+        """(CustomObjectsApi, CoreV1Api), each built on first use: kubernetes >= 35 builds
+        pydantic validators for every method of an API class when its module is imported,
+        and CoreV1Api's cost ~20 MB of RSS, paid only when the DaemonSet owner reference
+        is looked up (once per process)."""
+        import kubernetes  # lazy
 
+        if self._custom is None:
             if self._api_client is None:
                 self._api_client = build_api_client(self._kubeconfig, timeout=self.timeout)
             _track_sockets(self._api_client, self._sockets)
             self._custom = kubernetes.client.CustomObjectsApi(self._api_client)
-            self._core = kubernetes.client.CoreV1Api(self._api_client)
         return self._custom, self._core
+
+    def _core_api(self) -> Any:
+        if self._core is None:
+            import kubernetes  # lazy
+
+            self._apis()
+            self._core = kubernetes.client.CoreV1Api(self._api_client)
+        return self._core
 
     def _call(self, verb: str, fn: Callable[[], Any], resource: str = RESOURCE) -> Any:
         """Run one API call; map failures to SinkError. 404 and 409 are re-raised as
@@ -253,7 +264,7 @@ class NodeFeatureSink:
                 }
             )
         if "ds" in self.owner_ref_kinds and have_pod:
-            _, core = self._apis()
+            core = self._core_api()
             try:
                 data = self._call(
                     "get",

@@ -1,11 +1,15 @@
 """A small kustomize renderer for the tests, so CI needs no ``kubectl``.
 
 No kustomize build is installable from PyPI or Debian apt (``kubectl`` is not
-packaged there), so ``tests/deploy`` renders ``deploy/`` with this module. It supports
+packaged there), so ``tests/deploy`` renders ``deploy/`` with this module where the real
+one (built from its Go module) is absent. It supports
 exactly the subset of ``kustomization.yaml`` that ``deploy/`` uses, and rejects anything
 else, so a manifest that needs more fails loudly instead of rendering wrong:
 
 * ``resources``: files (multi-document YAML) and directories with a kustomization;
+* ``components``: directories with a ``kind: Component`` kustomization, applied in order
+  to the objects accumulated so far (their resources added, then their transformers run
+  over everything), before the parent's own transformers, as kustomize does;
 * ``namespace``: set on every namespaced object, and on ``ServiceAccount`` subjects of
   (Cluster)RoleBindings that name a ServiceAccount of the build (as kustomize does);
 * ``patches`` with ``path``: strategic-merge patches matched by kind and name, with the
@@ -13,8 +17,8 @@ else, so a manifest that needs more fails loudly instead of rendering wrong:
   ``$patch: delete`` to drop a whole object;
 * ``images``: ``name`` -> ``newName``/``newTag``.
 
-When ``kubectl`` is on PATH, ``test_manifests.py`` also renders with ``kubectl
-kustomize`` and checks that both agree.
+``test_kustomize_components.py`` renders the same kustomizations with the real
+``kustomize`` (built by ``tests/e2e/build-tools.sh``) and checks that both agree.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import yaml
 
 Obj = dict[str, Any]
 
-ALLOWED_KEYS = {"apiVersion", "kind", "resources", "namespace", "patches", "images"}
+ALLOWED_KEYS = {"apiVersion", "kind", "resources", "components", "namespace", "patches", "images"}
 
 CLUSTER_SCOPED = {
     "Namespace",
@@ -105,9 +109,13 @@ def _set_image(obj: Obj, images: list[Obj]) -> None:
                 c["image"] = f"{new}:{tag}" if tag else new
 
 
-def build(directory: Path | str) -> list[Obj]:
-    """Render the kustomization in ``directory``; objects in resource order."""
-    d = Path(directory)
+KINDS = {
+    "Kustomization": "kustomize.config.k8s.io/v1beta1",
+    "Component": "kustomize.config.k8s.io/v1alpha1",
+}
+
+
+def _load_kustomization(d: Path, kind: str) -> tuple[Path, Obj]:
     kfile = d / "kustomization.yaml"
     if not kfile.is_file():
         raise KustomizeError(f"{d}: no kustomization.yaml")
@@ -115,8 +123,28 @@ def build(directory: Path | str) -> list[Obj]:
     unknown = set(k) - ALLOWED_KEYS
     if unknown:
         raise KustomizeError(f"{kfile}: unsupported fields {sorted(unknown)}")
+    if k.get("kind", "Kustomization") != kind or k.get("apiVersion", KINDS[kind]) != KINDS[kind]:
+        raise KustomizeError(f"{kfile}: expected {KINDS[kind]} {kind}, got {k.get('kind')}")
+    return kfile, k
 
-    objs: list[Obj] = []
+
+def build(directory: Path | str) -> list[Obj]:
+    """Render the kustomization in ``directory``; objects in resource order."""
+    d = Path(directory)
+    kfile, k = _load_kustomization(d, "Kustomization")
+    return _apply(d, kfile, k, [])
+
+
+def _apply(d: Path, kfile: Path, k: Obj, objs: list[Obj]) -> list[Obj]:
+    """Kustomize's order for one kustomization (a Kustomization starts from nothing, a
+    Component from the objects its parent has accumulated so far): add its ``resources``
+    (each a file or a Kustomization directory built on its own), then apply each of its
+    ``components`` in order to everything accumulated, then its own transformers
+    (``patches``, ``namespace``, ``images``) to everything accumulated."""
+    objs = list(objs)
+    for res in k.get("resources", []) + k.get("components", []):
+        if Path(res).is_absolute():  # kustomize: "new root ... cannot be absolute"
+            raise KustomizeError(f"{kfile}: {res!r}: absolute paths are not allowed")
     for res in k.get("resources", []):
         p = d / res
         if p.is_dir():
@@ -125,9 +153,13 @@ def build(directory: Path | str) -> list[Obj]:
             objs.extend(load_docs(p))
         else:
             raise KustomizeError(f"{kfile}: resource {res!r} not found (remote URLs unsupported)")
-    keys = [_key(o) for o in objs]
-    if len(set(keys)) != len(keys):
-        raise KustomizeError(f"{d}: duplicate objects {keys}")
+        keys = [_key(o) for o in objs]
+        if len(set(keys)) != len(keys):
+            raise KustomizeError(f"{d}: duplicate objects {keys}")
+    for comp in k.get("components", []):
+        cdir = d / comp
+        cfile, ck = _load_kustomization(cdir, "Component")
+        objs = _apply(cdir, cfile, ck, objs)
 
     for entry in k.get("patches", []):
         if set(entry) != {"path"}:

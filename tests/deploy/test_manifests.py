@@ -67,7 +67,8 @@ def agent_container(objs: list[Obj]) -> Obj:
 def test_overlay_renders(overlay: str) -> None:
     objs = render(overlay)
     kinds = {o["kind"] for o in objs}
-    assert {"Namespace", "ServiceAccount", "DaemonSet", "PodMonitor"} <= kinds
+    assert {"Namespace", "ServiceAccount", "DaemonSet"} <= kinds
+    assert "PodMonitor" not in kinds  # the monitoring component, needs the operator's CRDs
     for o in objs:
         assert o.get("apiVersion") and o.get("metadata", {}).get("name"), o
         if o["kind"] in CLUSTER_SCOPED:
@@ -114,15 +115,40 @@ def _crd_schemas() -> dict[str, Obj]:
     return out
 
 
-def _check_podmonitor(pm: Obj, objs: list[Obj]) -> None:
-    """Structural check (no schema shipped offline for monitoring.coreos.com)."""
+def _check_monitoring(pm: Obj, objs: list[Obj]) -> None:
+    """Structural check (no schema shipped offline for monitoring.coreos.com): the
+    PodMonitor selects the agent's pods and port; the ServiceMonitor its Service, whose
+    selector and target port are the agent's; a PrometheusRule has alert groups."""
     assert pm["apiVersion"] == "monitoring.coreos.com/v1"
-    assert set(pm["spec"]) <= {"selector", "podMetricsEndpoints", "namespaceSelector"}
     (ds,) = [o for o in objs if o["kind"] == "DaemonSet"]
     pod_labels = ds["spec"]["template"]["metadata"]["labels"]
-    assert pm["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
     ports = {p["name"] for p in agent_container(objs)["ports"]}
-    for ep in pm["spec"]["podMetricsEndpoints"]:
+    if pm["kind"] == "PrometheusRule":
+        assert set(pm["spec"]) == {"groups"}
+        assert all(
+            rule["alert"] and rule["expr"] for g in pm["spec"]["groups"] for rule in g["rules"]
+        )
+        return
+    if pm["kind"] == "PodMonitor":
+        assert set(pm["spec"]) <= {"selector", "podMetricsEndpoints", "namespaceSelector"}
+        assert pm["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+        endpoints = pm["spec"]["podMetricsEndpoints"]
+    else:
+        assert pm["kind"] == "ServiceMonitor", pm["kind"]
+        assert set(pm["spec"]) <= {"selector", "endpoints", "namespaceSelector"}
+        (svc,) = [
+            o
+            for o in objs
+            if o["kind"] == "Service"
+            and pm["spec"]["selector"]["matchLabels"].items() <= o["metadata"]["labels"].items()
+        ]
+        assert svc["spec"]["selector"].items() <= pod_labels.items()
+        svc_ports = {p["name"]: p for p in svc["spec"]["ports"]}
+        endpoints = pm["spec"]["endpoints"]
+        for ep in endpoints:
+            assert svc_ports[ep["port"]]["targetPort"] in ports
+        ports = set(svc_ports)
+    for ep in endpoints:
         assert ep["port"] in ports
         assert ep.get("path", "/metrics") == "/metrics"
 
@@ -133,7 +159,7 @@ def validate(obj: Obj, objs: list[Obj]) -> None:
         schema = _crd_schemas()[obj["kind"]]
         jsonschema.validate(obj, schema)
     elif group == "monitoring.coreos.com":
-        _check_podmonitor(obj, objs)
+        _check_monitoring(obj, objs)
     else:
         _validate_core(obj)
 
@@ -534,7 +560,7 @@ def test_manifest_settings_load(overlay: str) -> None:
 def test_docs_cover_deploy() -> None:
     install = (REPO / "docs" / "install.md").read_text()
     for overlay in OVERLAYS:
-        assert f"`{overlay}`" in install, overlay
+        assert f"`{overlay}`" in install or f"deploy/overlays/{overlay}" in install, overlay
     assert "kubectl apply -k deploy/overlays/nodefeature-api" in install
     assert re.search(r"kubectl apply -k '?https://\S+//deploy/overlays/nodefeature-api", install)
     # The README's quick start carries the one-command cluster install.

@@ -1,7 +1,9 @@
 """The labels a DaemonSet pod publishes equal the labels of a scan of the whole host.
 
-For every rendered DaemonSet overlay and every fixture under ``tests/fixtures/sysfs``, the
-pod's view of the fixture is built from the overlay's volume mounts alone
+For every distinct rendered DaemonSet (the overlays and every subset of the kustomize
+components, deduplicated by what decides the pod's view: mounts, args, env, NVML; the Helm
+matrix is checked to render one of those) and every fixture under ``tests/fixtures/sysfs``,
+the pod's view of the fixture is built from the rendering's volume mounts alone
 (``tests/deploy/podview.py``: only mounted host paths exist, at the container's mount
 paths) and scanned with the settings the container gets (args, env, ``--root``,
 ``--rules`` from the image, profiles). The labels and the features nfd-gpu publishes must
@@ -27,10 +29,36 @@ import pytest
 
 from nfd_gpu.agent import Agent
 from nfd_gpu.features import owned
-from tests.deploy import podview
+from tests.deploy import podview, renderings
 from tests.deploy.test_manifests import OVERLAYS, REPO, render
 
 FIXTURES = REPO / "tests" / "fixtures" / "sysfs"
+
+
+def _view_key(pod: podview.PodSpec) -> tuple[Any, ...]:
+    """What decides the pod's view and settings, independent of list order."""
+    return (tuple(sorted(pod.mounts, key=repr)), pod.args, tuple(sorted(pod.env.items())), pod.nvml)
+
+
+def _distinct_renderings() -> dict[str, list[dict[str, Any]]]:
+    import tempfile
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    seen: set[tuple[Any, ...]] = set()
+    cands = [(f"overlay:{o}", render(o)) for o in OVERLAYS]
+    with tempfile.TemporaryDirectory() as d:
+        for i, sub in enumerate(renderings.SUBSETS):
+            objs = renderings.render_subset(sub, Path(d) / str(i))
+            cands.append(("components:" + ("+".join(sub) or "base"), objs))
+    for name, objs in cands:
+        key = _view_key(podview.pod_spec(objs))
+        if key not in seen:
+            seen.add(key)
+            out[name] = objs
+    return out
+
+
+RENDERINGS = _distinct_renderings()
 ALL_FIXTURES = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
 
 
@@ -133,10 +161,25 @@ def _matches(key: str, globs: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(key, g) for g in globs)
 
 
-@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_renderings_cover_every_component_setting() -> None:
+    """nvml, compat and worker-sidecar change the pod (8 combinations); monitoring and
+    gpu-nodes-only do not."""
+    assert len(RENDERINGS) == 8, sorted(RENDERINGS)
+
+
+@pytest.mark.parametrize("case", [c for c in renderings.HELM_MATRIX if c != "everything"])
+def test_helm_pod_view_is_a_tested_rendering(case: str, tmp_path: Path) -> None:
+    """Each Helm matrix case gives the agent one of the views tested below (the
+    ``everything`` case mounts its rules from a ConfigMap, which the view does not model)."""
+    objs = renderings.helm_template(renderings.HELM_MATRIX[case][0], tmp_path)
+    tested = {_view_key(podview.pod_spec(o)) for o in RENDERINGS.values()}
+    assert _view_key(podview.pod_spec(objs)) in tested
+
+
+@pytest.mark.parametrize("rendering", sorted(RENDERINGS))
 @pytest.mark.parametrize("fixture", ALL_FIXTURES)
-def test_pod_labels_equal_host_labels(overlay: str, fixture: str, tmp_path: Path) -> None:
-    pod = podview.pod_spec(render(overlay))
+def test_pod_labels_equal_host_labels(rendering: str, fixture: str, tmp_path: Path) -> None:
+    pod = podview.pod_spec(RENDERINGS[rendering])
     for m in pod.mounts:
         if m.container_path.startswith("/host"):
             assert m.read_only, m
@@ -179,7 +222,7 @@ def test_unavailable_fact_matters_and_is_documented(name: str, tmp_path: Path) -
     install = (REPO / "docs" / "install.md").read_text()
     for p in u.paths:
         assert f"`{p}`" in install or f"`/{p}`" in install, (name, p)
-    pods = [podview.pod_spec(render(o)) for o in OVERLAYS]
+    pods = [podview.pod_spec(o) for o in RENDERINGS.values()]
     # the overlay with the most profiles among those the entry applies to
     pod = max(
         (p for p in pods if u.applies(p)), key=lambda p: len(podview.agent_config(p).profiles)
@@ -200,14 +243,14 @@ def test_unavailable_fact_matters_and_is_documented(name: str, tmp_path: Path) -
 def test_pod_view_is_not_the_host(tmp_path: Path) -> None:
     """The builder leaves out what is not mounted (the comparison above is not vacuous)."""
     host = FIXTURES / "max1550-xe"
-    for overlay in OVERLAYS:
-        pod = podview.pod_spec(render(overlay))
-        croot = tmp_path / overlay
+    for name, objs in RENDERINGS.items():
+        pod = podview.pod_spec(objs)
+        croot = tmp_path / name.replace(":", "_")
         podview.build(host, pod, croot)
         view = {p.relative_to(croot / "host").as_posix() for p in (croot / "host").rglob("*")}
         full = {p.relative_to(host).as_posix() for p in host.rglob("*")}
         assert "sys/bus/pci/devices" in view and "proc/modules" in view
-        assert not any(v.startswith(("dev", "opt")) for v in view), overlay
+        assert not any(v.startswith(("dev", "opt")) for v in view), name
         assert any(f.startswith("dev/") for f in full)
         # nothing that is not the host's, except the (empty) mount points and their parents
         points = {m.container_path.removeprefix("/host/") for m in pod.mounts}

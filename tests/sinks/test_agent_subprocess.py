@@ -20,6 +20,7 @@ from hostroot_util import add_gpu, copy_fixture, remove_gpu
 from k8s_api_server import FakeKubeAPI
 from nfd_local_parser import parse_features_dir
 
+from nfd_gpu import __version__
 from nfd_gpu.scan import run_scan
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -180,7 +181,7 @@ def test_agent_publishes_once_survives_faults_and_stops(
         assert metric(text, "nfd_gpu_labels") == len(run_scan(root).labels)
         assert metric(text, "nfd_gpu_scans_total", result="ok") >= 8
         assert metric(text, "nfd_gpu_scan_duration_seconds_count") >= 8
-        assert metric(text, "nfd_gpu_build_info", version="0.1.0") == 1
+        assert metric(text, "nfd_gpu_build_info", version=__version__) == 1
         assert metric(text, "nfd_gpu_last_publish_timestamp_seconds") > time.time() - 60
         assert metric(text, "nfd_gpu_warnings") == 0
 

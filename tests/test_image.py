@@ -1,0 +1,239 @@
+"""The image image/build.sh writes (build/image/nfd-gpu-<version>-linux-<arch>.oci.tar):
+loadable by standard tools (skopeo, umoci), and nfd-gpu runs inside its root filesystem
+(chroot, as the image's non-root user).
+
+Skipped when no image was built (``bash image/build.sh``); .ci/run builds it first and sets
+CI_REQUIRE_TOOLS=1, which turns a missing image or tool into a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nfd_gpu import __version__
+from nfd_gpu.scan import run_scan
+from tests.conftest import REPO, fixture_root
+from tests.k8s_api_server import running
+from tests.required_tools import REQUIRED, need
+
+ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+IMAGE = Path(
+    os.environ.get("NFD_GPU_IMAGE")
+    or REPO / "build" / "image" / f"nfd-gpu-{__version__}-linux-{ARCH}.oci.tar"
+)
+TOOLS = "apt-get install skopeo umoci"
+
+
+@pytest.fixture(scope="module")
+def archive() -> Path:
+    if not IMAGE.is_file():
+        message = f"{IMAGE}: no image built (bash image/build.sh)"
+        if REQUIRED:
+            pytest.fail(message)
+        pytest.skip(message)
+    if os.geteuid() != 0:
+        pytest.skip("chroot needs root")
+    return IMAGE
+
+
+@pytest.fixture(scope="module")
+def image(archive: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The archive unpacked by umoci: {"rootfs": Path, "config": OCI runtime config}."""
+    umoci = need("umoci", TOOLS)
+    tmp = tmp_path_factory.mktemp("image")
+    layout = tmp / "layout"
+    with tarfile.open(archive) as tar:
+        tar.extractall(layout, filter="data")
+    bundle = tmp / "bundle"
+    subprocess.run(
+        [umoci, "unpack", "--image", f"{layout}:{__version__}", str(bundle)],
+        check=True,
+        capture_output=True,
+    )
+    config = json.loads((bundle / "config.json").read_text())
+    yield {"rootfs": bundle / "rootfs", "config": config, "layout": layout}
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _in_image(image: dict[str, Any], *argv: str) -> subprocess.CompletedProcess[str]:
+    """Run argv in the image's root filesystem with its user, environment and PATH."""
+    proc = image["config"]["process"]
+    user = f"{proc['user']['uid']}:{proc['user']['gid']}"
+    env = dict(e.split("=", 1) for e in proc["env"])
+    return subprocess.run(
+        ["chroot", f"--userspec={user}", str(image["rootfs"]), "/usr/bin/env", "-i",
+         *(f"{k}={v}" for k, v in env.items()), *argv],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_skopeo_reads_the_archive(archive: Path) -> None:
+    skopeo = need("skopeo", TOOLS)
+    p = subprocess.run(
+        [skopeo, "inspect", f"oci-archive:{archive}"], capture_output=True, text=True
+    )
+    assert p.returncode == 0, p.stderr
+    info = json.loads(p.stdout)
+    assert info["Architecture"] == ARCH and info["Os"] == "linux"
+    labels = info["Labels"]
+    assert labels["org.opencontainers.image.version"] == __version__
+    assert labels["org.opencontainers.image.title"] == "nfd-gpu"
+    assert labels["org.opencontainers.image.licenses"] == "Apache-2.0"
+    for key in ("revision", "created", "source", "description"):
+        assert labels[f"org.opencontainers.image.{key}"], key
+    assert len(info["Layers"]) == 1
+
+
+def test_config_runs_nfd_gpu_as_non_root(image: dict[str, Any]) -> None:
+    proc = image["config"]["process"]
+    assert proc["user"]["uid"] == 65532 and proc["user"]["gid"] == 65532
+    assert proc["args"][:2] == ["nfd-gpu", "run"]
+    passwd = (image["rootfs"] / "etc" / "passwd").read_text()
+    assert "nfd-gpu:x:65532:65532:" in passwd
+
+
+def test_no_build_tools_and_no_pip(image: dict[str, Any]) -> None:
+    root: Path = image["rootfs"]
+    for tool in ("pip", "pip3", "gcc", "cc", "c++", "make", "ld", "as", "apt-get", "dpkg"):
+        if tool in ("apt-get", "dpkg"):
+            continue  # Debian's package manager stays (vulnerability scanners read its db)
+        for d in ("usr/bin", "usr/local/bin", "usr/sbin", "bin", "sbin"):
+            assert not (root / d / tool).exists(), f"/{d}/{tool}"
+    assert not list(root.glob("usr/lib/python3*/*-packages/pip"))
+    assert not list(root.glob("usr/local/lib/python3*/*-packages/pip"))
+    assert not list(root.glob("usr/lib/gcc*"))
+
+
+def test_version_inside_the_image(image: dict[str, Any]) -> None:
+    p = _in_image(image, "nfd-gpu", "version")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == f"nfd-gpu {__version__}\n"
+    p = _in_image(image, "nfd-gpu", "--version")
+    assert (p.returncode, p.stdout) == (0, f"nfd-gpu {__version__}\n"), p.stderr
+
+
+@pytest.mark.parametrize("name", ["hgx-h100", "mi300x-sriov-host", "max1550-xe"])
+def test_scan_inside_the_image(image: dict[str, Any], tmp_path: Path, name: str) -> None:
+    """Labels from the image's nfd-gpu on a fixture copied into its root filesystem equal the
+    labels this checkout computes for the same fixture."""
+    dest = image["rootfs"] / "tmp" / name
+    shutil.copytree(fixture_root(name), dest, symlinks=True)
+    try:
+        p = _in_image(image, "nfd-gpu", "scan", "--root", f"/tmp/{name}")
+        assert p.returncode == 0, p.stderr
+        here = run_scan(fixture_root(name))
+        assert p.stdout == "".join(f"{k}={v}\n" for k, v in sorted(here.labels.items()))
+        assert "gpu.feature.node.kubernetes.io/present=true" in p.stdout
+    finally:
+        shutil.rmtree(dest)
+
+
+def test_agent_inside_the_image_publishes_a_nodefeature(image: dict[str, Any]) -> None:
+    """``nfd-gpu run --oneshot --output nodefeature`` from the image against the test API
+    server on loopback: the kubernetes client in the image works (kubernetes/aio trimmed)."""
+    name = "hgx-h100"
+    rootfs: Path = image["rootfs"]
+    dest = rootfs / "tmp" / name
+    shutil.copytree(fixture_root(name), dest, symlinks=True)
+    try:
+        with running() as api:
+            api.kubeconfig(str(rootfs / "tmp" / "kubeconfig"))
+            p = _in_image(image, "nfd-gpu", "run", "--oneshot", "--no-udev",
+                          "--root", f"/tmp/{name}", "--output", "nodefeature",
+                          "--kubeconfig", "/tmp/kubeconfig", "--node-name", "node-a",
+                          "--namespace", "nfd-gpu", "--owner-refs", "")  # fmt: skip
+            assert p.returncode == 0, p.stderr
+            obj = api.get("nfd-gpu", "nfd-gpu-node-a")
+        assert obj is not None
+        assert obj["spec"]["labels"] == run_scan(fixture_root(name)).labels
+        assert f"nfd-gpu {__version__} starting: outputs=nodefeature" in p.stderr
+    finally:
+        shutil.rmtree(dest)
+        (rootfs / "tmp" / "kubeconfig").unlink(missing_ok=True)
+
+
+def test_layout_digests(image: dict[str, Any]) -> None:
+    """Every blob the index reaches is present with the digest and size it is named by."""
+    import hashlib
+
+    layout: Path = image["layout"]
+    index = json.loads((layout / "index.json").read_text())
+    todo = list(index["manifests"])
+    seen = 0
+    while todo:
+        desc = todo.pop()
+        blob = layout / "blobs" / "sha256" / desc["digest"].split(":", 1)[1]
+        assert blob.stat().st_size == desc["size"]
+        h = hashlib.sha256()
+        with open(blob, "rb") as f:  # streamed: the pytest process stays small (its peak
+            for chunk in iter(lambda: f.read(1 << 20), b""):  # RSS is inherited by children
+                h.update(chunk)  # whose ru_maxrss other tests measure)
+        assert "sha256:" + h.hexdigest() == desc["digest"]
+        seen += 1
+        if desc["mediaType"].endswith("manifest.v1+json"):
+            man = json.loads(blob.read_text())
+            todo += [man["config"], *man["layers"]]
+    assert seen == 3
+
+
+def _tiny_rootfs(root: Path) -> None:
+    (root / "etc").mkdir(parents=True)
+    (root / "usr" / "bin").mkdir(parents=True)
+    (root / "etc" / "os-release").write_text("ID=test\n")
+    os.link(root / "etc" / "os-release", root / "usr" / "bin" / "hard")
+    (root / "usr" / "bin" / "link").symlink_to("/etc/os-release")
+
+
+def _write(rootfs: Path, out: Path) -> dict[str, Any]:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("image_oci", REPO / "image" / "oci.py")
+    assert spec and spec.loader
+    oci = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(oci)
+    summary: dict[str, Any] = oci.write_image(
+        rootfs,
+        out,
+        arch="amd64",
+        epoch=1_700_000_000,
+        tag="t",
+        config={"Env": ["PATH=/usr/bin"], "User": "65532:65532"},
+        labels={"org.opencontainers.image.version": "t"},
+        created_by="test",
+    )
+    return summary
+
+
+def test_oci_writer_is_reproducible_and_skopeo_reads_it(tmp_path: Path) -> None:
+    """image/oci.py on the same tree twice (files touched in between): identical bytes."""
+    rootfs = tmp_path / "rootfs"
+    _tiny_rootfs(rootfs)
+    a = _write(rootfs, tmp_path / "a" / "img")
+    os.utime(rootfs / "etc" / "os-release", (1, 1))  # mtimes do not reach the layer
+    b = _write(rootfs, tmp_path / "b" / "img")
+    assert a["manifest"] == b["manifest"]
+    assert Path(a["archive"]).read_bytes() == Path(b["archive"]).read_bytes()
+    (rootfs / "etc" / "os-release").write_text("ID=other\n")
+    c = _write(rootfs, tmp_path / "c" / "img")
+    assert c["layer"] != a["layer"]
+    skopeo = need("skopeo", TOOLS)
+    p = subprocess.run(
+        [skopeo, "inspect", f"oci-archive:{a['archive']}"], capture_output=True, text=True
+    )
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["Labels"] == {"org.opencontainers.image.version": "t"}
+    with tarfile.open(Path(a["layout"]) / "blobs" / "sha256" / a["layer"].split(":")[1]) as t:
+        members = {m.name: m for m in t.getmembers()}
+    assert members["./usr/bin/hard"].islnk() or members["./etc/os-release"].islnk()
+    assert members["./usr/bin/link"].issym()
+    assert {m.mtime for m in members.values()} == {1_700_000_000}

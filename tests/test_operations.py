@@ -1,0 +1,165 @@
+"""Day-2 operation: --version, shell completion, the agent's start-up and change log lines,
+feature-file write log lines."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from nfd_gpu import __version__, cli
+from nfd_gpu.agent import Agent, label_changes, nvml_state
+from nfd_gpu.config import Config
+from nfd_gpu.sinks.featurefile import FeatureFileSink
+from tests.conftest import fixture_root, nfd_gpu_cmd
+
+
+def test_root_version_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out == f"nfd-gpu {__version__}\n"
+    assert cli.main(["version"]) == 0
+    assert capsys.readouterr().out == f"nfd-gpu {__version__}\n"
+
+
+def _complete(words: str, cword: int, env: dict[str, str]) -> list[str]:
+    env = dict(env, COMP_WORDS=words, COMP_CWORD=str(cword), _NFD_GPU_COMPLETE="complete_bash")
+    # The completion variable is derived from the program name: run the console script's
+    # module with argv[0] "nfd-gpu" as an installed console script has it.
+    code = "import sys; sys.argv[0] = 'nfd-gpu'; from nfd_gpu.cli import main; sys.exit(main())"
+    p = subprocess.run(
+        [nfd_gpu_cmd()[0], "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert p.returncode == 0, p.stderr
+    return p.stdout.split()
+
+
+def test_shell_completion(subprocess_env: dict[str, str]) -> None:
+    assert _complete("nfd-gpu sc", 1, subprocess_env) == ["scan"]
+    assert "snapshot" in _complete("nfd-gpu s", 1, subprocess_env)
+    assert _complete("nfd-gpu scan --format ", 3, subprocess_env) == [
+        "labels",
+        "json",
+        "yaml",
+        "table",
+    ]
+    assert "--oneshot" in _complete("nfd-gpu run --one", 2, subprocess_env)
+
+
+def test_show_completion_prints_a_bash_script(subprocess_env: dict[str, str]) -> None:
+    code = "import sys; sys.argv[0] = 'nfd-gpu'; from nfd_gpu.cli import main; sys.exit(main())"
+    p = subprocess.run(
+        [nfd_gpu_cmd()[0], "-c", code, "--show-completion", "bash"],
+        env=subprocess_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "complete -o default -F _nfd_gpu_completion nfd-gpu" in p.stdout
+
+
+def test_label_changes() -> None:
+    assert label_changes(None, {"a": "1"}) == (1, 0, 0)
+    assert label_changes({"a": "1", "b": "2"}, {"a": "1", "b": "3", "c": "4"}) == (1, 0, 1)
+    assert label_changes({"a": "1", "b": "2"}, {}) == (0, 2, 0)
+    assert label_changes({"a": "1"}, {"a": "1"}) == (0, 0, 0)
+
+
+def test_nvml_state() -> None:
+    rec = fixture_root("h200-vm") / "nvml.json"
+    assert rec.is_file()
+    assert nvml_state("auto", str(fixture_root("h200-vm"))) == f"auto: replay {rec}"
+    assert nvml_state("on", str(fixture_root("h200-vm"))) == f"on: replay {rec}"
+    assert nvml_state("off", str(fixture_root("h200-vm"))) == "off"
+    # No recording: the library is asked (no NVIDIA driver on a CI machine).
+    state = nvml_state("auto", str(fixture_root("mi210-8x")))
+    assert state.startswith(("auto: library unavailable (", "auto: library ok")), state
+
+
+def _messages(caplog: pytest.LogCaptureFixture, logger: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == logger]
+
+
+def test_run_logs_startup_changes_and_file_writes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A real agent on two real fixture roots: the start-up line, one change line per
+    publish that changed labels, none for an unchanged pass, one line per file write."""
+    caplog.set_level(logging.INFO)
+    fd = tmp_path / "features.d"
+    cfg = Config(
+        root=str(fixture_root("hgx-h100")),
+        outputs=("featurefile",),
+        features_dir=str(fd),
+        oneshot=True,
+        udev=False,
+        interval=30,
+    )
+    agent = Agent(cfg)
+    assert agent.run() == 0
+    lines = _messages(caplog, "nfd_gpu.agent")
+    start = lines[0]
+    assert start.startswith(f"nfd-gpu {__version__} starting: ")
+    for part in (
+        "outputs=featurefile",
+        "profiles=neutral",
+        f"root={fixture_root('hgx-h100')}",
+        "nvml=",
+        "oneshot",
+        f"features={fd / 'nfd-gpu'}",
+    ):
+        assert part in start, (part, start)
+    first = [m for m in lines if m.startswith("published ")]
+    n = len((fd / "nfd-gpu").read_text().splitlines()) - 2  # header + expiry lines
+    assert first == [f"published {n} labels to featurefile: {n} added, 0 removed, 0 changed"]
+    writes = _messages(caplog, "nfd_gpu.sinks.featurefile")
+    assert len(writes) == 1 and writes[0].startswith(f"wrote feature file {fd / 'nfd-gpu'}")
+    assert "(first write)" in writes[0] and f"{n} labels" in writes[0]
+
+    # Same labels again: the sink does not write, nothing is logged.
+    caplog.clear()
+    assert agent.run_pass()
+    assert not _messages(caplog, "nfd_gpu.featurefile") and not [
+        m for m in _messages(caplog, "nfd_gpu.agent") if m.startswith("published")
+    ]
+    assert not _messages(caplog, "nfd_gpu.sinks.featurefile")
+
+    # A GPU lost: the labels change; one line says how.
+    before = dict(line.split("=", 1) for line in (fd / "nfd-gpu").read_text().splitlines()[2:])
+    agent.cfg = Config(**{**cfg.__dict__, "root": str(fixture_root("h100-gpu-lost"))})
+    caplog.clear()
+    assert agent.run_pass()
+    after = dict(line.split("=", 1) for line in (fd / "nfd-gpu").read_text().splitlines()[2:])
+    added, removed, changed = label_changes(before, after)
+    assert (added, removed, changed) != (0, 0, 0)
+    assert [m for m in _messages(caplog, "nfd_gpu.agent") if m.startswith("published")] == [
+        f"published {len(after)} labels to featurefile: "
+        f"{added} added, {removed} removed, {changed} changed, raw features changed"
+    ]
+    writes = _messages(caplog, "nfd_gpu.sinks.featurefile")
+    assert len(writes) == 1 and "(content changed)" in writes[0]
+
+
+def test_feature_file_expiry_refresh_is_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from nfd_gpu.sinks import Publication
+
+    caplog.set_level(logging.INFO)
+    now = [1_000_000.0]
+    sink = FeatureFileSink(str(tmp_path), expiry=100, clock=lambda: now[0])
+    pub = Publication({"a.example.com/x": "1"})
+    assert sink.publish(pub)
+    now[0] += 60  # past half the expiry: rewritten to refresh it
+    assert sink.publish(pub)
+    os.unlink(tmp_path / "nfd-gpu")
+    assert sink.publish(pub)
+    msgs = _messages(caplog, "nfd_gpu.sinks.featurefile")
+    assert [m.split("(")[1].split(")")[0] for m in msgs] == [
+        "first write",
+        "expiry refresh",
+        "file changed or removed by someone else",
+    ]
