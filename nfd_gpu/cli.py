@@ -157,7 +157,8 @@ def scan(
     ] = "auto",
 ) -> None:
     """Scan this host (or --root) and print labels, features and GPUs."""
-    from nfd_gpu.scan import KNOWN_PROFILES, PROFILES, run_scan
+    from nfd_gpu.labels import registry
+    from nfd_gpu.scan import run_scan
 
     check_root(root)
     if rules is not None and not os.path.exists(rules):
@@ -166,10 +167,10 @@ def scan(
 
     if nvml not in NVML_MODES:
         raise fail(f"--nvml {nvml}: expected auto, on or off")
-    profiles = tuple(profile) if profile else PROFILES
-    for p in profiles:
-        if p not in KNOWN_PROFILES:
-            raise fail(f"--profile {p}: unknown (known: {', '.join(KNOWN_PROFILES)})")
+    profiles = tuple(profile) if profile else registry.DEFAULT
+    bad = registry.unknown(profiles)
+    if bad is not None:
+        raise fail(f"--profile {bad}: unknown (known: {registry.known()})")
     from nfd_gpu.labels.options import check
 
     options = tuple(o for v in profile_option or () for o in v.split(",") if o)

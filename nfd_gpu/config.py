@@ -207,11 +207,11 @@ def _validate(cfg: Config) -> None:
     for o in cfg.outputs:
         if o not in OUTPUTS:
             raise bad(f"unknown output {o!r} (choose from {', '.join(OUTPUTS)})")
-    from nfd_gpu.scan import KNOWN_PROFILES  # light: no vendor library is imported
+    from nfd_gpu.labels import registry  # light: no vendor library is imported
 
-    for p in cfg.profiles:
-        if p not in KNOWN_PROFILES:
-            raise bad(f"unknown label profile {p!r} (choose from {', '.join(KNOWN_PROFILES)})")
+    unknown = registry.unknown(cfg.profiles)
+    if unknown is not None:
+        raise bad(f"unknown label profile {unknown!r} (choose from {registry.known()})")
     from nfd_gpu.labels.options import check
 
     problem = check(cfg.profile_options, cfg.profiles)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from nfd_gpu import features as F
 from nfd_gpu.labels.neutral import neutral_attributes
-from nfd_gpu.model import Gpu, PciDevice, Snapshot
+from nfd_gpu.model import Gpu, PciDevice, Runtime, Snapshot
 
 
 def _s(v: object) -> str | None:
@@ -74,6 +74,30 @@ def pci_instance(d: PciDevice) -> dict[str, str]:
     return out
 
 
+def runtime_flags(rt: Runtime) -> list[str]:
+    """The ``gpu.runtime`` flag feature: the runtime pieces found."""
+    out = []
+    if rt.nvidia_toolkit_config:
+        out.append("nvidia-container-toolkit")
+    if rt.nvidia_runtime_binary:
+        out.append("nvidia-container-runtime")
+    out += [f"cdi.{k}" for k in rt.cdi_kinds]
+    if rt.rocm_version:
+        out.append("rocm")
+    out += [f"opencl.{i}" for i in rt.opencl_icds]
+    if rt.level_zero:
+        out.append("level-zero")
+    if any(n.path == "dev/kfd" for n in rt.device_nodes):
+        out.append("dev.kfd")
+    if any(n.path.startswith("dev/dri/renderD") for n in rt.device_nodes):
+        out.append("dev.dri.render")
+    if any(n.path == "dev/nvidiactl" for n in rt.device_nodes):
+        out.append("dev.nvidiactl")
+    if rt.devices_ready:
+        out.append("devices-ready")
+    return out
+
+
 def snapshot_features(snap: Snapshot) -> F.Features:
     feats = F.empty()
     F.add_instances(feats, "gpu.device", (gpu_instance(g) for g in snap.gpus))
@@ -123,9 +147,7 @@ def snapshot_features(snap: Snapshot) -> F.Features:
         ),
     )
     if snap.runtime is not None:
-        from nfd_gpu.discovery.runtime import flags
-
-        F.add_flags(feats, "gpu.runtime", flags(snap.runtime))
+        F.add_flags(feats, "gpu.runtime", runtime_flags(snap.runtime))
     F.add_attributes(feats, "gpu.node", neutral_attributes(snap))
     F.add_instances(feats, "pci.device", (pci_instance(d) for d in snap.pci))
     F.add_flags(feats, "kernel.loadedmodule", snap.loaded_modules)

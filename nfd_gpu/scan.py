@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -11,31 +12,22 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from nfd_gpu import features as F
-from nfd_gpu.discovery import (
-    amd,
-    amdgpuinfo,
-    intel,
-    nvidia,
-    nvidia_vgpu,
-    pci,
-    runtime,
-    system,
-    vgpu,
-)
-from nfd_gpu.discovery import gpus as gpu_discovery
-from nfd_gpu.discovery.pciids import PciIds
+from nfd_gpu.discovery.nvml_session import NvmlSession
+from nfd_gpu.discovery.registry import SOURCES
+from nfd_gpu.discovery.source import Context, wanted
 from nfd_gpu.featuremap import snapshot_features
 from nfd_gpu.hostroot import HostRoot
-from nfd_gpu.labels.neutral import NAMESPACE, neutral_labels
+from nfd_gpu.labels.neutral import NAMESPACE
+from nfd_gpu.labels.profile import LabelOptions
+from nfd_gpu.labels.registry import DEFAULT, PROFILES
+from nfd_gpu.labels.registry import known as known_profiles
 from nfd_gpu.labels.validate import filter_labels
-from nfd_gpu.model import Partition, Snapshot
+from nfd_gpu.model import Snapshot
 
 if TYPE_CHECKING:
-    from nfd_gpu.discovery.nvml_session import NvmlSession
     from nfd_gpu.labels.nvidia import NvidiaOptions
 
-PROFILES = ("neutral",)
-KNOWN_PROFILES = ("neutral", "nvidia", "amd", "intel")
+KNOWN_PROFILES = tuple(PROFILES)
 
 
 @dataclass
@@ -61,50 +53,25 @@ class ScanResult:
 def discover(
     host: HostRoot, *, nvml_lib: ModuleType | None = None, nvml: NvmlSession | None = None
 ) -> Snapshot:
-    """Read the host into a :class:`Snapshot` (read-only; failures become warnings).
+    """Read the host into a :class:`Snapshot` (read-only; failures become warnings): each
+    source of :data:`~nfd_gpu.discovery.registry.SOURCES` in order, skipping those whose
+    vendors have no GPU here.
 
     ``nvml_lib`` replaces the NVML library (``nfd-gpu snapshot`` records through it);
     ``nvml`` is the NVML session (mode, and the agent's state kept between passes)."""
     if nvml is not None:
         nvml.status = "none"  # until NVIDIA GPUs ask it
-    devices = pci.discover(host)
-    gpu_fns, vfs, switches = gpu_discovery.classify(devices)
-    ids = PciIds(host)
-    gpus = tuple(gpu_discovery.build_gpu(d, vfs, ids) for d in gpu_fns)
-    versions = system.module_versions(host)
-    partitions: tuple[Partition, ...] = ()
-    if any(g.vendor == "nvidia" for g in gpus):
-        gpus, partitions, versions = nvidia.apply(
-            nvidia.collect(host, nvml_lib, nvml), gpus, versions
-        )
-        gpus = nvidia_vgpu.apply(host, gpus, devices)
-    if any(g.vendor == "amd" for g in gpus):
-        gpus = amdgpuinfo.apply(gpus, amdgpuinfo.query(host))
-    gpus, amd_partitions = amd.enrich(host, gpus)
-    partitions = partitions + amd_partitions
-    gpus = intel.enrich(host, gpus)
-    vgpu_types = vgpu.read_types(host, gpus)
-    gpus = vgpu.apply(gpus, vgpu_types)
-    rt = runtime.discover(host, gpus, devices)
-    return Snapshot(
-        root=host.root,
-        pci=devices,
-        gpus=gpus,
-        nvswitches=tuple(switches),
-        partitions=partitions,
-        loaded_modules=system.loaded_modules(host),
-        builtin_modules=system.builtin_modules(host),
-        driver_versions=versions,
-        machine=system.machine(host),
-        warnings=tuple(host.warnings),
-        vgpu_types=vgpu_types,
-        runtime=rt,
-    )
+    ctx = Context(host, nvml_lib=nvml_lib, nvml=nvml)
+    snap = Snapshot(root=host.root)
+    for source in SOURCES:
+        if wanted(source, snap):
+            snap = source.discover(ctx, snap)
+    return dataclasses.replace(snap, warnings=tuple(host.warnings))
 
 
 def label(
     snap: Snapshot,
-    profiles: Sequence[str] = PROFILES,
+    profiles: Sequence[str] = DEFAULT,
     namespace: str = NAMESPACE,
     nvidia_options: NvidiaOptions | None = None,
     profile_options: Sequence[str] = (),
@@ -112,28 +79,14 @@ def label(
     """Labels of the chosen profiles, validated; invalid ones dropped with a warning.
 
     ``profile_options`` are names from :data:`nfd_gpu.labels.options.PROFILE_OPTIONS`."""
-    from nfd_gpu.labels.options import of
-
+    opts = LabelOptions(namespace, nvidia_options, tuple(profile_options))
     warnings: list[str] = []
     labels: dict[str, str] = {}
     for p in profiles:
-        if p == "neutral":
-            labels.update(neutral_labels(snap, namespace))
-        elif p == "nvidia":
-            from nfd_gpu.labels.nvidia import nvidia_labels
-
-            labels.update(nvidia_labels(snap, nvidia_options, warnings))
-        elif p == "amd":
-            from nfd_gpu.labels.amd import amd_labels
-
-            labels.update(amd_labels(snap, of("amd", profile_options)))
-        elif p == "intel":
-            from nfd_gpu.labels.intel import intel_labels
-
-            labels.update(intel_labels(snap))
-        else:
-            known = ", ".join(KNOWN_PROFILES)
-            raise ValueError(f"unknown label profile {p!r} (known: {known})")
+        profile = PROFILES.get(p)
+        if profile is None:
+            raise ValueError(f"unknown label profile {p!r} (known: {known_profiles()})")
+        labels.update(profile.labels(snap, opts, warnings))
     return filter_labels(labels, warnings), warnings
 
 
@@ -142,7 +95,7 @@ _RULES_CACHE: dict[tuple[str, bool], tuple[tuple[tuple[str, int, int], ...], Any
 
 def _rules_stamp(path: str) -> tuple[tuple[str, int, int], ...]:
     """(file, mtime, size) of a rule file or of every file in a rule directory."""
-    from nfd_gpu.rules.loader import rule_files
+    from nfd_gpu.rules.loader import rule_files  # lazy: only when rules are used
 
     out = []
     for f in rule_files(Path(path)):
@@ -169,7 +122,7 @@ def _cached_rules(path: str, tolerant: bool, load: Callable[..., Any]) -> Any:
 def run_scan(
     root: str | os.PathLike[str] = "/",
     *,
-    profiles: Sequence[str] = PROFILES,
+    profiles: Sequence[str] = DEFAULT,
     rules_path: str | os.PathLike[str] | None = None,
     tolerant_rules: bool = False,
     namespace: str = NAMESPACE,
@@ -184,8 +137,6 @@ def run_scan(
     :class:`nfd_gpu.rules.RuleError`, unless
     ``tolerant_rules`` (the agent): then broken rules are skipped and reported as
     warnings and rule errors while the valid ones still apply."""
-    from nfd_gpu.discovery.nvml_session import NvmlSession
-
     host = HostRoot(root)
     session = NvmlSession(nvml) if isinstance(nvml, str) else nvml
     try:

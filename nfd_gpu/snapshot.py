@@ -37,7 +37,7 @@ from types import ModuleType
 from typing import Any
 
 from nfd_gpu import __version__
-from nfd_gpu.discovery.nvidia import NVML_RECORDING
+from nfd_gpu.discovery.nvidia_facts import NVML_RECORDING
 from nfd_gpu.discovery.nvml_replay import MAX_RECORDING
 from nfd_gpu.discovery.pciids import MAX_PCI_IDS, PCI_IDS_PATHS
 from nfd_gpu.hostroot import _FLAGS, MAX_READ, HostRoot

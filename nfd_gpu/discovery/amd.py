@@ -23,8 +23,9 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
-from nfd_gpu.model import Gpu, Partition
+from nfd_gpu.model import Gpu, Partition, Snapshot
 
 KFD_NODES = "sys/class/kfd/kfd/topology/nodes"
 IO_LINK_XGMI = 11
@@ -289,3 +290,11 @@ def _enrich_one(
                 )
     changes["sources"] = sources
     return dataclasses.replace(g, **changes), parts  # type: ignore[arg-type]
+
+
+def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
+    gpus, parts = enrich(ctx.host, snap.gpus)
+    return dataclasses.replace(snap, gpus=gpus, partitions=snap.partitions + parts)
+
+
+SOURCE = Step("amd", _discover, needs=("amd",))

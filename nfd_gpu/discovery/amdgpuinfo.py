@@ -18,8 +18,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
-from nfd_gpu.model import Gpu
+from nfd_gpu.model import Gpu, Snapshot
 
 MODULE = "pyamdgpuinfo"
 
@@ -93,3 +94,10 @@ def apply(gpus: tuple[Gpu, ...], infos: dict[str, AmdgpuInfo]) -> tuple[Gpu, ...
             sources["memory_mib"] = MODULE
         out.append(dataclasses.replace(g, **changes, sources=sources))
     return tuple(out)
+
+
+def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
+    return dataclasses.replace(snap, gpus=apply(snap.gpus, query(ctx.host)))
+
+
+SOURCE = Step("amdgpuinfo", _discover, needs=("amd",))

@@ -15,12 +15,14 @@ A GPU is a PCI *physical function* of a GPU vendor whose class is display
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
-from nfd_gpu.discovery import tables
+from nfd_gpu import tables
 from nfd_gpu.discovery.pci import GPU_VENDOR_IDS
 from nfd_gpu.discovery.pciids import PciIds, marketing_part
-from nfd_gpu.model import Gpu, PciDevice
+from nfd_gpu.discovery.source import Context, Step
+from nfd_gpu.model import Gpu, PciDevice, Snapshot
 
 # Drivers that give containers access to the GPU.
 VENDOR_DRIVERS = frozenset({"nvidia", "amdgpu", "i915", "xe", "nouveau", "radeon"})
@@ -154,3 +156,13 @@ def build_gpu(dev: PciDevice, vfs: list[PciDevice], pciids: PciIds) -> Gpu:
         mode=gpu_mode(dev.driver, numvfs, vf_drivers),
         sources=sources,
     )
+
+
+def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
+    gpu_fns, vfs, switches = classify(snap.pci)
+    ids = PciIds(ctx.host)
+    gpus = tuple(build_gpu(d, vfs, ids) for d in gpu_fns)
+    return dataclasses.replace(snap, gpus=gpus, nvswitches=tuple(switches))
+
+
+SOURCE = Step("gpus", _discover)

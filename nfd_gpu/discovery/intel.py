@@ -22,9 +22,10 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from nfd_gpu.discovery import tables
+from nfd_gpu import tables
+from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
-from nfd_gpu.model import Gpu
+from nfd_gpu.model import Gpu, Snapshot
 
 MIB = 1024 * 1024
 INTEL_DRIVERS = ("i915", "xe")
@@ -108,3 +109,10 @@ def _enrich_one(host: HostRoot, g: Gpu) -> Gpu:
 
     changes["sources"] = sources
     return dataclasses.replace(g, **changes)  # type: ignore[arg-type]
+
+
+def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
+    return dataclasses.replace(snap, gpus=enrich(ctx.host, snap.gpus))
+
+
+SOURCE = Step("intel", _discover, needs=("intel",))

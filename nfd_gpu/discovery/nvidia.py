@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING
 
+from nfd_gpu.discovery.nvidia_facts import NVML_RECORDING, GpuFacts, NvidiaFacts, normalize_bdf
+from nfd_gpu.discovery.nvml_session import NvmlSession
+from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
-from nfd_gpu.model import Gpu, Partition
+from nfd_gpu.model import Gpu, Partition, Snapshot
 
-if TYPE_CHECKING:
-    from nfd_gpu.discovery.nvml_session import NvmlSession
+__all__ = ["NVML_RECORDING", "GpuFacts", "NvidiaFacts", "normalize_bdf"]  # re-exported
 
 PROC = "proc/driver/nvidia"
 _VERSION_RE = re.compile(
@@ -35,49 +35,6 @@ _VERSION_RE = re.compile(
     r"(?: for \S+)?\s+(?P<ver>\S+)"
 )
 _TOKEN_RE = re.compile(r"^[A-Za-z0-9._+-]+$")
-
-
-@dataclass(frozen=True, slots=True)
-class GpuFacts:
-    """What the NVIDIA driver says about one GPU (None = unknown)."""
-
-    address: str
-    product: str | None = None
-    uuid: str | None = None
-    minor: int | None = None
-    memory_mib: int | None = None
-    compute_major: int | None = None
-    compute_minor: int | None = None
-    mig_enabled: bool | None = None
-    mig_pending: bool | None = None
-    mig_capable: bool | None = None
-    max_mig_devices: int | None = None
-    multiprocessors: int | None = None
-    virtualization: str | None = None  # none | passthrough | vgpu-guest | vgpu-host
-    clique: str | None = None  # NVLink fabric "<clusterUUID>.<cliqueId>"
-    source: str = ""  # where these facts came from, when not the NvidiaFacts' source
-
-
-@dataclass(frozen=True, slots=True)
-class NvidiaFacts:
-    source: str  # "procfs" | "nvml"
-    driver_version: str | None = None
-    kernel_module: str | None = None  # "open" | "proprietary"
-    cuda_version: str | None = None  # "12.4" (NVML only)
-    gpus: tuple[GpuFacts, ...] = ()
-    partitions: tuple[Partition, ...] = ()
-    device_nodes: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = field(default_factory=tuple)
-
-
-def normalize_bdf(bus_id: str) -> str:
-    """``00000000:18:00.0`` (NVML) or ``0000:18:00.0`` -> sysfs form ``0000:18:00.0``."""
-    bus_id = bus_id.strip().lower()
-    parts = bus_id.split(":")
-    if len(parts) == 3:
-        dom = parts[0][-4:].rjust(4, "0")
-        return f"{dom}:{parts[1]}:{parts[2]}"
-    return bus_id
 
 
 def parse_version_file(text: str) -> tuple[str | None, str | None]:
@@ -222,8 +179,6 @@ def merge(gpus: tuple[Gpu, ...], facts: NvidiaFacts) -> tuple[Gpu, ...]:
     return tuple(out)
 
 
-NVML_RECORDING = "nvml.json"
-
 # CUDA driver API version of each driver branch, for when NVML (nvmlSystemGetCudaDriverVersion)
 # is absent: the CUDA toolkit whose GA release first required that branch, from NVIDIA's
 # "CUDA Toolkit and Corresponding Driver Versions" table (CUDA Toolkit Release Notes,
@@ -258,8 +213,6 @@ def collect(
     NVML warnings (a lost GPU) go to the host's warnings; such a GPU keeps its procfs facts.
     Without NVML facts the CUDA version comes from the driver branch (:data:`CUDA_BY_BRANCH`).
     """
-    from nfd_gpu.discovery.nvml_session import NvmlSession
-
     procfs = read_procfs(host)
     if session is None:
         session = NvmlSession(lib=nvml_lib)
@@ -301,3 +254,14 @@ def apply(
     addrs = {g.address for g in gpus}
     parts = tuple(p for p in facts.partitions if p.parent in addrs)
     return merge(gpus, facts), parts, versions
+
+
+def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
+    facts = collect(ctx.host, ctx.nvml_lib, ctx.nvml)
+    gpus, parts, versions = apply(facts, snap.gpus, snap.driver_versions)
+    return dataclasses.replace(
+        snap, gpus=gpus, partitions=snap.partitions + parts, driver_versions=versions
+    )
+
+
+SOURCE = Step("nvidia", _discover, needs=("nvidia",))

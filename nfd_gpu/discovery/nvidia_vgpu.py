@@ -21,8 +21,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
-from nfd_gpu.model import Gpu, PciDevice
+from nfd_gpu.model import Gpu, PciDevice, Snapshot
 
 CONFIG_MIN = 256
 _STATUS = 0x06
@@ -170,3 +171,10 @@ def apply(
                 changes["vgpu_host_driver_branch"] = info[1]
         out.append(dataclasses.replace(g, **changes))  # type: ignore[arg-type]
     return tuple(out)
+
+
+def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
+    return dataclasses.replace(snap, gpus=apply(ctx.host, snap.gpus, snap.pci))
+
+
+SOURCE = Step("nvidia-vgpu", _discover, needs=("nvidia",))

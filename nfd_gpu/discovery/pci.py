@@ -15,8 +15,9 @@ import dataclasses
 import functools
 import re
 
+from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
-from nfd_gpu.model import PciDevice, PcieLink
+from nfd_gpu.model import PciDevice, PcieLink, Snapshot
 
 PCI_DEVICES = "sys/bus/pci/devices"
 
@@ -306,3 +307,10 @@ def discover(host: HostRoot) -> tuple[PciDevice, ...]:
             vf_parent[vf] = address
         devices.append(dev)
     return tuple(devices)
+
+
+def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
+    return dataclasses.replace(snap, pci=discover(ctx.host))
+
+
+SOURCE = Step("pci", _discover)

@@ -33,12 +33,14 @@ are unknown, and so is ``devices_ready`` on a node with NVIDIA GPUs in container
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import stat
 
+from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
-from nfd_gpu.model import DeviceNode, Gpu, PciDevice, Runtime
+from nfd_gpu.model import DeviceNode, Gpu, PciDevice, Runtime, Snapshot
 
 NVIDIA_TOOLKIT_CONFIG = "etc/nvidia-container-runtime/config.toml"
 NVIDIA_BINARIES = ("usr/bin/nvidia-container-runtime", "usr/bin/nvidia-ctk")
@@ -205,25 +207,8 @@ def discover(host: HostRoot, gpus: tuple[Gpu, ...], pci: tuple[PciDevice, ...]) 
     )
 
 
-def flags(rt: Runtime) -> list[str]:
-    """The ``gpu.runtime`` flag feature: the runtime pieces found."""
-    out = []
-    if rt.nvidia_toolkit_config:
-        out.append("nvidia-container-toolkit")
-    if rt.nvidia_runtime_binary:
-        out.append("nvidia-container-runtime")
-    out += [f"cdi.{k}" for k in rt.cdi_kinds]
-    if rt.rocm_version:
-        out.append("rocm")
-    out += [f"opencl.{i}" for i in rt.opencl_icds]
-    if rt.level_zero:
-        out.append("level-zero")
-    if any(n.path == "dev/kfd" for n in rt.device_nodes):
-        out.append("dev.kfd")
-    if any(n.path.startswith("dev/dri/renderD") for n in rt.device_nodes):
-        out.append("dev.dri.render")
-    if any(n.path == "dev/nvidiactl" for n in rt.device_nodes):
-        out.append("dev.nvidiactl")
-    if rt.devices_ready:
-        out.append("devices-ready")
-    return out
+def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
+    return dataclasses.replace(snap, runtime=discover(ctx.host, snap.gpus, snap.pci))
+
+
+SOURCE = Step("runtime", _discover)

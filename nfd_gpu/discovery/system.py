@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.model import Snapshot
 
 # Kernel modules whose version is reported (``sys/module/<name>/version``).
 GPU_MODULES = ("nvidia", "amdgpu", "i915", "xe", "gim")
@@ -59,3 +63,20 @@ def machine(host: HostRoot) -> str | None:
     """DMI product name (``sys/class/dmi/id/product_name``), as GFD's gpu.machine."""
     v = host.read_text("sys/class/dmi/id/product_name")
     return v or None
+
+
+def _versions(ctx: Context, snap: Snapshot) -> Snapshot:
+    return dataclasses.replace(snap, driver_versions=module_versions(ctx.host))
+
+
+def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
+    return dataclasses.replace(
+        snap,
+        loaded_modules=loaded_modules(ctx.host),
+        builtin_modules=builtin_modules(ctx.host),
+        machine=machine(ctx.host),
+    )
+
+
+VERSIONS = Step("module-versions", _versions)  # early: vendor sources add to them
+SOURCE = Step("system", _discover)

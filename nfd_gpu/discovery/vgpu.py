@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
-from nfd_gpu.model import Gpu, VgpuType
+from nfd_gpu.model import Gpu, Snapshot, VgpuType
 
 PASSTHROUGH_MODES = ("pf-passthrough",)
 
@@ -63,3 +64,11 @@ def apply(gpus: tuple[Gpu, ...], types: tuple[VgpuType, ...]) -> tuple[Gpu, ...]
             g = dataclasses.replace(g, mode="vgpu-host", sources=sources)
         out.append(g)
     return tuple(out)
+
+
+def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
+    types = read_types(ctx.host, snap.gpus)
+    return dataclasses.replace(snap, gpus=apply(snap.gpus, types), vgpu_types=types)
+
+
+SOURCE = Step("vgpu", _discover)

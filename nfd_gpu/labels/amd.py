@@ -31,7 +31,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from nfd_gpu.labels.neutral import LabelDoc, table_rows
+from nfd_gpu.labels.options import of
+from nfd_gpu.labels.profile import LabelDoc, LabelProfile, table_rows
 from nfd_gpu.model import Gpu, Partition, Snapshot
 
 PREFIX = "amd.com"
@@ -258,6 +259,15 @@ def render_docs() -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+PROFILE = LabelProfile(
+    "amd",
+    lambda snap, opts, warnings: amd_labels(snap, of("amd", opts.profile_options)),
+    LABEL_TABLE,
+    "docs/labels-amd.md",
+    render_docs,
+)
 
 
 if __name__ == "__main__":

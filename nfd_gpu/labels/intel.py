@@ -23,8 +23,8 @@ the last rule in the file winning).
 
 from __future__ import annotations
 
-from nfd_gpu.discovery import tables
-from nfd_gpu.labels.neutral import LabelDoc, table_rows
+from nfd_gpu import tables
+from nfd_gpu.labels.profile import LabelDoc, LabelProfile, table_rows
 from nfd_gpu.model import Gpu, Snapshot
 
 PREFIX = "gpu.intel.com"
@@ -125,6 +125,15 @@ def render_docs() -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+PROFILE = LabelProfile(
+    "intel",
+    lambda snap, opts, warnings: intel_labels(snap),
+    LABEL_TABLE,
+    "docs/labels-intel.md",
+    render_docs,
+)
 
 
 if __name__ == "__main__":

@@ -7,28 +7,15 @@ the namespace. ``LABEL_TABLE`` documents every key and generates docs/labels.md.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
+from nfd_gpu.labels.profile import LabelDoc, LabelProfile, table_rows
 from nfd_gpu.labels.validate import NAME_MAX, sanitize_value
 from nfd_gpu.model import Gpu, Runtime, Snapshot
 
 NAMESPACE = "gpu.feature.node.kubernetes.io"
 MIXED = "mixed"
-
-
-@dataclass(frozen=True, slots=True)
-class LabelDoc:
-    key: str  # pattern; <...> marks a variable part
-    value: str
-    description: str
-
-    def regex(self) -> re.Pattern[str]:
-        parts = re.split(r"(<[^>]+>)", self.key)
-        body = "".join("[A-Za-z0-9._-]+" if p.startswith("<") else re.escape(p) for p in parts)
-        return re.compile(f"^{body}$")
 
 
 LABEL_TABLE: tuple[LabelDoc, ...] = (
@@ -326,13 +313,6 @@ def neutral_labels(snap: Snapshot, namespace: str = NAMESPACE) -> dict[str, str]
     return {f"{namespace}/{k}": v for k, v in neutral_attributes(snap).items()}
 
 
-def table_rows(prefix: str, table: tuple[LabelDoc, ...]) -> list[str]:
-    """The markdown table of a label table, keys shown under ``prefix``."""
-    rows = ["| key | value | meaning |", "|---|---|---|"]
-    rows += [f"| `{prefix}/{d.key}` | {d.value} | {d.description} |" for d in table]
-    return rows
-
-
 def documented(key: str) -> bool:
     """True when an unprefixed neutral key matches an entry of LABEL_TABLE."""
     return any(d.regex().match(key) for d in LABEL_TABLE)
@@ -359,6 +339,16 @@ def render_docs() -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+PROFILE = LabelProfile(
+    "neutral",
+    lambda snap, opts, warnings: neutral_labels(snap, opts.namespace),
+    LABEL_TABLE,
+    "docs/labels.md",
+    render_docs,
+)
+__all__ = ["LabelDoc", "table_rows"]  # re-exported
 
 
 if __name__ == "__main__":

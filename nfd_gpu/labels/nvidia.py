@@ -42,6 +42,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from nfd_gpu.labels.profile import LabelProfile
 from nfd_gpu.model import Gpu, Partition, Snapshot
 
 PREFIX = "nvidia.com"
@@ -374,3 +375,8 @@ def load_sharing_config(
         return NvidiaOptions(mig_strategy=strat, timestamp=timestamp)
     replicas, rename = found[active]
     return NvidiaOptions(strat, strategy_name, replicas, rename, timestamp)
+
+
+PROFILE = LabelProfile(
+    "nvidia", lambda snap, opts, warnings: nvidia_labels(snap, opts.nvidia, warnings)
+)

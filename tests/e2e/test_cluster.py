@@ -591,22 +591,16 @@ def test_overlays_pass_server_side_dry_run(kube_cluster: Cluster, agent_sa: dict
         "nvml",
     ]
     renders = {p.name: kustomize.build(p) for p in OVERLAYS}
-    # Without the Prometheus Operator CRDs the server does not know PodMonitor (404);
-    # everything else is valid and admitted.
-    for name, objs in renders.items():
-        got = dry_run_all(kube_cluster, objs)
-        want = {k: (404 if k.startswith("PodMonitor/") else 200) for k in got}
-        assert got == want, name
-    # With its CRD installed, the PodMonitor is valid too.
-    crd = next(iter(load_yaml_docs(BIN / "podmonitor-crd.yaml")))
-    kube_cluster.apply(crd)
-    kube_cluster.wait_crds([crd["metadata"]["name"]])
+    # No overlay needs a CRD beyond NFD's (the PodMonitor is the monitoring component):
+    # everything is valid and admitted on a cluster without the Prometheus Operator.
+    np_before = kube_cluster.request(
+        "GET", f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies"
+    )["items"]
     for name, objs in renders.items():
         got = dry_run_all(kube_cluster, objs)
         assert got == dict.fromkeys(got, 200), name
-        # the overlays carry no PodMonitor any more (deploy/components/monitoring has it;
-        # tests/e2e/test_deploy_dry_run.py dry-runs every component subset)
-        assert not any(k.startswith("PodMonitor/") for k in got)
-    # Nothing was stored by the dry runs: e.g. no PodMonitor exists.
-    pm = kube_cluster.request("GET", f"/apis/monitoring.coreos.com/v1/namespaces/{NS}/podmonitors")
-    assert pm["items"] == []
+        assert not any(k.startswith("PodMonitor/") for k in got), name
+        assert any(k.startswith("NetworkPolicy/") for k in got), name
+    # Nothing was stored by the dry runs: e.g. the NetworkPolicy they carry does not exist.
+    nps = kube_cluster.request("GET", f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies")
+    assert nps["items"] == np_before

@@ -55,8 +55,26 @@ def cluster(kube_cluster: Any) -> Any:
     for crd in cluster_module.load_yaml_docs(crds):
         kube_cluster.apply(crd)
     kube_cluster.wait_crds(MONITORING_CRDS)
-    kube_cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": r.NAMESPACE}})
+    for ns in (r.NAMESPACE, HELM_NAMESPACE):
+        kube_cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     return kube_cluster
+
+
+# The Helm renderings go into a namespace of their own: the e2e suite's agent runs from
+# the kustomize DaemonSet in r.NAMESPACE, and a DaemonSet's selector is immutable (Helm's
+# carries app.kubernetes.io/instance), so an apply over it is refused as it would be on a
+# cluster that switches from kustomize to Helm without deleting the DaemonSet first.
+HELM_NAMESPACE = "nfd-gpu-helm"
+
+
+def _in_helm_namespace(objs: list[Obj]) -> list[Obj]:
+    for obj in objs:
+        meta = obj["metadata"]
+        if meta.get("namespace") == r.NAMESPACE:
+            meta["namespace"] = HELM_NAMESPACE
+        if obj["kind"] == "Namespace" and meta["name"] == r.NAMESPACE:
+            meta["name"] = HELM_NAMESPACE
+    return objs
 
 
 def _dry_run(cluster: Any, objs: list[Obj]) -> None:
@@ -68,7 +86,7 @@ def _dry_run(cluster: Any, objs: list[Obj]) -> None:
 
 @pytest.mark.parametrize("case", sorted(r.HELM_MATRIX))
 def test_helm_matrix_dry_run(cluster: Any, case: str, tmp_path: Path) -> None:
-    _dry_run(cluster, r.helm_template(r.HELM_MATRIX[case][0], tmp_path))
+    _dry_run(cluster, _in_helm_namespace(r.helm_template(r.HELM_MATRIX[case][0], tmp_path)))
 
 
 @pytest.mark.parametrize("overlay", sorted(p.name for p in (r.DEPLOY / "overlays").iterdir()))
@@ -88,7 +106,8 @@ def test_dry_run_rejects_an_invalid_object(cluster: Any, tmp_path: Path) -> None
     on apply (a container without an image)."""
     from tests.e2e.cluster import ApiError
 
-    (ds,) = [o for o in r.helm_template({}, tmp_path) if o["kind"] == "DaemonSet"]
+    objs = _in_helm_namespace(r.helm_template({}, tmp_path))
+    (ds,) = [o for o in objs if o["kind"] == "DaemonSet"]
     del ds["spec"]["template"]["spec"]["containers"][0]["image"]
     with pytest.raises(ApiError) as err:
         cluster.apply(ds, dry_run=True, manager="nfd-gpu-deploy-test")

@@ -1,0 +1,57 @@
+"""The common shape of NVIDIA facts: what procfs (:mod:`nfd_gpu.discovery.nvidia`) and NVML
+(:mod:`nfd_gpu.discovery.nvml`) both return, so either merges into the GPU records the same way.
+
+Its own module so that the NVML adapter and session import it without importing the
+procfs reader (which asks the session: no import cycle).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nfd_gpu.model import Partition
+
+NVML_RECORDING = "nvml.json"  # an NVML recording at the root of a fixture or capture
+
+
+@dataclass(frozen=True, slots=True)
+class GpuFacts:
+    """What the NVIDIA driver says about one GPU (None = unknown)."""
+
+    address: str
+    product: str | None = None
+    uuid: str | None = None
+    minor: int | None = None
+    memory_mib: int | None = None
+    compute_major: int | None = None
+    compute_minor: int | None = None
+    mig_enabled: bool | None = None
+    mig_pending: bool | None = None
+    mig_capable: bool | None = None
+    max_mig_devices: int | None = None
+    multiprocessors: int | None = None
+    virtualization: str | None = None  # none | passthrough | vgpu-guest | vgpu-host
+    clique: str | None = None  # NVLink fabric "<clusterUUID>.<cliqueId>"
+    source: str = ""  # where these facts came from, when not the NvidiaFacts' source
+
+
+@dataclass(frozen=True, slots=True)
+class NvidiaFacts:
+    source: str  # "procfs" | "nvml"
+    driver_version: str | None = None
+    kernel_module: str | None = None  # "open" | "proprietary"
+    cuda_version: str | None = None  # "12.4" (NVML only)
+    gpus: tuple[GpuFacts, ...] = ()
+    partitions: tuple[Partition, ...] = ()
+    device_nodes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+def normalize_bdf(bus_id: str) -> str:
+    """``00000000:18:00.0`` (NVML) or ``0000:18:00.0`` -> sysfs form ``0000:18:00.0``."""
+    bus_id = bus_id.strip().lower()
+    parts = bus_id.split(":")
+    if len(parts) == 3:
+        dom = parts[0][-4:].rjust(4, "0")
+        return f"{dom}:{parts[1]}:{parts[2]}"
+    return bus_id

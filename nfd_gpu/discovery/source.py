@@ -1,0 +1,62 @@
+"""The shape of a discovery source: one step that reads the host and adds to the snapshot.
+
+Every source has a name, the GPU vendors it needs (it is skipped when no GPU of those
+vendors was found; ``()`` = always run) and ``discover(ctx, snapshot) -> snapshot``: it
+reads the host through ``ctx.host`` (a :class:`~nfd_gpu.hostroot.HostRoot`) and returns the
+snapshot with its facts added (the snapshot is frozen: ``dataclasses.replace``). Sources
+never raise for hardware problems: those are warnings on the host.
+
+The ordered list of sources is :data:`nfd_gpu.discovery.registry.SOURCES`; the order is
+part of the behaviour (later sources refine the GPU records earlier ones built).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol
+
+from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.model import Snapshot
+
+if TYPE_CHECKING:
+    from nfd_gpu.discovery.nvml_session import NvmlSession
+
+
+@dataclass(frozen=True)
+class Context:
+    """What one discovery pass reads from, beyond the snapshot built so far."""
+
+    host: HostRoot
+    nvml_lib: ModuleType | None = None  # replaces the NVML library (``nfd-gpu snapshot``)
+    nvml: NvmlSession | None = None  # the NVML session (mode; the agent's kept state)
+
+
+class Source(Protocol):
+    """One discovery step (see the module docstring)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def needs(self) -> tuple[str, ...]: ...
+
+    def discover(self, ctx: Context, snap: Snapshot) -> Snapshot: ...
+
+
+@dataclass(frozen=True)
+class Step:
+    """A :class:`Source` made of a function (what most sources are)."""
+
+    name: str
+    run: Callable[[Context, Snapshot], Snapshot]
+    needs: tuple[str, ...] = ()
+
+    def discover(self, ctx: Context, snap: Snapshot) -> Snapshot:
+        return self.run(ctx, snap)
+
+
+def wanted(source: Source, snap: Snapshot) -> bool:
+    """Whether ``source`` runs on this snapshot: always, or when a GPU it needs is there."""
+    return not source.needs or any(g.vendor in source.needs for g in snap.gpus)

@@ -1,0 +1,85 @@
+"""The shape of a label profile: a name, its labels from a snapshot, its documented keys.
+
+Every profile is ``labels(snapshot, options, warnings) -> {key: value}``: it reads only
+the :class:`~nfd_gpu.model.Snapshot` and the :class:`LabelOptions` (no host, file or YAML
+reading), and appends what it could not label to ``warnings``. ``table`` documents its
+keys (:class:`LabelDoc`); ``render_docs`` generates its docs/ page from that table, for
+the profiles that have one (``docs``: the page). The profiles, in order, are
+:data:`nfd_gpu.labels.registry.PROFILES`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from nfd_gpu.model import Snapshot
+
+if TYPE_CHECKING:
+    from nfd_gpu.labels.nvidia import NvidiaOptions
+
+
+@dataclass(frozen=True, slots=True)
+class LabelDoc:
+    key: str  # pattern; <...> marks a variable part
+    value: str
+    description: str
+
+    def regex(self) -> re.Pattern[str]:
+        parts = re.split(r"(<[^>]+>)", self.key)
+        body = "".join("[A-Za-z0-9._-]+" if p.startswith("<") else re.escape(p) for p in parts)
+        return re.compile(f"^{body}$")
+
+
+def table_rows(prefix: str, table: tuple[LabelDoc, ...]) -> list[str]:
+    """The markdown table of a label table, keys shown under ``prefix``."""
+    rows = ["| key | value | meaning |", "|---|---|---|"]
+    rows += [f"| `{prefix}/{d.key}` | {d.value} | {d.description} |" for d in table]
+    return rows
+
+
+@dataclass(frozen=True)
+class LabelOptions:
+    """What the user chose for the profiles of one scan."""
+
+    namespace: str  # the neutral profile's label prefix
+    nvidia: NvidiaOptions | None = None  # MIG strategy, sharing, timestamp
+    profile_options: tuple[str, ...] = ()  # names of nfd_gpu.labels.options.PROFILE_OPTIONS
+
+
+class Profile(Protocol):
+    """One label profile (see the module docstring)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def table(self) -> tuple[LabelDoc, ...]: ...
+
+    @property
+    def docs(self) -> str | None: ...
+
+    def labels(self, snap: Snapshot, opts: LabelOptions, warnings: list[str]) -> dict[str, str]: ...
+
+    def render_docs(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class LabelProfile:
+    """A :class:`Profile` made of functions (what every profile is)."""
+
+    name: str
+    make: Callable[[Snapshot, LabelOptions, list[str]], dict[str, str]]
+    table: tuple[LabelDoc, ...] = ()
+    docs: str | None = None  # the generated page, relative to the repository
+    render: Callable[[], str] | None = None
+
+    def labels(self, snap: Snapshot, opts: LabelOptions, warnings: list[str]) -> dict[str, str]:
+        return self.make(snap, opts, warnings)
+
+    def render_docs(self) -> str:
+        if self.render is None:
+            raise ValueError(f"the {self.name} profile has no generated docs page")
+        return self.render()
