@@ -8,7 +8,9 @@ fixture has no recording (NVML: ``--nvml auto``, the library is asked and absent
     python benchmarks/agent.py [--passes 100] [--fixture hgx-h100] [--rules 1000]
 
 ``--rules N`` adds N NodeFeatureRule rules (benchmarks/rules.py's mix) read from a file
-every pass, as ``--rules`` does in the agent.
+every pass, as ``--rules`` does in the agent. ``--owner-refs`` is the agent's option (default
+``pod,ds``, as deployed): the sink reads its own Pod from the test API server once for the
+DaemonSet owner reference; ``--owner-refs ''`` skips that lookup.
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ def main() -> int:
     ap.add_argument("--passes", type=int, default=100)
     ap.add_argument("--fixture", default="hgx-h100")
     ap.add_argument("--rules", type=int, default=0, help="NodeFeatureRule rules to apply")
+    ap.add_argument(
+        "--owner-refs", default="pod,ds", help="owner references, as the agent's option"
+    )
     ap.add_argument("--write-rules", metavar="FILE", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.write_rules:
@@ -72,6 +77,9 @@ def main() -> int:
         cmd = [sys.executable, __file__, "--rules", str(args.rules), "--write-rules", rules_path]
         subprocess.run(cmd, check=True)
     api = FakeKubeAPI().start()
+    ds_owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "nfd-gpu", "uid": "ds-uid"}
+    api.add_pod("nfd-gpu", "nfd-gpu-bench", "pod-uid", [ds_owner])
+    owner_refs = tuple(k for k in args.owner_refs.split(",") if k)
     cfg_k = kubernetes.client.Configuration()
     cfg_k.host = api.url
     cfg_k.retries = 0
@@ -87,10 +95,15 @@ def main() -> int:
         node_name="bench",
         namespace="nfd-gpu",
         api_client=kubernetes.client.ApiClient(cfg_k),
-        owner_refs=(),
+        owner_refs=owner_refs,
+        pod_name="nfd-gpu-bench",
+        pod_uid="pod-uid",
     )
     agent = Agent(cfg, sinks=[sink], metrics=Metrics())
-    agent.run_pass()  # warm-up: imports, create
+    agent.run_pass()  # warm-up: imports, owner lookup, create
+    obj = api.get("nfd-gpu", "nfd-gpu-bench")
+    assert obj is not None
+    kinds = [r["kind"] for r in obj["metadata"].get("ownerReferences", [])]
     cpu: list[float] = []
     for _ in range(args.passes):
         c0 = time.process_time()
@@ -107,6 +120,7 @@ def main() -> int:
         ("fixture", args.fixture),
         ("passes", str(args.passes)),
         ("rules", str(args.rules)),
+        ("owner references", ",".join(kinds) or "none"),
         ("API writes", f"{api.writes()} (create at warm-up only)"),
         ("RSS after passes", f"{rss:.1f} MB (target < 80 MB)"),
         ("CPU per pass, median", f"{med:.2f} ms (target < 15 ms)"),

@@ -122,7 +122,6 @@ class NodeFeatureSink:
         self._kubeconfig = kubeconfig
         self._api_client = api_client
         self._custom: Any = None
-        self._core: Any = None
         self._obj: Obj | None = None  # last object seen from / written to the server
         self._known = False  # _obj reflects the server (None + known = absent)
         self._next_resync = 0.0
@@ -132,11 +131,9 @@ class NodeFeatureSink:
 
     # -- client -------------------------------------------------------------------------
 
-    def _apis(self) -> tuple[Any, Any]:
-        """(CustomObjectsApi, CoreV1Api), each built on first use: kubernetes >= 35 builds
-        pydantic validators for every method of an API class when its module is imported,
-        and CoreV1Api's cost ~20 MB of RSS, paid only when the DaemonSet owner reference
-        is looked up (once per process)."""
+    def _apis(self) -> Any:
+        """The ``CustomObjectsApi``, built on first use (with the ``ApiClient`` when none was
+        given)."""
         import kubernetes  # lazy
 
         if self._custom is None:
@@ -144,15 +141,7 @@ class NodeFeatureSink:
                 self._api_client = build_api_client(self._kubeconfig, timeout=self.timeout)
             _track_sockets(self._api_client, self._sockets)
             self._custom = kubernetes.client.CustomObjectsApi(self._api_client)
-        return self._custom, self._core
-
-    def _core_api(self) -> Any:
-        if self._core is None:
-            import kubernetes  # lazy
-
-            self._apis()
-            self._core = kubernetes.client.CoreV1Api(self._api_client)
-        return self._core
+        return self._custom
 
     def _call(self, verb: str, fn: Callable[[], Any], resource: str = RESOURCE) -> Any:
         """Run one API call; map failures to SinkError. 404 and 409 are re-raised as
@@ -230,7 +219,7 @@ class NodeFeatureSink:
         self._cut_connections()
 
     def _get(self) -> Obj | None:
-        custom, _ = self._apis()
+        custom = self._apis()
         try:
             obj: Obj = self._call(
                 "get",
@@ -272,18 +261,16 @@ class NodeFeatureSink:
                 }
             )
         if "ds" in self.owner_ref_kinds and have_pod:
-            core = self._core_api()
+            self._apis()
             try:
                 data = self._call(
                     "get",
                     # the body is read inside the call: under the request's deadline
-                    lambda: (
-                        core.read_namespaced_pod(
-                            self.pod_name,
-                            self.namespace,
-                            _request_timeout=self.timeout,
-                            _preload_content=False,
-                        ).data
+                    lambda: _get_raw(
+                        self._api_client,
+                        "/api/v1/namespaces/{namespace}/pods/{name}",
+                        {"namespace": self.namespace, "name": self.pod_name},
+                        self.timeout,
                     ),
                     resource="pods",
                 )
@@ -355,7 +342,7 @@ class NodeFeatureSink:
             self._schedule_resync()
         if self._obj is not None and self._matches(self._obj, want):
             return False
-        custom, _ = self._apis()
+        custom = self._apis()
         for attempt in range(self.max_conflict_retries + 1):
             if attempt:
                 # jittered back-off before re-reading after a conflict
@@ -454,6 +441,48 @@ def _is_object(obj: Any) -> bool:
         return False
     meta = obj.get("metadata")
     return isinstance(meta, dict) and bool(meta.get("resourceVersion"))
+
+
+def _get_raw(api_client: Any, path: str, path_params: dict[str, str], timeout: float) -> bytes:
+    """GET ``path`` through ``api_client`` (its host, TLS, token, proxy) and return the
+    body, undecoded; a non-2xx answer raises ``ApiException`` like the generated APIs do.
+
+    Used for the own Pod instead of ``CoreV1Api.read_namespaced_pod``: kubernetes >= 35
+    builds pydantic validators for every method of an API class when its module is
+    imported, ~20 MB of RSS for ``CoreV1Api``, a quarter of the agent's memory request,
+    to read one field once. Both client generations are supported (pyproject allows
+    kubernetes >= 29): >= 35 has ``param_serialize`` + ``call_api(method, url, ...)``;
+    older ones ``call_api(resource_path, method, ...)`` with ``_preload_content``."""
+    from kubernetes.client.exceptions import ApiException  # lazy
+
+    headers = {"Accept": "application/json"}
+    if hasattr(api_client, "param_serialize"):  # kubernetes >= 35
+        request = api_client.param_serialize(
+            "GET",
+            path,
+            path_params=path_params,
+            header_params=headers,
+            auth_settings=["BearerToken"],
+        )
+        resp = api_client.call_api(*request, _request_timeout=timeout)
+        resp.read()
+        if not 200 <= resp.status <= 299:
+            raise ApiException.from_response(
+                http_resp=resp, body=resp.data.decode("utf-8", "replace"), data=None
+            )
+        return bytes(resp.data)
+    raw = api_client.call_api(  # kubernetes < 35: non-2xx raises in the REST layer
+        path,
+        "GET",
+        path_params,
+        [],
+        headers,
+        auth_settings=["BearerToken"],
+        _return_http_data_only=True,
+        _preload_content=False,
+        _request_timeout=timeout,
+    )
+    return bytes(raw.data)
 
 
 def _track_sockets(api_client: Any, sockets: weakref.WeakSet[socket.socket]) -> None:
