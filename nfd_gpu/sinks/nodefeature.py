@@ -269,7 +269,7 @@ class NodeFeatureSink:
                     lambda: _get_raw(
                         self._api_client,
                         "/api/v1/namespaces/{namespace}/pods/{name}",
-                        {"namespace": self.namespace, "name": self.pod_name},
+                        {"namespace": self.namespace, "name": str(self.pod_name)},
                         self.timeout,
                     ),
                     resource="pods",
