@@ -449,8 +449,8 @@ def _get_raw(api_client: Any, path: str, path_params: dict[str, str], timeout: f
 
     Used for the own Pod instead of ``CoreV1Api.read_namespaced_pod``: kubernetes >= 35
     builds pydantic validators for every method of an API class when its module is
-    imported: 11 MB more RSS for ``CoreV1Api`` (``benchmarks/agent.py --rules 1000``,
-    86.5 -> 75.1 MB against an 80Mi request), to read one field once. Both client
+    imported: 11-16 MB more RSS for ``CoreV1Api`` (``benchmarks/agent.py --rules 1000``,
+    86.5 -> 71-75 MB against an 80Mi request), to read one field once. Both client
     generations are supported (pyproject allows kubernetes >= 29): >= 35 has
     ``param_serialize`` + ``call_api(method, url, ...)``; older ones
     ``call_api(resource_path, method, ...)`` with ``_preload_content`` (checked with 34.1)."""

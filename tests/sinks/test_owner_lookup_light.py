@@ -1,6 +1,6 @@
 """The DaemonSet owner lookup reads the agent's own Pod without kubernetes' generated
 ``CoreV1Api`` / ``AppsV1Api`` modules (kubernetes >= 35 builds pydantic validators for a
-whole API class on import: ~11 MB of RSS against the deployment's 80Mi request).
+whole API class on import: 11-16 MB of RSS against the deployment's 80Mi request).
 
 Runs in a fresh interpreter: other tests in this process may have imported those modules.
 """
