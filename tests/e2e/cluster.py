@@ -430,6 +430,9 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "NodeFeatureRule": ("/apis/nfd.k8s-sigs.io/v1alpha1", "nodefeaturerules", False),
     "NodeFeatureGroup": ("/apis/nfd.k8s-sigs.io/v1alpha1", "nodefeaturegroups", True),
     "PodMonitor": ("/apis/monitoring.coreos.com/v1", "podmonitors", True),
+    "ServiceMonitor": ("/apis/monitoring.coreos.com/v1", "servicemonitors", True),
+    "PrometheusRule": ("/apis/monitoring.coreos.com/v1", "prometheusrules", True),
+    "Service": ("/api/v1", "services", True),
 }
 
 
@@ -451,3 +454,13 @@ def load_yaml_docs(path: Path) -> Iterator[Obj]:
         for doc in yaml.safe_load_all(f):
             if doc:
                 yield doc
+
+
+def nodefeature_oneshot_args(root: str, node: str, namespace: str, kubeconfig: Path) -> list[str]:
+    """``nfd-gpu`` arguments for one NodeFeature pass of ``root`` as ``node``'s agent
+    (no udev, no owner lookup: the e2e agents run outside a Pod)."""
+    return [
+        "run", "--oneshot", "--output", "nodefeature", "--root", root, "--no-udev",
+        "--owner-refs", "", "--node-name", node, "--namespace", namespace,
+        "--kubeconfig", str(kubeconfig),
+    ]  # fmt: skip

@@ -28,7 +28,7 @@ import pytest
 from nfd_gpu.scan import run_scan
 from nfd_gpu.sinks.nodefeature import NODE_NAME_LABEL
 from tests.conftest import fixture_root, nfd_gpu_cmd
-from tests.e2e.cluster import ApiError, Cluster, Obj
+from tests.e2e.cluster import ApiError, Cluster, Obj, nodefeature_oneshot_args
 from tests.e2e.conftest import node_object, rendered, wait_for
 from tests.e2e.test_cluster import agent_env
 
@@ -332,21 +332,7 @@ def run_agent(kubeconfig: Path, node: str, root: str) -> subprocess.CompletedPro
     return subprocess.run(
         [
             *nfd_gpu_cmd(),
-            "run",
-            "--oneshot",
-            "--output",
-            "nodefeature",
-            "--root",
-            root,
-            "--no-udev",
-            "--owner-refs",
-            "",
-            "--node-name",
-            node,
-            "--namespace",
-            NS,
-            "--kubeconfig",
-            str(kubeconfig),
+            *nodefeature_oneshot_args(root, node, NS, kubeconfig),
         ],
         capture_output=True,
         text=True,

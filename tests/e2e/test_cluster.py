@@ -21,7 +21,16 @@ import pytest
 from nfd_gpu.scan import run_scan
 from tests.conftest import REPO, fixture_root, nfd_gpu_cmd
 from tests.deploy import kustomize
-from tests.e2e.cluster import BIN, KINDS, ApiError, Cluster, Obj, free_port, load_yaml_docs
+from tests.e2e.cluster import (
+    BIN,
+    KINDS,
+    ApiError,
+    Cluster,
+    Obj,
+    free_port,
+    load_yaml_docs,
+    nodefeature_oneshot_args,
+)
 from tests.e2e.conftest import NFD_NAMESPACE, NS, Proc, wait_for
 from tests.sinks.hostroot_util import add_gpu, copy_fixture
 
@@ -388,21 +397,7 @@ def test_feature_file_via_nfd_worker_equals_nodefeature(
 
     # 1. NodeFeature path: one pass as the ServiceAccount.
     nfd_gpu(
-        "run",
-        "--oneshot",
-        "--output",
-        "nodefeature",
-        "--root",
-        root,
-        "--no-udev",
-        "--owner-refs",
-        "",
-        "--node-name",
-        node,
-        "--namespace",
-        NS,
-        "--kubeconfig",
-        str(agent_sa["kubeconfig"]),
+        *nodefeature_oneshot_args(root, node, NS, agent_sa["kubeconfig"]),
     )
     wait_for(lambda: node_labels(kube_cluster, node) == want, 30, why)
     via_nodefeature = node_labels(kube_cluster, node)
@@ -515,21 +510,7 @@ def test_shipped_rules_label_nodes_as_rules_test_predicts(
         node = f"e2e-rules-{fixture}"
         make_node(node)
         nfd_gpu(
-            "run",
-            "--oneshot",
-            "--output",
-            "nodefeature",
-            "--root",
-            root,
-            "--no-udev",
-            "--owner-refs",
-            "",
-            "--node-name",
-            node,
-            "--namespace",
-            NS,
-            "--kubeconfig",
-            str(agent_sa["kubeconfig"]),
+            *nodefeature_oneshot_args(root, node, NS, agent_sa["kubeconfig"]),
         )
         # What nfd-worker publishes next to nfd-gpu on such a node (some shipped rules
         # need only NFD's own features): pci.device from the real nfd-worker's pci source

@@ -18,23 +18,6 @@ import pytest
 from tests.deploy import renderings as r
 
 Obj = dict[str, Any]
-# Resource paths of the kinds deploy/ renders that tests/e2e/cluster.py's table lacks.
-EXTRA_KINDS = {
-    "Service": ("/api/v1", "services", True),
-    "ServiceMonitor": ("/apis/monitoring.coreos.com/v1", "servicemonitors", True),
-    "PrometheusRule": ("/apis/monitoring.coreos.com/v1", "prometheusrules", True),
-    "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies", True),
-    "ValidatingAdmissionPolicy": (
-        "/apis/admissionregistration.k8s.io/v1",
-        "validatingadmissionpolicies",
-        False,
-    ),
-    "ValidatingAdmissionPolicyBinding": (
-        "/apis/admissionregistration.k8s.io/v1",
-        "validatingadmissionpolicybindings",
-        False,
-    ),
-}
 MONITORING_CRDS = [
     "podmonitors.monitoring.coreos.com",
     "servicemonitors.monitoring.coreos.com",
@@ -45,9 +28,6 @@ MONITORING_CRDS = [
 @pytest.fixture(scope="module")
 def cluster(kube_cluster: Any) -> Any:
     from tests.e2e import cluster as cluster_module
-
-    for kind, path in EXTRA_KINDS.items():
-        cluster_module.KINDS.setdefault(kind, path)
 
     crds = r.BIN / "monitoring-crds.yaml"
     if not crds.is_file():
