@@ -19,35 +19,10 @@ from nfd_gpu.sinks import Publication, SinkError
 from nfd_gpu.sinks.nodefeature import NODE_NAME_LABEL, NodeFeatureSink, build_api_client
 from tests.e2e.cluster import ApiError, Cluster, Obj
 from tests.e2e.conftest import NS
+from tests.sinks.test_sink_nodefeature import Clock, pub  # the same publications as there
 
 SA_USER = f"system:serviceaccount:{NS}:nfd-gpu"
 COUNT = "gpu.feature.node.kubernetes.io/count"
-
-
-def pub(count: int = 8) -> Publication:
-    features: dict[str, dict[str, Any]] = {
-        "flags": {"gpu.capability": {"elements": {"mig": {}}}},
-        "attributes": {"gpu.node": {"elements": {"count": str(count)}}},
-        "instances": {
-            "gpu.device": {
-                "elements": [
-                    {"attributes": {"index": str(i), "vendor": "10de"}} for i in range(count)
-                ]
-            }
-        },
-    }
-    return Publication(
-        labels={"gpu.feature.node.kubernetes.io/present": "true", COUNT: str(count)},
-        features=features,
-    )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 class Env:
