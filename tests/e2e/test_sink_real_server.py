@@ -19,7 +19,7 @@ from nfd_gpu.sinks import Publication, SinkError
 from nfd_gpu.sinks.nodefeature import NODE_NAME_LABEL, NodeFeatureSink, build_api_client
 from tests.e2e.cluster import ApiError, Cluster, Obj
 from tests.e2e.conftest import NS
-from tests.sinks.test_sink_nodefeature import Clock, pub  # the same publications as there
+from tests.sinks.publications import Clock, pub
 
 SA_USER = f"system:serviceaccount:{NS}:nfd-gpu"
 COUNT = "gpu.feature.node.kubernetes.io/count"

@@ -12,39 +12,11 @@ from typing import Any
 import pytest
 from k8s_api_server import FakeKubeAPI
 
-from nfd_gpu.sinks import Publication, SinkError
+from nfd_gpu.sinks import SinkError
 from nfd_gpu.sinks.nodefeature import NodeFeatureSink
+from tests.sinks.publications import Clock, pub
 
 NS = "nfd-gpu"
-
-
-def pub(count: int = 8) -> Publication:
-    features: dict[str, dict[str, Any]] = {
-        "flags": {"gpu.capability": {"elements": {"mig": {}}}},
-        "attributes": {"gpu.node": {"elements": {"count": str(count)}}},
-        "instances": {
-            "gpu.device": {
-                "elements": [
-                    {"attributes": {"index": str(i), "vendor": "10de"}} for i in range(count)
-                ]
-            }
-        },
-    }
-    return Publication(
-        labels={
-            "gpu.feature.node.kubernetes.io/present": "true",
-            "gpu.feature.node.kubernetes.io/count": str(count),
-        },
-        features=features,
-    )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def make_sink(api_client: object, clock: Clock | None = None, **kw: Any) -> NodeFeatureSink:
