@@ -32,7 +32,7 @@ def test_doc_has_both_paths() -> None:
     assert len(HELM_INSTALLS) >= 6
     assert "kubectl apply -k deploy/overlays/nodefeature-api" in INSTALL
     assert (
-        "helm repo add nfd" in INSTALL
+        "oci://registry.k8s.io/nfd/charts/node-feature-discovery" in INSTALL
         and "node-feature-discovery/deployment/overlays/default" in INSTALL
     )
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Build the e2e judges into tests/e2e/bin/ (git-ignored) from the Go module in
-# tests/e2e/go: kube-apiserver (k8s.io/kubernetes), nfd-master and nfd-worker
+# tests/e2e/go: kube-apiserver and kubectl (k8s.io/kubernetes), nfd-master and nfd-worker
 # (sigs.k8s.io/node-feature-discovery), etcd (go.etcd.io/etcd/server/v3 at the
 # version k8s.io/kubernetes requires; Debian 12's etcd-server 3.4 is too old for
 # kube-apiserver v1.35, see cmd/etcd/main.go), nfd-oracle (ours, when present),
-# and NFD's CRDs plus the Prometheus Operator PodMonitor CRD as data files.
+# and NFD's CRDs, deployment manifests and Helm chart plus the Prometheus Operator
+# PodMonitor CRD as data files.
 #
 # Idempotent and cached: a binary is rebuilt only when it is older than
 # go.mod/go.sum or a source file of ours; Go's own module and build caches
@@ -22,6 +23,7 @@ command -v go >/dev/null || { echo "build.sh: go not found on PATH (Go >= 1.26 n
 # name -> package path (relative packages are ours, inside tests/e2e/go)
 targets=(
   "kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver"
+  "kubectl k8s.io/kubernetes/cmd/kubectl"
   "nfd-master sigs.k8s.io/node-feature-discovery/cmd/nfd-master"
   "nfd-worker sigs.k8s.io/node-feature-discovery/cmd/nfd-worker"
   "etcd ./cmd/etcd"
@@ -79,7 +81,7 @@ for t in "${targets[@]}"; do
   start=$SECONDS
   # -trimpath keeps the cache key independent of the checkout path.
   case "$name" in
-    kube-apiserver) ldflags="$k8s_ldflags" ;;
+    kube-apiserver | kubectl) ldflags="$k8s_ldflags" ;;
     nfd-master) ldflags="$nfd_ldflags" ;;
     nfd-worker) ldflags="$nfd_ldflags $worker_ldflags" ;;
     *) ldflags="" ;;
@@ -92,6 +94,12 @@ done
 # NFD's CRDs, from the same NFD module the binaries come from.
 nfd_dir="$(go list -m -f '{{.Dir}}' sigs.k8s.io/node-feature-discovery)"
 install -m 0644 "$nfd_dir/deployment/base/nfd-crds/nfd-api-crds.yaml" "$bin/nfd-api-crds.yaml"
+# NFD's own install manifests and Helm chart at that same version, for docs/install.md's
+# NFD commands (tests/e2e/test_install_doc.py maps their remote references to this copy).
+rm -rf "$bin/nfd-deployment"
+cp -R "$nfd_dir/deployment" "$bin/nfd-deployment"
+chmod -R u+w "$bin/nfd-deployment"
+printf '%s\n' "$nfd_version" >"$bin/nfd-deployment/VERSION"
 
 # The PodMonitor CRD (deploy/base/podmonitor.yaml), from the Prometheus
 # Operator module (downloaded outside our module: it is data, not code).

@@ -31,8 +31,8 @@ from cryptography.x509.oid import NameOID
 
 E2E = Path(__file__).resolve().parent
 BIN = E2E / "bin"
-BINARIES = ("etcd", "kube-apiserver", "nfd-master", "nfd-worker")
-DATA = ("nfd-api-crds.yaml", "podmonitor-crd.yaml")
+BINARIES = ("etcd", "kube-apiserver", "kubectl", "nfd-master", "nfd-worker")
+DATA = ("nfd-api-crds.yaml", "nfd-deployment", "podmonitor-crd.yaml")
 
 Obj = dict[str, Any]
 

@@ -91,6 +91,15 @@ class Proc:
 @pytest.fixture(scope="session")
 def nfd_master(kube_cluster: Cluster) -> Iterator[Proc]:
     """NFD's nfd-master (admin credentials, default config) labelling the test nodes."""
+    master = start_nfd_master(kube_cluster)
+    try:
+        yield master
+    finally:
+        master.stop()
+
+
+def start_nfd_master(kube_cluster: Cluster) -> Proc:
+    """nfd-master for ``kube_cluster`` (NFD's namespace must exist), up and healthy."""
     d = kube_cluster.workdir
     (d / "nfd-master.conf").write_text("")
     # nfd-master patches the node it runs on (NODE_NAME): give it one of its own.
@@ -118,9 +127,10 @@ def nfd_master(kube_cluster: Cluster) -> Iterator[Proc]:
                 return False
 
         wait_for(healthy, 30, master.log)
-        yield master
-    finally:
+    except BaseException:
         master.stop()
+        raise
+    return master
 
 
 def wait_for(cond: Callable[[], Any], timeout: float, why: Callable[[], str] = lambda: "") -> Any:

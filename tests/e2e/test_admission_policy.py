@@ -179,10 +179,11 @@ def policy(kube_cluster: Cluster) -> Iterator[dict[str, Any]]:
                 c.request("DELETE", f"/api/v1/nodes/{node}")
 
 
-def bound_token(c: Cluster, pod: Obj) -> str:
+def bound_token(c: Cluster, pod: Obj, ns: str = NS) -> str:
+    """A token of ``ns``'s nfd-gpu ServiceAccount bound to ``pod`` (and so to its node)."""
     tr = c.request(
         "POST",
-        f"/api/v1/namespaces/{NS}/serviceaccounts/nfd-gpu/token",
+        f"/api/v1/namespaces/{ns}/serviceaccounts/nfd-gpu/token",
         {
             "apiVersion": "authentication.k8s.io/v1",
             "kind": "TokenRequest",

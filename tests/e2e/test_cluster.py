@@ -342,11 +342,12 @@ def test_agent_service_account_can_do_nothing_beyond_the_role(
 
 
 def run_nfd_worker(
-    cluster: Cluster, node: str, work: Path, sources: str
+    cluster: Cluster, node: str, work: Path, sources: str, label_sources: str = "local"
 ) -> subprocess.CompletedProcess[str]:
     """One pass (-oneshot) of NFD's nfd-worker for ``node`` in directory ``work``: its
     feature files are ``work/features.d/``, the host it inspects ``work/host-sys`` etc.
-    (see build.sh). Only the feature sources ``sources``; labels only from feature files."""
+    (see build.sh). Only the feature sources ``sources``; labels only from
+    ``label_sources`` (default: feature files)."""
     (work / "nfd-worker.conf").write_text("")
     return subprocess.run(
         [
@@ -355,7 +356,7 @@ def run_nfd_worker(
             f"-kubeconfig={cluster.admin_kubeconfig}",
             f"-config={work / 'nfd-worker.conf'}",
             f"-feature-sources={sources}",
-            "-label-sources=local",
+            f"-label-sources={label_sources}",
             "-no-owner-refs",
             f"-port={free_port()}",
         ],
