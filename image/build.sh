@@ -50,8 +50,9 @@ case $ARCH in
   *) die "ARCH=$ARCH: expected amd64 or arm64" ;;
 esac
 if [ "$ARCH" != "$HOST_ARCH" ] && [ ! -e "/proc/sys/fs/binfmt_misc/qemu-$MACHINE" ]; then
-  die "ARCH=$ARCH on a $HOST_ARCH machine needs qemu-user-static registered in binfmt_misc" \
-    "(not available here); build it on an $ARCH machine (docs/image.md)"
+  die "ARCH=$ARCH on a $HOST_ARCH machine needs qemu-user-static registered in binfmt_misc:" \
+    "mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc;" \
+    "apt-get install qemu-user-static binfmt-support (docs/image.md), or an $ARCH machine"
 fi
 LOCK=$REPO/image/requirements-$ARCH.txt
 [ -f "$LOCK" ] || die "$LOCK: no such file (python3 image/lock.py)"

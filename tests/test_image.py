@@ -1,9 +1,13 @@
-"""The image image/build.sh writes (build/image/nfd-gpu-<version>-linux-<arch>.oci.tar):
+"""The images image/build.sh writes (build/image/nfd-gpu-<version>-linux-<arch>.oci.tar):
 loadable by standard tools (skopeo, umoci), and nfd-gpu runs inside its root filesystem
 (chroot, as the image's non-root user).
 
-Skipped when no image was built (``bash image/build.sh``); .ci/run builds it first and sets
-CI_REQUIRE_TOOLS=1, which turns a missing image or tool into a failure.
+Both architectures: this machine's, and the other one (arm64 on amd64, amd64 on arm64)
+run under qemu-user-static through binfmt_misc (``ARCH=arm64 bash image/build.sh``,
+docs/image.md). Skipped when no image was built (``bash image/build.sh``); .ci/run builds
+them first and sets CI_REQUIRE_TOOLS=1, which turns a missing image or tool into a failure.
+The other architecture is skipped (CI too) only when this machine cannot run its binaries:
+no qemu interpreter registered in /proc/sys/fs/binfmt_misc.
 """
 
 from __future__ import annotations
@@ -26,24 +30,48 @@ from tests.conftest import REPO, fixture_root
 from tests.k8s_api_server import running
 from tests.required_tools import REQUIRED, need
 
-ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
-IMAGE = Path(
-    os.environ.get("NFD_GPU_IMAGE")
-    or REPO / "build" / "image" / f"nfd-gpu-{__version__}-linux-{ARCH}.oci.tar"
-)
+MACHINES = {"amd64": "x86_64", "arm64": "aarch64"}
+ARCH = {m: a for a, m in MACHINES.items()}.get(platform.machine(), platform.machine())
+OTHER = {"amd64": "arm64", "arm64": "amd64"}.get(ARCH, "")
 TOOLS = "apt-get install skopeo umoci"
 
 
-@pytest.fixture(scope="module")
-def archive() -> Path:
-    if not IMAGE.is_file():
-        message = f"{IMAGE}: no image built (bash image/build.sh)"
+def image_path(arch: str) -> Path:
+    if arch == ARCH and os.environ.get("NFD_GPU_IMAGE"):
+        return Path(os.environ["NFD_GPU_IMAGE"])
+    return REPO / "build" / "image" / f"nfd-gpu-{__version__}-linux-{arch}.oci.tar"
+
+
+def binfmt_missing(arch: str) -> str | None:
+    """Why this machine cannot run ``arch``'s binaries (None: it can)."""
+    if arch == ARCH:
+        return None
+    binfmt = Path("/proc/sys/fs/binfmt_misc")
+    entry = binfmt / f"qemu-{MACHINES[arch]}"
+    if not (binfmt / "status").exists():
+        return f"{binfmt} is not mounted (mount -t binfmt_misc binfmt_misc {binfmt})"
+    if not entry.exists() or entry.read_text().splitlines()[0] != "enabled":
+        return f"no enabled {entry} (apt-get install qemu-user-static binfmt-support)"
+    return None
+
+
+@pytest.fixture(scope="module", params=[ARCH, OTHER])
+def archive(request: pytest.FixtureRequest) -> Path:
+    arch: str = request.param
+    if arch not in MACHINES:
+        pytest.skip(f"image/build.sh builds amd64 and arm64 only, not for {platform.machine()}")
+    why = binfmt_missing(arch)
+    if why:
+        pytest.skip(f"{arch} image not runnable on this {ARCH} machine: {why}")
+    path = image_path(arch)
+    if not path.is_file():
+        message = f"{path}: no image built (ARCH={arch} bash image/build.sh)"
         if REQUIRED:
             pytest.fail(message)
         pytest.skip(message)
     if os.geteuid() != 0:
         pytest.skip("chroot needs root")
-    return IMAGE
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +89,8 @@ def image(archive: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
         capture_output=True,
     )
     config = json.loads((bundle / "config.json").read_text())
-    yield {"rootfs": bundle / "rootfs", "config": config, "layout": layout}
+    arch = archive.name.removesuffix(".oci.tar").rsplit("-", 1)[1]
+    yield {"rootfs": bundle / "rootfs", "config": config, "layout": layout, "arch": arch}
     shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -84,7 +113,8 @@ def test_skopeo_reads_the_archive(archive: Path) -> None:
     )
     assert p.returncode == 0, p.stderr
     info = json.loads(p.stdout)
-    assert info["Architecture"] == ARCH and info["Os"] == "linux"
+    assert info["Architecture"] == archive.name.removesuffix(".oci.tar").rsplit("-", 1)[1]
+    assert info["Os"] == "linux"
     labels = info["Labels"]
     assert labels["org.opencontainers.image.version"] == __version__
     assert labels["org.opencontainers.image.title"] == "nfd-gpu"
@@ -115,6 +145,10 @@ def test_no_build_tools_and_no_pip(image: dict[str, Any]) -> None:
 
 
 def test_version_inside_the_image(image: dict[str, Any]) -> None:
+    """Also the other architecture's image, its binaries run by qemu through binfmt_misc:
+    the interpreter really is that architecture's."""
+    p = _in_image(image, "python3", "-c", "import platform; print(platform.machine())")
+    assert (p.returncode, p.stdout) == (0, MACHINES[image["arch"]] + "\n"), p.stderr
     p = _in_image(image, "nfd-gpu", "version")
     assert p.returncode == 0, p.stderr
     assert p.stdout == f"nfd-gpu {__version__}\n"
