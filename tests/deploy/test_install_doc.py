@@ -1,9 +1,10 @@
 """docs/install.md's commands for this repository's manifests, run as far as possible
 without a cluster: each ``helm install`` is run as ``helm template`` with the same
 arguments (and its objects validated), each ``kubectl apply -k deploy/...`` directory
-renders, the example kustomization of components renders with the real kustomize and
-ours, and the components table names every component. (The objects then go to a real
-API server in tests/e2e/test_deploy_dry_run.py.)"""
+renders, the example kustomizations (components; an env patch) render with the real
+kustomize, and the components table names every component. (The objects then go to a
+real API server in tests/e2e/test_deploy_dry_run.py; tests/e2e/test_install_doc.py runs
+the doc's commands themselves, from an empty cluster to labels.)"""
 
 from __future__ import annotations
 
@@ -59,22 +60,38 @@ def test_kubectl_apply_dirs_render() -> None:
         assert build(r.REPO / d)
 
 
+def local(url: str, where: Path) -> str:
+    """This repository's remote kustomize URL as a path to the checkout, from ``where``."""
+    assert url.startswith(REMOTE) and url.endswith("?ref=main"), url
+    return os.path.relpath(r.REPO / url[len(REMOTE) : -len("?ref=main")], where)
+
+
 def test_components_example(tmp_path: Path) -> None:
     (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", INSTALL, re.S) if "components:" in b]
     k = yaml.safe_load(block)
     where = tmp_path / "mine"
     where.mkdir()
 
-    def local(url: str) -> str:
-        assert url.startswith(REMOTE) and url.endswith("?ref=main"), url
-        return os.path.relpath(r.REPO / url[len(REMOTE) : -len("?ref=main")], where)
-
-    k["resources"] = [local(u) for u in k["resources"]]
-    k["components"] = [local(u) for u in k["components"]]
+    k["resources"] = [local(u, where) for u in k["resources"]]
+    k["components"] = [local(u, where) for u in k["components"]]
     (where / "kustomization.yaml").write_text(yaml.safe_dump(k))
     ours = build(where)
     assert {o["kind"] for o in ours} >= {"DaemonSet", "PodMonitor"}
     assert r.normalized(r.kustomize_real(where)) == r.normalized(ours)
+
+
+def test_settings_patch_example(tmp_path: Path) -> None:
+    """The doc's own-overlay example (image tag, an env patch) renders with the real
+    kustomize, its remote base mapped to this checkout, and changes what it says."""
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", INSTALL, re.S) if "patches:" in b]
+    k = yaml.safe_load(block)
+    k["resources"] = [local(u, tmp_path) for u in k["resources"]]
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(k))
+    (ds,) = [o for o in r.kustomize_real(tmp_path) if o["kind"] == "DaemonSet"]
+    (c,) = ds["spec"]["template"]["spec"]["containers"]
+    assert c["image"] == "ghcr.io/nfd-gpu/nfd-gpu:v0.1.0"
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["NFD_GPU_INTERVAL"] == "300" and env["NFD_GPU_OUTPUTS"] == "nodefeature"
 
 
 def test_components_table_complete() -> None:
