@@ -464,3 +464,28 @@ def nodefeature_oneshot_args(root: str, node: str, namespace: str, kubeconfig: P
         "--owner-refs", "", "--node-name", node, "--namespace", namespace,
         "--kubeconfig", str(kubeconfig),
     ]  # fmt: skip
+
+
+def daemonset_pod(
+    ds: Obj, spec: Obj, labels: dict[str, str] | None = None, name: str | None = None
+) -> Obj:
+    """A Pod of ``ds`` as the DaemonSet controller creates it: ``spec``, a generated name
+    (or ``name``), ``ds`` as its controlling owner."""
+    meta: Obj = {
+        "ownerReferences": [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "name": ds["metadata"]["name"],
+                "uid": ds["metadata"]["uid"],
+                "controller": True,
+            }
+        ],
+    }
+    if name:
+        meta["name"] = name
+    else:
+        meta["generateName"] = f"{ds['metadata']['name']}-"
+    if labels:
+        meta["labels"] = labels
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}

@@ -27,6 +27,7 @@ from tests.e2e.cluster import (
     ApiError,
     Cluster,
     Obj,
+    daemonset_pod,
     free_port,
     load_yaml_docs,
     nodefeature_oneshot_args,
@@ -112,30 +113,13 @@ def test_nodefeature_path_labels_updates_steady_state(
     # objects only exist for the owner references).
     ds = next(o for o in agent_sa["objects"] if o["kind"] == "DaemonSet")
     ds = kube_cluster.apply(ds)
+    spec = {
+        "nodeName": node,
+        "serviceAccountName": "nfd-gpu",
+        "containers": [{"name": "nfd-gpu", "image": "ghcr.io/nfd-gpu/nfd-gpu:v0.1.0"}],
+    }
     pod = kube_cluster.request(
-        "POST",
-        f"/api/v1/namespaces/{NS}/pods",
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": "nfd-gpu-e2e",
-                "ownerReferences": [
-                    {
-                        "apiVersion": "apps/v1",
-                        "kind": "DaemonSet",
-                        "name": ds["metadata"]["name"],
-                        "uid": ds["metadata"]["uid"],
-                        "controller": True,
-                    }
-                ],
-            },
-            "spec": {
-                "nodeName": node,
-                "serviceAccountName": "nfd-gpu",
-                "containers": [{"name": "nfd-gpu", "image": "ghcr.io/nfd-gpu/nfd-gpu:v0.1.0"}],
-            },
-        },
+        "POST", f"/api/v1/namespaces/{NS}/pods", daemonset_pod(ds, spec, name="nfd-gpu-e2e")
     )
     root = copy_fixture("hgx-h100", str(tmp_path / "root"))
     agent = start_agent(

@@ -50,7 +50,7 @@ import pytest
 
 from tests.conftest import REPO, fixture_root, nfd_gpu_cmd
 from tests.deploy.renderings import tool
-from tests.e2e.cluster import BIN, ApiError, Cluster, Obj, free_port
+from tests.e2e.cluster import BIN, ApiError, Cluster, Obj, daemonset_pod, free_port
 from tests.e2e.conftest import (
     NFD_CRDS,
     NFD_NAMESPACE,
@@ -214,28 +214,11 @@ def run_agent_as_pod(cluster: Cluster, work: Path) -> Obj:
     agent once as that pod would; returns the pod."""
     ds = cluster.request("GET", f"/apis/apps/v1/namespaces/{NS}/daemonsets/nfd-gpu")
     template = ds["spec"]["template"]
+    spec = {**template["spec"], "nodeName": GPU_NODE}
     pod: Obj = cluster.request(
         "POST",
         f"/api/v1/namespaces/{NS}/pods",
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "generateName": "nfd-gpu-",
-                "labels": template["metadata"]["labels"],
-                "ownerReferences": [
-                    {
-                        "apiVersion": "apps/v1",
-                        "kind": "DaemonSet",
-                        "name": "nfd-gpu",
-                        "uid": ds["metadata"]["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
-            },
-            "spec": {**template["spec"], "nodeName": GPU_NODE},
-        },
+        daemonset_pod(ds, spec, template["metadata"]["labels"]),
     )
     (container,) = [c for c in pod["spec"]["containers"] if c["name"] == "nfd-gpu"]
     args = [

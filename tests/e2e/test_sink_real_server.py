@@ -17,7 +17,7 @@ import pytest
 
 from nfd_gpu.sinks import Publication, SinkError
 from nfd_gpu.sinks.nodefeature import NODE_NAME_LABEL, NodeFeatureSink, build_api_client
-from tests.e2e.cluster import ApiError, Cluster, Obj
+from tests.e2e.cluster import ApiError, Cluster, Obj, daemonset_pod
 from tests.e2e.conftest import NS
 from tests.sinks.publications import Clock, pub
 
@@ -196,30 +196,11 @@ def test_owner_references_pod_and_daemonset(env: Env, agent_sa: dict[str, Any]) 
     c = env.cluster
     ds = next(o for o in agent_sa["objects"] if o["kind"] == "DaemonSet")
     ds = c.apply(ds)
-    pod = c.request(
-        "POST",
-        f"/api/v1/namespaces/{NS}/pods",
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "generateName": "nfd-gpu-",
-                "ownerReferences": [
-                    {
-                        "apiVersion": "apps/v1",
-                        "kind": "DaemonSet",
-                        "name": "nfd-gpu",
-                        "uid": ds["metadata"]["uid"],
-                        "controller": True,
-                    }
-                ],
-            },
-            "spec": {
-                "serviceAccountName": "nfd-gpu",
-                "containers": [{"name": "nfd-gpu", "image": "ghcr.io/nfd-gpu/nfd-gpu:v0.1.0"}],
-            },
-        },
-    )
+    spec = {
+        "serviceAccountName": "nfd-gpu",
+        "containers": [{"name": "nfd-gpu", "image": "ghcr.io/nfd-gpu/nfd-gpu:v0.1.0"}],
+    }
+    pod = c.request("POST", f"/api/v1/namespaces/{NS}/pods", daemonset_pod(ds, spec))
     name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
     sink = env.sink(pod_name=name, pod_uid=uid)
     sink.publish(pub())
