@@ -221,9 +221,7 @@ class _Lexer:
             return ":=", ":=", i + 2
         if c in "()|,=":
             return c, c, i + 1
-        if c.isalpha() or c == "_":
-            m = _IDENT_RE.match(src, i)
-            assert m is not None
+        if (c.isalpha() or c == "_") and (m := _IDENT_RE.match(src, i)) is not None:
             return "ident", m.group(0), m.end()
         raise TemplateError(f"line {line}: unexpected {c!r} in action")
 
