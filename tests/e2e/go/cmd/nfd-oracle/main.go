@@ -4,6 +4,8 @@
 //	nfd-oracle rules RULES NODEFEATURE   evaluate NodeFeatureRules like nfd-master
 //	nfd-oracle batch                     the same for JSON lines on stdin
 //	nfd-oracle featurefile FILE          parse a features.d file like nfd-worker
+//	nfd-oracle template                  run Go text/template as NFD sets it up, JSON lines
+//	nfd-oracle template-funcs            the function names NFD's templates accept
 //
 // Output is JSON on stdout; a problem with the input is one line on stderr
 // and exit status 2. See tests/e2e/README.md.
@@ -22,6 +24,8 @@ const usage = `usage:
                                        NODEFEATURE: a NodeFeature object, its spec or spec.features
   nfd-oracle batch                     JSON lines on stdin: {"rules": [docs], "features": doc}
   nfd-oracle featurefile FILE          labels and features nfd-worker takes from a features.d file
+  nfd-oracle template                  JSON lines on stdin: {"template": T, "data": D, "map": bool}
+  nfd-oracle template-funcs            function names NFD's rule templates accept
 `
 
 // inputError is a problem with what the user gave us (exit 2).
@@ -62,6 +66,21 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if err == nil {
 			return 0
 		}
+	case "template":
+		if len(args) != 1 {
+			fmt.Fprint(stderr, usage)
+			return 2
+		}
+		err = templateCommand(stdin, stdout)
+		if err == nil {
+			return 0
+		}
+	case "template-funcs":
+		if len(args) != 1 {
+			fmt.Fprint(stderr, usage)
+			return 2
+		}
+		out = templateFunctions()
 	case "featurefile":
 		if len(args) != 2 {
 			fmt.Fprint(stderr, usage)
