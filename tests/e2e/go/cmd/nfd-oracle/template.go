@@ -11,11 +11,9 @@ package main
 // probing it name by name.
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"text/template"
@@ -137,31 +135,13 @@ func runTemplateCase(c templateCase) templateAnswer {
 	return ans
 }
 
-func templateCommand(stdin io.Reader, stdout io.Writer) error {
-	sc := bufio.NewScanner(stdin)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	w := bufio.NewWriter(stdout)
-	defer w.Flush()
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	line := 0
-	for sc.Scan() {
-		line++
-		if len(sc.Bytes()) == 0 {
-			continue
-		}
-		var c templateCase
-		ans := templateAnswer{}
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			ans.Stage, ans.Error = "input", fmt.Sprintf("line %d: %v", line, err)
-		} else {
-			ans = runTemplateCase(c)
-		}
-		if err := enc.Encode(&ans); err != nil {
-			return err
-		}
+// templateAnswerFor answers one line of `nfd-oracle template` input.
+func templateAnswerFor(line int, data []byte) any {
+	var c templateCase
+	if err := json.Unmarshal(data, &c); err != nil {
+		return templateAnswer{Stage: "input", Error: fmt.Sprintf("line %d: %v", line, err)}
 	}
-	return sc.Err()
+	return runTemplateCase(c)
 }
 
 // templateFunctions lists the function names NFD's Helper accepts: Sprig's,
