@@ -5,6 +5,7 @@ module nfdgpu.test/e2e
 go 1.26
 
 require (
+	github.com/Masterminds/sprig/v3 v3.3.0
 	go.etcd.io/etcd/server/v3 v3.6.5
 	k8s.io/api v0.35.3
 	k8s.io/apimachinery v0.35.3
@@ -22,7 +23,6 @@ require (
 	github.com/MakeNowJust/heredoc v1.0.0 // indirect
 	github.com/Masterminds/goutils v1.1.1 // indirect
 	github.com/Masterminds/semver/v3 v3.5.0 // indirect
-	github.com/Masterminds/sprig/v3 v3.3.0 // indirect
 	github.com/NYTimes/gziphandler v1.1.1 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

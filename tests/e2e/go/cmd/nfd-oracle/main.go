@@ -4,6 +4,8 @@
 //	nfd-oracle rules RULES NODEFEATURE   evaluate NodeFeatureRules like nfd-master
 //	nfd-oracle batch                     the same for JSON lines on stdin
 //	nfd-oracle featurefile FILE          parse a features.d file like nfd-worker
+//	nfd-oracle template                  run Go text/template as NFD sets it up, JSON lines
+//	nfd-oracle template-funcs            the function names NFD's templates accept
 //
 // Output is JSON on stdout; a problem with the input is one line on stderr
 // and exit status 2. See tests/e2e/README.md.
@@ -22,6 +24,8 @@ const usage = `usage:
                                        NODEFEATURE: a NodeFeature object, its spec or spec.features
   nfd-oracle batch                     JSON lines on stdin: {"rules": [docs], "features": doc}
   nfd-oracle featurefile FILE          labels and features nfd-worker takes from a features.d file
+  nfd-oracle template                  JSON lines on stdin: {"template": T, "data": D, "map": bool}
+  nfd-oracle template-funcs            function names NFD's rule templates accept
 `
 
 // inputError is a problem with what the user gave us (exit 2).
@@ -53,15 +57,25 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 2
 		}
 		out, err = rulesCommand(args[1], args[2])
-	case "batch":
+	case "batch", "template":
 		if len(args) != 1 {
 			fmt.Fprint(stderr, usage)
 			return 2
 		}
-		err = batchCommand(stdin, stdout)
+		answer := batchAnswerFor
+		if args[0] == "template" {
+			answer = templateAnswerFor
+		}
+		err = jsonLines(stdin, stdout, answer)
 		if err == nil {
 			return 0
 		}
+	case "template-funcs":
+		if len(args) != 1 {
+			fmt.Fprint(stderr, usage)
+			return 2
+		}
+		out = templateFunctions()
 	case "featurefile":
 		if len(args) != 2 {
 			fmt.Fprint(stderr, usage)
@@ -119,7 +133,28 @@ type batchAnswer struct {
 	Error  string  `json:"error,omitempty"`
 }
 
-func batchCommand(stdin io.Reader, stdout io.Writer) error {
+// batchAnswerFor answers one line of batch input.
+func batchAnswerFor(line int, data []byte) any {
+	var c batchCase
+	var ans batchAnswer
+	if err := json.Unmarshal(data, &c); err != nil {
+		ans.Error = fmt.Sprintf("line %d: %v", line, err)
+		return &ans
+	}
+	ans.ID = c.ID
+	res, err := evaluateDocuments(c.Rules, c.Features, fmt.Sprintf("line %d", line))
+	if err != nil {
+		ans.Error = err.Error()
+	} else {
+		ans.Result = res
+	}
+	return &ans
+}
+
+// jsonLines answers each non-empty line of stdin with one JSON line on stdout,
+// flushed as soon as it is ready: a caller may keep the process and ask case
+// by case.
+func jsonLines(stdin io.Reader, stdout io.Writer, answer func(line int, data []byte) any) error {
 	sc := bufio.NewScanner(stdin)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	w := bufio.NewWriter(stdout)
@@ -132,24 +167,9 @@ func batchCommand(stdin io.Reader, stdout io.Writer) error {
 		if len(sc.Bytes()) == 0 {
 			continue
 		}
-		var c batchCase
-		var ans batchAnswer
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			ans.Error = fmt.Sprintf("line %d: %v", line, err)
-		} else {
-			ans.ID = c.ID
-			res, err := evaluateDocuments(c.Rules, c.Features, fmt.Sprintf("line %d", line))
-			if err != nil {
-				ans.Error = err.Error()
-			} else {
-				ans.Result = res
-			}
-		}
-		if err := enc.Encode(&ans); err != nil {
+		if err := enc.Encode(answer(line, sc.Bytes())); err != nil {
 			return err
 		}
-		// One answer per line as soon as it is ready: a caller may keep the
-		// process and ask case by case.
 		if err := w.Flush(); err != nil {
 			return err
 		}
