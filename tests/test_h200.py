@@ -18,16 +18,15 @@ import pytest
 
 from nfd_gpu.discovery import nvml_replay
 from nfd_gpu.scan import run_scan
-from tests.conftest import REPO, SHARED, fixture_root, nfd_gpu_cmd
+from tests.conftest import DATA, REPO, fixture_root, nfd_gpu_cmd
 from tests.fake_pynvml import write_fake_pynvml, write_unimportable
 
 G = "gpu.feature.node.kubernetes.io"
-CAPTURE = SHARED / "captures" / "h200-vm"
+CAPTURE = DATA / "captures" / "h200-vm"
 ADDED = {f"{G}/virtualization": "passthrough"}  # on purpose (issue 10 item 8)
 # Not knowable from procfs/sysfs on that machine (no MIG mode, no virtualization mode
 # outside NVML): absent without NVML, never a different value.
 NVML_ONLY = {f"{G}/mig.enabled", f"{G}/virtualization"}
-needs_capture = pytest.mark.skipif(not CAPTURE.is_dir(), reason="../shared/captures missing")
 
 
 def read_labels(path: Path) -> dict[str, str]:
@@ -64,7 +63,6 @@ def without_recording(tmp_path: Path) -> Path:
     return root
 
 
-@needs_capture
 @pytest.mark.parametrize("profile", ["neutral", "nvidia"])
 def test_replayed_capture_gives_the_live_labels(profile: str) -> None:
     r = run_scan(fixture_root("h200-vm"), profiles=(profile,))
@@ -95,7 +93,6 @@ def test_recording_from_another_nvml_py_version_replays() -> None:
             assert clique is None  # too short to be a UUID: no clique, no crash
 
 
-@needs_capture
 def test_fake_pynvml_on_the_path_is_used_under_any_root(tmp_path: Path) -> None:
     """--nvml auto: no recording under the root, pynvml importable and answering -> NVML."""
     root = without_recording(tmp_path)
@@ -109,7 +106,6 @@ def test_fake_pynvml_on_the_path_is_used_under_any_root(tmp_path: Path) -> None:
     assert f"{G}/mig.enabled" not in parse(off.stdout)  # off: the library is never asked
 
 
-@needs_capture
 def test_without_pynvml_no_label_changes_value(tmp_path: Path) -> None:
     root = without_recording(tmp_path)
     gone = write_unimportable(tmp_path / "nolib")
@@ -179,7 +175,6 @@ def test_mig_names_from_the_profile_table(model: str) -> None:
     assert got == names
 
 
-@needs_capture
 def test_mig_names_from_nvml_answers_on_the_h200() -> None:
     """NVML's own profile names and sizes (mig-profiles.txt) through the adapter's formula."""
     from nfd_gpu.discovery.nvml import GI_PROFILES, mig_memory_gb, profile_name
@@ -268,7 +263,6 @@ def test_agent_with_nvml_on_does_not_publish_without_nvml(
     assert published and published[0][f"{G}/nvidia.cuda.major"] == "13"
 
 
-@needs_capture
 def test_mig_profile_is_not_knowable_from_procfs() -> None:
     """docs/nvidia.md "MIG naming": profiles of one GPU share memory footprints on the
     real H200, so neither a GI id nor its memory placement could name the profile; without

@@ -13,7 +13,7 @@ from nfd_gpu.discovery import nvml_replay
 from nfd_gpu.labels.nvidia import NvidiaOptions, load_sharing_config
 from nfd_gpu.scan import run_scan
 from nfd_gpu.snapshot import take_snapshot
-from tests.conftest import GOLDEN, SHARED, fixture_root
+from tests.conftest import DATA, GOLDEN, fixture_root
 from tests.nvidia_cases import OPTION_CASES, SHARING
 
 NV = "nvidia.com"
@@ -54,9 +54,7 @@ def test_mps_with_mig_is_refused_with_a_warning() -> None:
 
 
 def test_reference_config_example_loads() -> None:
-    path = SHARED / "reference" / "nvidia" / "gfd_config_example.yaml"
-    if not path.exists():
-        pytest.skip(f"{path} not present")
+    path = DATA / "nvidia" / "gfd_config_example.yaml"
     opts = load_sharing_config(str(path))
     assert opts.mig_strategy == "none"
     assert opts.sharing == "time-slicing"
