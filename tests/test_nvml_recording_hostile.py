@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +20,7 @@ from hypothesis import strategies as st
 
 from nfd_gpu.discovery import nvml, nvml_replay
 from tests.conftest import REPO, fixture_root, no_nvml_dir
+from tests.memory import run_cli_with_peak
 
 G = "gpu.feature.node.kubernetes.io"
 
@@ -73,41 +72,18 @@ def procfs_labels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return _scan(root)[0]
 
 
-# ``python -m nfd_gpu.cli`` that writes its own peak RSS (VmHWM, kB) to $PEAK_FILE at exit.
-# Not getrusage: after fork/vfork + exec, Linux folds the parent's memory high-water mark
-# into the child's ru_maxrss, so a child of a large pytest process would "peak" at the
-# size of pytest (e.g. after the e2e suite), and RUSAGE_CHILDREN is the largest child ever.
-PEAK_WRAPPER = """
-import os, runpy, sys
-try:
-    runpy.run_module("nfd_gpu.cli", run_name="__main__", alter_sys=True)
-finally:
-    with open("/proc/self/status") as f:
-        hwm = next(line.split()[1] for line in f if line.startswith("VmHWM:"))
-    with open(os.environ["PEAK_FILE"], "w") as f:
-        f.write(hwm)
-"""
-
-
 def _scan(root: Path) -> tuple[dict[str, str], str, float, float]:
     """Labels, stderr, seconds and peak RSS (MiB) of one ``nfd-gpu scan`` process."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NFD_GPU_")}
     env["PYTHONPATH"] = os.pathsep.join([str(no_nvml_dir()), str(REPO)])
     env["NFD_GPU_NVML"] = "auto"
-    env["PEAK_FILE"] = str(root.parent / "peak-kb")
     t0 = time.monotonic()
-    p = subprocess.run(
-        [sys.executable, "-c", PEAK_WRAPPER, "scan", "--root", str(root)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=30,
-    )
+    p, peak = run_cli_with_peak(["scan", "--root", str(root)], env=env)
     took = time.monotonic() - t0
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr
     labels = dict(line.partition("=")[::2] for line in p.stdout.splitlines())
-    return labels, p.stderr, took, int(Path(env["PEAK_FILE"]).read_text()) / 1024
+    return labels, p.stderr, took, peak / 2**20
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
