@@ -192,7 +192,7 @@ def test_pyamdgpuinfo_only_on_the_real_root() -> None:
 
 def test_in_tree_driver_gives_empty_driver_version(tmp_path: Path) -> None:
     # an in-tree amdgpu has no module version file: the labeller writes driver-version=""
-    from tests.amd_labeller_oracle import ALL_FLAGS, labeller_output
+    from tests.labels.amd_labeller_oracle import ALL_FLAGS, labeller_output
 
     root = tmp_path / "root"
     shutil.copytree(fixture_root("mi210-8x"), root, symlinks=True)

@@ -22,8 +22,9 @@ from collections import Counter
 from pathlib import Path
 
 from nfd_gpu.labels.amd import GFX_FAMILY
+from tests.conftest import DATA
 
-IDS = Path(__file__).parent / "data" / "amd" / "amdgpu.ids"
+IDS = DATA / "amd" / "amdgpu.ids"
 ALL_FLAGS = ("vram", "cu-count", "simd-count", "device-id", "family", "product-name",
              "driver-version", "compute-memory-partition", "compute-partitioning-supported",
              "memory-partitioning-supported")  # fmt: skip

@@ -1,7 +1,7 @@
 """Acceptance: the amd profile equals AMD's node labeller key for key on every fixture with
 AMD GPUs, with the sample DaemonSet's flags (defaults + amd-beta, since the labeller always
 writes the beta.amd.com copies) and with every flag (every option but amd-mode). The
-labeller's output is derived from the fixture's files by tests/amd_labeller_oracle.py."""
+labeller's output is derived from the fixture's files by tests/labels/amd_labeller_oracle.py."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from nfd_gpu.labels.options import PROFILE_OPTIONS
 from nfd_gpu.scan import run_scan
-from tests.amd_labeller_oracle import ALL_FLAGS, DAEMONSET_FLAGS, labeller_output
 from tests.conftest import ALL_FIXTURES, fixture_root
+from tests.labels.amd_labeller_oracle import ALL_FLAGS, DAEMONSET_FLAGS, labeller_output
 
 AMD_FIXTURES = [
     n

@@ -1,6 +1,6 @@
 """Acceptance: the nvidia profile equals GFD's output key for key, on every fixture with
 NVIDIA GPUs, for GFD's default flags, --mig-strategy single / mixed and each sharing config.
-GFD's output is derived from the fixture's recorded NVML answers by tests/gfd_oracle.py."""
+GFD's output is derived from the fixture's recorded NVML answers by tests/labels/gfd_oracle.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from nfd_gpu.labels.nvidia import NvidiaOptions, load_sharing_config
 from nfd_gpu.scan import run_scan
 from tests.conftest import ALL_FIXTURES, FIXTURES, fixture_root
-from tests.gfd_oracle import gfd_outputs
+from tests.labels.gfd_oracle import gfd_outputs
 
 SHARING = sorted((FIXTURES.parent / "sharing").glob("*.yaml"))
 

@@ -17,12 +17,12 @@ from nfd_gpu.labels.nvidia import NvidiaOptions, load_sharing_config
 from nfd_gpu.labels.options import PROFILE_OPTIONS
 from nfd_gpu.rules import evaluate, load_rules
 from nfd_gpu.scan import run_scan
-from tests.amd_labeller_oracle import ALL_FLAGS, DAEMONSET_FLAGS, labeller_output
 from tests.conftest import REPO, fixture_root
-from tests.gfd_oracle import gfd_outputs
-from tests.test_amd_labeller_oracle import AMD_FIXTURES, SKIPPED
-from tests.test_gfd_oracle import CHECKED, SHARING
-from tests.test_intel_rules import RULES
+from tests.labels.amd_labeller_oracle import ALL_FLAGS, DAEMONSET_FLAGS, labeller_output
+from tests.labels.gfd_oracle import gfd_outputs
+from tests.labels.test_amd_labeller_oracle import AMD_FIXTURES, SKIPPED
+from tests.labels.test_gfd_oracle import CHECKED, SHARING
+from tests.rules.test_intel_rules import RULES
 
 DOC = REPO / "docs" / "migration.md"
 _TMP = tempfile.TemporaryDirectory()  # a variant fixture for cases(); removed at exit
@@ -30,11 +30,11 @@ STATUS = re.compile(r"^(identical|identical with option `([a-z-]+)`|differs beca
 FLAG_OPTIONS = ("--gfd-timestamp",)
 # Identical rows no fixture exercises against a peer oracle, with the test that covers them.
 UNEXERCISED = {
-    "nvidia.com/gpu.clique": "tests/test_nvidia_options.py::test_clique_from_fabric_info",
-    "nvidia.com/vgpu.host-driver-version": "tests/test_nvidia_profile.py (GFD's -vgpu file)",
-    "nvidia.com/vgpu.host-driver-branch": "tests/test_nvidia_profile.py (GFD's -vgpu file)",
-    "nvidia.com/gfd.timestamp": "tests/test_nvidia_profile.py::test_timestamp_is_opt_in",
-    "amd.com/gpu.mode": "tests/test_runtime_vgpu.py (the KubeVirt labeller's key)",
+    "nvidia.com/gpu.clique": "tests/labels/test_nvidia_options.py::test_clique_from_fabric_info",
+    "nvidia.com/vgpu.host-driver-version": "tests/labels/test_nvidia_profile.py (GFD's -vgpu file)",
+    "nvidia.com/vgpu.host-driver-branch": "tests/labels/test_nvidia_profile.py (GFD's -vgpu file)",
+    "nvidia.com/gfd.timestamp": "tests/labels/test_nvidia_profile.py::test_timestamp_is_opt_in",
+    "amd.com/gpu.mode": "tests/discovery/test_runtime_vgpu.py (the KubeVirt labeller's key)",
 }
 PEERS = {"nvidia": "GFD v0.20.0", "amd": "AMD k8s-node-labeller", "intel": "Intel NodeFeatureRules"}
 

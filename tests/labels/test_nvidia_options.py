@@ -14,7 +14,7 @@ from nfd_gpu.labels.nvidia import NvidiaOptions, load_sharing_config
 from nfd_gpu.scan import run_scan
 from nfd_gpu.snapshot import take_snapshot
 from tests.conftest import DATA, GOLDEN, fixture_root
-from tests.nvidia_cases import OPTION_CASES, SHARING
+from tests.labels.nvidia_cases import OPTION_CASES, SHARING
 
 NV = "nvidia.com"
 
