@@ -1,4 +1,4 @@
-"""The real H200 node (tests/fixtures/sysfs/h200-vm, from ../shared/captures/h200-vm).
+"""The real H200 node (tests/fixtures/sysfs/h200-vm, from tests/data/captures/h200-vm).
 
 nvidia-smi is the ground truth for values; the live label files are what nfd-gpu printed on
 that machine with NVML. Labels this work adds on purpose: ``virtualization=passthrough``
@@ -140,7 +140,7 @@ def test_nvml_off_ignores_the_recording() -> None:
 
 # Standard 7-compute-slice / 8-memory-slice GPUs: (GPU instance slices, memory eighths,
 # suffix) of each GPU instance profile, from the MIG User Guide's profile tables (v580:
-# A100 Table 6, H100 Table 7, H200 Table 8, B200 Table 9; shared/reference/nvidia/
+# A100 Table 6, H100 Table 7, H200 Table 8, B200 Table 9; tests/data/nvidia/
 # mig_profiles.tsv). The 1g profile with double memory (1g.10gb on A100-40GB, 1g.20gb on
 # H100) takes 2/8 of the memory (10 of 40 GB, 20 of 80 GB).
 PROFILE_TABLE = ((1, 1, ""), (1, 1, "+me"), (1, 2, ""), (2, 2, ""), (3, 4, ""), (4, 4, ""),

@@ -1,6 +1,6 @@
 """AMD k8s-node-labeller's labels for a fixture, derived from the sysfs files the labeller
 reads, following its code as read in ROCm/k8s-device-plugin ``cmd/k8s-node-labeller/main.go``
-and ``internal/pkg/amdgpu/amdgpu.go`` (reference/amd-intel.md §A1-§A2). Written
+and ``internal/pkg/amdgpu/amdgpu.go`` (keys: docs/labels-amd.md, docs/migration.md). Written
 independently of nfd_gpu: it walks the fixture's files the labeller's way.
 
 * Devices (``GetAMDGPUs``): ``sys/module/amdgpu/drivers/pci:amdgpu/<BDF>`` (a GPU whose

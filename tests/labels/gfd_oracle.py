@@ -1,8 +1,9 @@
 """GFD v0.20.0's labels for a fixture, derived from its recorded NVML answers (``nvml.json``)
-and the sysfs files GFD reads, following GFD's own code as documented in
-../shared/reference/nvidia.md §1-§3 (``internal/lm`` labelers, go-nvlib MIG profile names,
-``api/config/v1`` sharing). Written independently of nfd_gpu: it reads the recording, not
-a snapshot, so the profile's code is checked against it, not against itself.
+and the sysfs files GFD reads, following GFD's own code (NVIDIA/k8s-device-plugin v0.20.0:
+``internal/lm`` labelers, go-nvlib MIG profile names, ``api/config/v1`` sharing; its expected
+outputs are tests/data/nvidia/k8s-device-plugin_v0.20.0__tests__expected-output*.txt).
+Written independently of nfd_gpu: it reads the recording, not a snapshot, so the profile's
+code is checked against it, not against itself.
 
 GFD merges its labelers in order and iterates Go maps where it picks among GPU models, so
 :func:`gfd_outputs` returns every label map GFD can write (usually one). An empty map means
