@@ -15,7 +15,7 @@ TESTS = Path(__file__).resolve().parent
 FIXTURES = TESTS / "fixtures" / "sysfs"
 GOLDEN = TESTS / "golden"
 REPO = TESTS.parent
-SHARED = REPO.parent / "shared"
+DATA = TESTS / "data"  # outside facts, copied verbatim (tests/data/README.md)
 
 ALL_FIXTURES = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
 

@@ -10,7 +10,7 @@ random port. Like a real API server it:
   with 422, a POST of an existing name with 409 AlreadyExists, a missing object with 404,
   all as ``Status`` bodies;
 * validates every stored object against the NodeFeature ``openAPIV3Schema`` from NFD's CRD
-  (``tests/sinks/data/nfd-api-crds.yaml``, a copy of NFD's
+  (``tests/data/nfd/nfd-api-crds.yaml``, a copy of NFD's
   ``deployment/base/nfd-crds/nfd-api-crds.yaml``) and answers 422 on violation.
 
 Test controls: ``deny(verb)`` -> 403, ``fail(verb, status, count)`` -> injected errors,
@@ -39,7 +39,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-CRD_PATH = os.path.join(os.path.dirname(__file__), "sinks", "data", "nfd-api-crds.yaml")
+CRD_PATH = os.path.join(os.path.dirname(__file__), "data", "nfd", "nfd-api-crds.yaml")
 NF_PATH = re.compile(
     r"^/apis/nfd\.k8s-sigs\.io/v1alpha1/namespaces/([^/]+)/nodefeatures(?:/([^/]+))?$"
 )

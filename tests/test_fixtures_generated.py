@@ -7,9 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import FIXTURES, SHARED, TESTS
+from tests.conftest import FIXTURES, TESTS
 
 
 def tree(root: Path) -> dict[str, str]:
@@ -23,9 +21,6 @@ def tree(root: Path) -> dict[str, str]:
     return out
 
 
-@pytest.mark.skipif(
-    not (SHARED / "reference").is_dir(), reason="../shared/reference not beside the repo"
-)
 def test_generated_fixtures_are_committed(tmp_path: Path) -> None:
     spec = importlib.util.spec_from_file_location(
         "make_fixtures", TESTS / "fixtures/make_fixtures.py"

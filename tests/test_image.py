@@ -209,9 +209,9 @@ def test_layout_digests(image: dict[str, Any]) -> None:
         blob = layout / "blobs" / "sha256" / desc["digest"].split(":", 1)[1]
         assert blob.stat().st_size == desc["size"]
         h = hashlib.sha256()
-        with open(blob, "rb") as f:  # streamed: the pytest process stays small (its peak
-            for chunk in iter(lambda: f.read(1 << 20), b""):  # RSS is inherited by children
-                h.update(chunk)  # whose ru_maxrss other tests measure)
+        with open(blob, "rb") as f:  # streamed: the pytest process stays small
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
         assert "sha256:" + h.hexdigest() == desc["digest"]
         seen += 1
         if desc["mediaType"].endswith("manifest.v1+json"):

@@ -39,7 +39,7 @@ def main() -> None:
             out.write_text("".join(f"{k}={labels[k]}\n" for k in sorted(labels)))
         elif out.exists():
             out.unlink()
-    from tests.nvidia_cases import OPTION_CASES
+    from tests.labels.nvidia_cases import OPTION_CASES
 
     out = HERE / "golden" / "nvidia" / "options"
     out.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """AMD depth: KFD topology, amdgpu DRM sysfs attributes, partitions and XGMI.
 
-Sources (``reference/amd-intel.md`` §A3):
+Sources (docs/amd-intel.md "AMD"; the files as in tests/data/amd/topo-mi210-xgmi-pcie):
 
 * ``sys/class/kfd/kfd/topology/nodes/<n>/properties``: ``<key> <decimal>`` lines.
   GPU nodes have ``simd_count > 0``; ``gfx_target_version`` encodes

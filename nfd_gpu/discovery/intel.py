@@ -1,6 +1,6 @@
 """Intel depth: tiles, local memory and Xe Link from i915 and xe sysfs.
 
-Sources (``reference/amd-intel.md`` §B1-B3, kernel sources named below):
+Sources (docs/amd-intel.md "Intel", kernel sources named below):
 
 * tiles: i915 lists one ``drm/card<N>/gt/gt<i>`` directory per tile; xe lists
   ``tile<i>`` directories under the PCI device (Intel's labeler counts

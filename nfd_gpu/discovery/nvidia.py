@@ -1,6 +1,6 @@
 """NVIDIA facts without NVML (procfs / sysfs / /dev), and merging of NVIDIA facts into GPUs.
 
-Sources (shared/reference/nvidia.md §4):
+Sources (docs/nvidia.md; verbatim examples: tests/data/nvidia/procfs_sysfs_examples.txt):
 
 * ``proc/driver/nvidia/version``: ``NVRM version: NVIDIA UNIX x86_64 Kernel Module  <ver>  <date>``
   (proprietary) or ``NVRM version: NVIDIA UNIX Open Kernel Module for <arch>  <ver>  ...`` (open);

@@ -8,7 +8,7 @@ issues #71 / #75).
 Error policy: ``NotSupported`` and ``FunctionNotFound`` mean "absent"; any other error on a
 GPU (e.g. ``GPU is lost``) is a warning for that GPU only, which then keeps its procfs/PCI facts.
 
-MIG profile names follow go-nvlib (``mig_profile.go``; shared/reference/nvidia.md §6):
+MIG profile names follow go-nvlib (``mig_profile.go``; docs/nvidia.md "MIG naming"):
 ``{G}g.{GB}gb`` or ``{C}c.{G}g.{GB}gb`` plus ``+me`` / ``+me.all`` / ``+gfx`` / ``-me``, with
 ``GB = round(ceil(8 * memMiB * 2**20 / total) / 8 * ceil(total / 2**30))`` (Go rounding:
 halves away from zero).
@@ -59,7 +59,7 @@ def mig_memory_gb(memory_mib: int, total_bytes: int) -> int:
     """go-nvlib's MIG memory size in GB for a profile name.
 
     Go's ``math.Round`` rounds half away from zero (Python's ``round`` to even): the H200's
-    4/8 of 141 GB is 70.5 -> ``3g.71gb`` as NVML names it (shared/captures/h200-vm)."""
+    4/8 of 141 GB is 70.5 -> ``3g.71gb`` as NVML names it (tests/data/captures/h200-vm)."""
     eighths = math.ceil(8 * memory_mib * 2**20 / total_bytes)
     return round_half_away(eighths * math.ceil(total_bytes / 2**30), 8)
 

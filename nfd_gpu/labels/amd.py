@@ -1,6 +1,6 @@
 """The ``amd`` compatibility profile: the keys and value formats of AMD's
 k8s-node-labeller (ROCm/k8s-device-plugin ``cmd/k8s-node-labeller``,
-``reference/amd-intel.md`` §A2).
+docs/labels-amd.md).
 
 Defaults are the labeller's with its sample DaemonSet flags (``-vram -cu-count
 -simd-count -device-id -family -product-name``); its other flags are profile options

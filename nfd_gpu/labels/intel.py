@@ -1,6 +1,6 @@
 """The ``intel`` compatibility profile: the keys and value formats of Intel's GPU
 NodeFeatureRules and labeler (intel/intel-device-plugins-for-kubernetes,
-``reference/amd-intel.md`` §B1).
+docs/labels-intel.md).
 
 As Intel's ``platform-labeling-rules.yaml`` (evaluated over NFD's ``pci.device``, every
 Intel PCI function of class ``0300`` / ``0380``, SR-IOV VFs included):

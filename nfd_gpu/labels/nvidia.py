@@ -1,6 +1,6 @@
 """The ``nvidia`` compatibility profile: GPU Feature Discovery's keys and value formats.
 
-Keys under ``nvidia.com/`` as GFD v0.20.0 writes them (shared/reference/nvidia.md §1).
+Keys under ``nvidia.com/`` as GFD v0.20.0 writes them (docs/migration.md, tests/data/nvidia/).
 
 GPUs: those NVML enumerates (bound to ``nvidia``, answered by NVML). As GFD, nothing is
 emitted when NVML does not answer (no driver, a vfio-only host: GFD exits with

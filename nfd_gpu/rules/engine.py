@@ -1,4 +1,4 @@
-"""Rule execution with nfd-master's exact semantics (``reference/nfd.md`` §3).
+"""Rule execution with nfd-master's exact semantics (docs/rules.md "Semantics").
 
 ``execute_rule`` is NFD's ``nodefeaturerule.Execute``; ``evaluate`` is
 nfd-master's ``processNodeFeatureRule`` plus its output filtering: rule

@@ -1,7 +1,7 @@
 """NFD match expressions: operators, value checks and the set matchers.
 
 Semantics follow NFD's ``pkg/apis/nfd/nodefeaturerule`` (see
-``reference/nfd.md`` §3.3-§3.5): an unknown op is always an error; ``""``
+tests/data/nfd/expression-vectors-public.json): an unknown op is always an error; ``""``
 (MatchAny), ``Exists`` and ``DoesNotExist`` check their value count and
 decide at once; every other operator returns ``False`` *without error* when the
 element is missing or has no value (a flag), and only raises when it actually

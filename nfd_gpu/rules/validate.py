@@ -1,7 +1,7 @@
 """Kubernetes name/value checks and nfd-master's namespace policy for rule output.
 
 Mirrors ``nfd:pkg/apis/nfd/validate`` and ``nfd-master filterFeatureLabel``
-(``reference/nfd.md`` §4) with nfd-master's default flags: no ``-deny-label-ns``,
+(docs/rules.md "Differences from NFD") with nfd-master's default flags: no ``-deny-label-ns``,
 no ``-extra-label-ns``, auto-prefix on.
 """
 

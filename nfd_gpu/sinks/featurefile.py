@@ -1,6 +1,6 @@
 """Feature-file sink: NFD's ``local`` source reads ``features.d/<file>``.
 
-Format (reference/nfd.md §1): one ``key=value`` per line, ``# +expiry-time=<RFC3339>``
+Format (tests/sinks/nfd_local_parser.py): one ``key=value`` per line, ``# +expiry-time=<RFC3339>``
 applies to the lines after it, ``# +no-label`` keeps the next line out of the node labels
 (raw feature only). NFD skips files over 65,536 bytes as a whole, ignores names starting
 with ``.``, and reads on change (fsnotify) or every sleep interval.

@@ -47,8 +47,9 @@ def test_overlay_matches_real_kustomize(overlay: str) -> None:
 
 
 def test_gpu_nodes_only_labels_are_nfds() -> None:
-    """The affinity keys are nfd-worker's default PCI labels (../shared/reference/nfd.md:
-    deviceClassWhitelist 03, 0b40, 12; fields class, vendor; `pci-<class>_<vendor>.present`)
+    """The affinity keys are nfd-worker's default PCI labels (docs/install.md, component
+    `gpu-nodes-only`; NFD's pci source defaults: deviceClassWhitelist 03, 0b40, 12; fields
+    class, vendor; `pci-<class>_<vendor>.present`)
     for NVIDIA, AMD and Intel, and the chart's default list is the same."""
     import yaml
 

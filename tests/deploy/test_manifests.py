@@ -23,10 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 OVERLAYS = sorted(p.name for p in (DEPLOY / "overlays").iterdir() if p.is_dir())
 EXAMPLES = sorted((DEPLOY / "examples").glob("*.yaml"))
-SHARED = REPO.parent / "shared"
-if not SHARED.is_dir():  # worktrees live next to shared/; CI checkouts may carry it inside
-    SHARED = REPO / "shared"
-NFD_CRDS = SHARED / "reference" / "nfd" / "nfd-api-crds.yaml"
+NFD_CRDS = REPO / "tests" / "data" / "nfd" / "nfd-api-crds.yaml"
 K8S_VERSION = "1.30.0"  # oldest Kubernetes the manifests target
 
 Obj = dict[str, Any]
@@ -96,8 +93,6 @@ def _validate_core(obj: Obj) -> None:
 
 
 def _crd_schemas() -> dict[str, Obj]:
-    if not NFD_CRDS.is_file():
-        pytest.skip(f"{NFD_CRDS} not present (../shared/reference beside the repo)")
     out = {}
     for crd in load_docs(NFD_CRDS):
         kind = crd["spec"]["names"]["kind"]
@@ -318,7 +313,7 @@ def _options(command_name: str) -> dict[str, Any] | None:
 
 
 def test_flags_shared_with_scan_exist() -> None:
-    """Until `run` lands, at least the flags `scan` shares with `run` are real."""
+    """The flags `scan` shares with `run` (--root, --rules) are `scan`'s too, same env var."""
     scan = _options("scan")
     assert scan is not None
     flags, _ = _manifest_args_env()
@@ -329,16 +324,13 @@ def test_flags_shared_with_scan_exist() -> None:
 
 def test_flags_exist_in_run() -> None:
     run = _options("run")
-    if run is None:
-        pytest.skip("`nfd-gpu run` is not on this branch yet (issue 5, branch sinks)")
+    assert run is not None
     flags, _ = _manifest_args_env()
     missing = sorted(f for f in flags if f not in run)
     assert not missing, f"flags in deploy/ that `nfd-gpu run` lacks: {missing}"
 
 
 def test_env_exists_in_config() -> None:
-    if importlib.util.find_spec("nfd_gpu.config") is None:
-        pytest.skip("nfd_gpu.config (`nfd-gpu run` settings) is not on this branch yet")
     from nfd_gpu import config
 
     _, envs = _manifest_args_env()
@@ -380,12 +372,8 @@ def test_role_is_what_the_sink_needs() -> None:
 
 
 def test_rbac_matches_sink() -> None:
-    try:
-        spec = importlib.util.find_spec("nfd_gpu.sinks.nodefeature")
-    except ModuleNotFoundError:  # no nfd_gpu.sinks package
-        spec = None
-    if spec is None or spec.origin is None:
-        pytest.skip("nfd_gpu/sinks/nodefeature.py is not on this branch yet (issue 5)")
+    spec = importlib.util.find_spec("nfd_gpu.sinks.nodefeature")
+    assert spec is not None and spec.origin is not None
     src = Path(spec.origin).read_text()
     calls = set(
         re.findall(r"\.((?:get|list|create|replace|patch|delete|read)_namespaced_\w+)", src)
@@ -489,8 +477,6 @@ def _selects(job: Obj, labels: dict[str, str]) -> bool:
     ],
 )
 def test_published_nodefeature_valid_and_examples_select(fixture: str, jobs: set[str]) -> None:
-    if importlib.util.find_spec("nfd_gpu.sinks") is None:
-        pytest.skip("NodeFeature sink not on this branch yet")
     obj = _published(fixture)
     jsonschema.validate(obj, _crd_schemas()["NodeFeature"])
     assert obj["metadata"]["name"] == f"nfd-gpu-{fixture}"
@@ -529,8 +515,6 @@ def test_example_rules_on_fixtures(fixture: str, expected: dict[str, str]) -> No
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_manifest_settings_load(overlay: str) -> None:
     """The values the manifests pass are accepted by the agent's config loader."""
-    if importlib.util.find_spec("nfd_gpu.config") is None:
-        pytest.skip("nfd_gpu.config (`nfd-gpu run` settings) is not on this branch yet")
     from nfd_gpu import config
 
     c = agent_container(render(overlay))

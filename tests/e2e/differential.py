@@ -4,8 +4,7 @@ own process: ``python -m tests.e2e.differential SEED CASES``.
 Hypothesis generates one case per example (``rulegen.case``), one oracle
 process answers every case over a pipe, a disagreement fails with the shrunk
 case. It runs apart from the pytest process because Hypothesis' bookkeeping for
-thousands of large examples would otherwise stay in that process's memory (and
-in the peak RSS that later subprocess-measuring tests see).
+thousands of large examples would otherwise stay in that process's memory.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The intel profile against Intel's own NodeFeatureRules evaluated by NFD's own code.
 
-tests/test_intel_rules.py runs Intel's rules (tests/data/intel/, from Intel's
+tests/rules/test_intel_rules.py runs Intel's rules (tests/data/intel/, from Intel's
 deployments/nfd) with nfd-gpu's engine; here nfd-oracle (NFD v0.19.0's
 nodefeaturerule code, nfd-master's rule order) evaluates them on each fixture's
 features, so the profile is judged by the engine Intel's users run.

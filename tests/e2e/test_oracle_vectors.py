@@ -2,7 +2,7 @@
 answer recorded from NFD's Go tests, NFD's code (nfd-oracle), and nfd-gpu.
 
 Data (copied so that a clone alone runs): tests/data/nfd/expression-vectors-public.json
-(from reference/nfd/) and tests/sinks/data/nfd-local-testdata/ (NFD's
+(see tests/data/README.md) and tests/sinks/data/nfd-local-testdata/ (NFD's
 source/local/testdata).
 """
 
@@ -16,56 +16,19 @@ from typing import Any
 import pytest
 
 from tests.e2e.oracle import SUMMARY, comparable, nfd_gpu_case, oracle_batch, run_oracle
-from tests.rules.conftest import feats
+from tests.rules.nfd_vectors import load_vectors, vector_rule
 from tests.sinks.nfd_local_parser import parse_feature_file
 
 TESTS = Path(__file__).resolve().parents[1]
-VECTORS = json.loads((TESTS / "data" / "nfd" / "expression-vectors-public.json").read_text())[
-    "vectors"
-]
+VECTORS = load_vectors()
 LOCAL_TESTDATA = TESTS / "sinks" / "data" / "nfd-local-testdata" / "features.d"
-NAMES_TMPL = "names={{ range .test.feat }}{{ .Name }},{{ end }}"
 
 
 def _case(v: dict[str, Any]) -> dict[str, Any] | None:
     """One vector as a NodeFeatureRule and a NodeFeature (None: not expressible)."""
-    kind = v["kind"]
-    tmpl = NAMES_TMPL
-    if kind == "custom_validate":
-        if v["op"] == "":
-            return None  # Go's internal MatchAny: not in the CRD's op enum
-        features = feats(attributes={"test.feat": {"other": "x"}})
-        term: dict[str, Any] = {
-            "feature": "test.feat",
-            "matchExpressions": {"k": {"op": v["op"], "value": v["value"]}},
-        }
-    elif kind == "evaluate":
-        expr = {"op": v["op"], "value": v["value"]}
-        if not v["valid"]:
-            features = feats(attributes={"test.feat": {"other": "x"}})
-        elif v["input"] is None:
-            features = feats(flags={"test.feat": ["key"]})
-        else:
-            features = feats(attributes={"test.feat": {"key": v["input_as_string"]}})
-        term = {"feature": "test.feat", "matchExpressions": {"key": expr}}
-    elif kind == "flag":
-        features = feats(flags={"test.feat": v["input"] or []})
-        term = {
-            "feature": "test.feat",
-            "matchExpressions": {v["key"]: {"op": v["op"], "value": v["value"]}},
-        }
-    elif kind == "set_flags":
-        features = feats(flags={"test.feat": v["input"] or []})
-        term = {"feature": "test.feat", "matchExpressions": v["expressions"]}
-    else:  # name_flags
-        features = feats(flags={"test.feat": v["input"] or []})
-        term = {"feature": "test.feat", "matchName": v["expression"]}
-    rule = {
-        "name": "vector",
-        "vars": {"matched": "yes"},
-        "varsTemplate": tmpl,
-        "matchFeatures": [term],
-    }
+    if v["kind"] == "custom_validate" and v["op"] == "":
+        return None  # Go's internal MatchAny: not in the CRD's op enum
+    rule, features = vector_rule(v)
     doc = {
         "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
         "kind": "NodeFeatureRule",

@@ -17,13 +17,10 @@ if TESTS_DIR not in sys.path:
 
 from k8s_api_server import FakeKubeAPI  # noqa: E402
 
+from tests.memory import statm  # noqa: E402
+
 CASE_SECONDS = 5.0
 CASE_BYTES = 200 * 1024 * 1024
-
-
-def _rss() -> int:
-    with open(f"/proc/{os.getpid()}/statm", encoding="ascii") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 @pytest.fixture
@@ -32,9 +29,7 @@ def bounded() -> Iterator[None]:
     space is also capped for the case, so a runaway allocation fails fast instead of
     taking the machine."""
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    base = _rss()
-    with open(f"/proc/{os.getpid()}/statm", encoding="ascii") as f:
-        vsize = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    vsize, base = statm()
     cap = vsize + 4 * CASE_BYTES  # headroom for thread stacks and mmap'd libraries
     if hard == resource.RLIM_INFINITY or cap < hard:
         resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
@@ -44,7 +39,7 @@ def bounded() -> Iterator[None]:
     finally:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
     took = time.monotonic() - t0
-    grew = _rss() - base
+    grew = statm()[1] - base
     assert took < CASE_SECONDS, f"case took {took:.1f} s (limit {CASE_SECONDS:g} s)"
     assert grew < CASE_BYTES, f"case grew the process by {grew >> 20} MB"
 

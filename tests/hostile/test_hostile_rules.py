@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -16,6 +15,8 @@ from nfd_gpu.rules import RuleError, load_rules
 from nfd_gpu.rules.loader import MAX_RULE_FILE
 from nfd_gpu.rules.template import TemplateError, parse
 from nfd_gpu.scan import run_scan
+from tests.hostile.conftest import CASE_BYTES
+from tests.memory import run_cli_with_peak
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
 
@@ -28,12 +29,10 @@ def rule(body: str) -> str:
 
 
 def _cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nfd_gpu.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    """``nfd-gpu ARGS`` in its own process, held to the case's memory bound too."""
+    p, peak = run_cli_with_peak(list(args), timeout=timeout)
+    assert peak < CASE_BYTES, f"nfd-gpu {' '.join(args)}: peak RSS {peak >> 20} MB"
+    return p
 
 
 # -- finding 5: backtracking regexps -------------------------------------------------------

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from nfd_gpu.features import Features
 from nfd_gpu.rules import RuleOutput, evaluate, ruleset_from_documents
 
@@ -14,10 +12,9 @@ HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "sysfs"
-SHARED = Path(__file__).resolve().parents[3] / "shared"  # next to the repo (worktrees)
-if not SHARED.is_dir():  # worktrees live next to shared/; CI checkouts may carry it inside
-    SHARED = REPO / "shared"
-REFERENCE = SHARED / "reference"
+# Vendors' own NodeFeatureRules, verbatim (tests/data/README.md).
+INTEL_RULES = REPO / "tests" / "data" / "intel"
+AMD_RULE = REPO / "tests" / "data" / "amd" / "gpu-nfd-default-rule.yaml"
 
 
 def run_rules(rules: list[dict[str, Any]], features: Features, strict: bool = False) -> RuleOutput:
@@ -44,9 +41,3 @@ def feats(
             for k, v in (instances or {}).items()
         },
     }
-
-
-def need_reference() -> Path:
-    if not REFERENCE.is_dir():
-        pytest.skip("shared/reference not available")
-    return REFERENCE

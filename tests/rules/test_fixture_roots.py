@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from nfd_gpu.cli import app
-from tests.rules.conftest import FIXTURES, REPO, need_reference
+from tests.rules.conftest import AMD_RULE, FIXTURES, INTEL_RULES, REPO
 
 runner = CliRunner()
 G = "gpu.feature.node.kubernetes.io/"
@@ -26,8 +26,7 @@ def _rules_test_root(rules: str, fixture: str) -> dict[str, Any]:
 
 
 def test_intel_upstream_rules_on_flex170_sriov_root() -> None:
-    ref = need_reference()
-    rules = ref / "intel" / "deployments" / "nfd" / "overlays" / "node-feature-rules"
+    rules = INTEL_RULES
     out = _rules_test_root(str(rules), "flex170-sriov")
     # One Flex 170 PF (8086:56c0, class 0380, i915 loaded) with 8 VFs enabled; the
     # ASPEED BMC VGA (1a03, class 0300) must not count. NFD's pci.device lists every
@@ -48,8 +47,7 @@ def test_intel_upstream_rules_on_flex170_sriov_root() -> None:
 
 @pytest.mark.parametrize("fixture", ["hgx-h100", "mi210-8x", "workstation-rtx4090", "vm-no-gpu"])
 def test_intel_upstream_rules_ignore_other_vendors(fixture: str) -> None:
-    ref = need_reference()
-    rules = ref / "intel" / "deployments" / "nfd" / "overlays" / "node-feature-rules"
+    rules = INTEL_RULES
     out = _rules_test_root(str(rules), fixture)
     # the RTX 4090 workstation has an Intel iGPU (8086:a780, class 0300, i915)
     expected = (
@@ -66,8 +64,7 @@ def test_intel_upstream_rules_ignore_other_vendors(fixture: str) -> None:
 
 
 def test_amd_upstream_rule_on_mi210_root() -> None:
-    ref = need_reference()
-    out = _rules_test_root(str(ref / "amd" / "gpu-nfd-default-rule.yaml"), "mi210-8x")
+    out = _rules_test_root(str(AMD_RULE), "mi210-8x")
     # 8x MI210 (1002:740f): the generic AMD GPU label and the MI210 one, no VF label
     assert out["labels"] == {
         "feature.node.kubernetes.io/amd-gpu": "true",
@@ -78,8 +75,7 @@ def test_amd_upstream_rule_on_mi210_root() -> None:
 
 @pytest.mark.parametrize("fixture", ["hgx-h100", "flex170-sriov", "passthrough-host", "vm-no-gpu"])
 def test_amd_upstream_rule_ignores_other_vendors(fixture: str) -> None:
-    ref = need_reference()
-    out = _rules_test_root(str(ref / "amd" / "gpu-nfd-default-rule.yaml"), fixture)
+    out = _rules_test_root(str(AMD_RULE), fixture)
     assert out["labels"] == {}
     assert out["errors"] == []
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from nfd_gpu.rules.cli import rules_app
-from tests.rules.conftest import DATA, need_reference
+from tests.rules.conftest import AMD_RULE, DATA, INTEL_RULES
 
 runner = CliRunner()
 
@@ -21,8 +21,7 @@ def _rules_test(rules: str, features: str) -> dict[str, object]:
 
 
 def test_intel_rules_on_flex170_node() -> None:
-    ref = need_reference()
-    rules = ref / "intel" / "deployments" / "nfd" / "overlays" / "node-feature-rules"
+    rules = INTEL_RULES
     out = _rules_test(str(rules), str(DATA / "features" / "flex170.yaml"))
     # Intended by the rule authors for a node with two Flex 170 (8086:56c0, class 0380) and
     # i915 loaded; the ASPEED BMC VGA (1a03, class 0300) must not count.
@@ -39,8 +38,7 @@ def test_intel_rules_on_flex170_node() -> None:
 
 
 def test_intel_gpu_rule_needs_a_driver_module(tmp_path: Path) -> None:
-    ref = need_reference()
-    rules = ref / "intel" / "deployments" / "nfd" / "overlays" / "node-feature-rules"
+    rules = INTEL_RULES
     text = (DATA / "features" / "flex170.yaml").read_text().replace("i915: {}", "video: {}")
     path = tmp_path / "flex170-no-i915.yaml"
     path.write_text(text)
@@ -52,10 +50,7 @@ def test_intel_gpu_rule_needs_a_driver_module(tmp_path: Path) -> None:
 
 
 def test_amd_rules_on_mi210_node() -> None:
-    ref = need_reference()
-    out = _rules_test(
-        str(ref / "amd" / "gpu-nfd-default-rule.yaml"), str(DATA / "features" / "mi210.yaml")
-    )
+    out = _rules_test(str(AMD_RULE), str(DATA / "features" / "mi210.yaml"))
     assert out["labels"] == {
         "feature.node.kubernetes.io/amd-gpu": "true",
         "feature.node.kubernetes.io/amd-gpu-mi210": "true",
@@ -64,20 +59,16 @@ def test_amd_rules_on_mi210_node() -> None:
 
 
 def test_amd_rules_on_intel_node_give_nothing() -> None:
-    ref = need_reference()
-    out = _rules_test(
-        str(ref / "amd" / "gpu-nfd-default-rule.yaml"), str(DATA / "features" / "flex170.yaml")
-    )
+    out = _rules_test(str(AMD_RULE), str(DATA / "features" / "flex170.yaml"))
     assert out["labels"] == {}
 
 
 def test_labels_format() -> None:
-    ref = need_reference()
     res = runner.invoke(
         rules_app,
         [
             "test",
-            str(ref / "amd" / "gpu-nfd-default-rule.yaml"),
+            str(AMD_RULE),
             "--features",
             str(DATA / "features" / "mi210.yaml"),
             "--format",

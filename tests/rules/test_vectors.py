@@ -1,4 +1,4 @@
-"""NFD's own test vectors (reference/nfd/expression-vectors-public.json).
+"""NFD's own test vectors (tests/data/nfd/expression-vectors-public.json).
 
 Every vector runs twice: through the matcher function NFD's Go test calls, and
 end to end through the loader and `evaluate` (the code `nfd-gpu rules test`
@@ -7,7 +7,6 @@ runs) with a rule built from the vector.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -22,22 +21,11 @@ from nfd_gpu.rules.expressions import (
     match_key_names,
     validate_expression,
 )
-from tests.rules.conftest import REFERENCE, feats, run_rules
+from tests.rules.conftest import run_rules
+from tests.rules.nfd_vectors import load_vectors, vector_rule
 
-VECTORS_FILE = REFERENCE / "nfd" / "expression-vectors-public.json"
 KNOWN_KINDS = {"evaluate", "flag", "set_flags", "name_flags", "custom_validate"}
-
-
-def _load() -> list[dict[str, Any]]:
-    if not VECTORS_FILE.is_file():
-        return []
-    data = json.loads(VECTORS_FILE.read_text())
-    vectors: list[dict[str, Any]] = data["vectors"]
-    assert len(vectors) == data["count"]
-    return vectors
-
-
-VECTORS = _load()
+VECTORS = load_vectors()
 
 
 def _expr(d: dict[str, Any]) -> MatchExpression:
@@ -52,8 +40,6 @@ def _call(fn: Any, *args: Any) -> tuple[Any, bool]:
 
 
 def test_vector_file_present_and_kinds_known() -> None:
-    if not VECTORS:
-        pytest.skip("vector file not available")
     assert {v["kind"] for v in VECTORS} <= KNOWN_KINDS
     assert len(VECTORS) == 127
 
@@ -88,52 +74,21 @@ def _direct(v: dict[str, Any]) -> None:
         assert (res[1] or []) == (exp["matched"] or [])
 
 
-def _rule(term: dict[str, Any], template: str | None = None) -> dict[str, Any]:
-    rule: dict[str, Any] = {"name": "vector", "vars": {"matched": "yes"}, "matchFeatures": [term]}
-    if template:
-        rule["varsTemplate"] = template
-    return rule
-
-
 def _end_to_end(v: dict[str, Any]) -> None:
     kind, exp = v["kind"], v["expected"]
+    rule, features = vector_rule(v)
     if kind == "custom_validate":
         if v["op"] == "":
             pytest.skip("MatchAny is not in the NodeFeatureRule CRD enum; checked directly")
-        term = {
-            "feature": "test.attr",
-            "matchExpressions": {"k": {"op": v["op"], "value": v["value"]}},
-        }
-        doc = {"rules": [_rule(term)]}
         try:
-            ruleset_from_documents([doc], strict=True)
+            ruleset_from_documents([{"rules": [rule]}], strict=True)
             err = False
         except RuleError as e:
             err = True
             assert len(e.problems) == 1 and "matchExpressions.k" in e.problems[0]
         assert err == exp["error"]
         return
-    names_tmpl = "names={{ range .test.feat }}{{ .Name }},{{ end }}"
-    if kind == "evaluate":
-        expr = {"op": v["op"], "value": v["value"]}
-        if not v["valid"]:
-            features = feats(attributes={"test.feat": {"other": "x"}})
-        elif v["input"] is None:
-            features = feats(flags={"test.feat": ["key"]})
-        else:
-            features = feats(attributes={"test.feat": {"key": v["input_as_string"]}})
-        term: dict[str, Any] = {"feature": "test.feat", "matchExpressions": {"key": expr}}
-    elif kind == "flag":
-        features = feats(flags={"test.feat": v["input"] or []})
-        expr = {"op": v["op"], "value": v["value"]}
-        term = {"feature": "test.feat", "matchExpressions": {v["key"]: expr}}
-    elif kind == "set_flags":
-        features = feats(flags={"test.feat": v["input"] or []})
-        term = {"feature": "test.feat", "matchExpressions": v["expressions"]}
-    else:  # name_flags
-        features = feats(flags={"test.feat": v["input"] or []})
-        term = {"feature": "test.feat", "matchName": v["expression"]}
-    out = run_rules([_rule(term, names_tmpl)], features)
+    out = run_rules([rule], features)
     assert bool(out.errors) == exp["error"], out.errors
     if exp["error"]:
         assert out.vars == {}

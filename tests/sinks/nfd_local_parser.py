@@ -1,4 +1,4 @@
-"""NFD's ``local`` source rules (reference/nfd.md §1), written for the tests.
+"""NFD's ``local`` source rules (``source/local/local.go``), written for the tests.
 
 Used to check that the feature files nfd-gpu writes read back the way nfd-worker reads
 them. Checked against NFD's own test data (tests/sinks/data/nfd-local-testdata/, a copy of

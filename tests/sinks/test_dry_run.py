@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import pytest
 import yaml
 
 from nfd_gpu.config import hostname_node_name
@@ -36,11 +35,7 @@ def _run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Any:
 
 
 def _crd_schema() -> dict[str, Any]:
-    crds = REPO.parent / "shared" / "reference" / "nfd" / "nfd-api-crds.yaml"
-    if not crds.is_file():
-        crds = REPO / "shared" / "reference" / "nfd" / "nfd-api-crds.yaml"
-    if not crds.is_file():
-        pytest.skip("NFD CRDs not present (../shared/reference beside the repo)")
+    crds = REPO / "tests" / "data" / "nfd" / "nfd-api-crds.yaml"
     for crd in yaml.safe_load_all(crds.read_text()):
         if crd and crd["spec"]["names"]["kind"] == "NodeFeature":
             (v,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]

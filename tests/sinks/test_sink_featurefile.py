@@ -108,7 +108,7 @@ def test_raw_features_are_no_label_lines(tmp_path: Any) -> None:
 def test_raw_features_are_only_nfd_gpus_own(tmp_path: Any) -> None:
     """NFD's own features (nfd-worker publishes them) stay out of the file; gpu.* instances
     are flattened to local.feature keys <feature>.<index>.<attr>, as NFD's local source
-    stores every line (reference/nfd.md 1.3)."""
+    stores every line (tests/sinks/nfd_local_parser.py)."""
     feats: dict[str, dict[str, Any]] = {
         "flags": {"kernel.loadedmodule": {"elements": {"nvidia": {}}}},
         "attributes": {"gpu.node": {"elements": {"count": "1"}}},
