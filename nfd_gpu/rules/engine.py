@@ -22,8 +22,8 @@ from nfd_gpu.rules.expressions import (
     ExpressionError,
     MatchedElement,
     instance_attributes,
-    match_multi_compiled,
-    match_names_multi_attrs,
+    match_multi,
+    match_names_multi,
 )
 from nfd_gpu.rules.model import CompiledTemplate, Rule, RuleSet, Term
 from nfd_gpu.rules.template import TemplateError, expand_map
@@ -155,11 +155,9 @@ def evaluate_feature_matcher(
             term_match = True
             elems = []
             if term.compiled is not None:
-                term_match, elems = match_multi_compiled(
-                    term.compiled, flags, attrs, insts, fail_fast
-                )
+                term_match, elems = match_multi(term.compiled, flags, attrs, insts, fail_fast)
             if term_match and term.match_name is not None:
-                term_match, more = match_names_multi_attrs(term.match_name, flags, attrs, insts)
+                term_match, more = match_names_multi(term.match_name, flags, attrs, insts)
                 elems = elems + more
             if fail_fast and key != RULE_MATCHED:
                 view.terms[term.term_id] = (term_match, list(elems))
