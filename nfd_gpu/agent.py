@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import importlib
 import json
 import logging
 import os
@@ -23,10 +22,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import FrameType, TracebackType
-from typing import Any, Protocol, cast
+from typing import Any
 
 from nfd_gpu.config import Config, split_address
 from nfd_gpu.features import Features
+from nfd_gpu.scan import ScanResult, run_scan
 from nfd_gpu.sinks import Publication, Sink, SinkError
 
 # Rules applied on every pass when --rules is not given (and the directory exists).
@@ -37,20 +37,7 @@ STOP_GRACE = 4.0
 log = logging.getLogger(__name__)
 
 
-class ScanResultLike(Protocol):
-    labels: dict[str, str]
-    features: Features
-    warnings: list[str]
-    gpu_count_by_vendor: dict[str, int]
-
-
-ScanFn = Callable[..., ScanResultLike]
-
-
-def default_scan() -> ScanFn:
-    """``nfd_gpu.scan.run_scan`` (imported on first use)."""
-    mod = importlib.import_module("nfd_gpu.scan")
-    return cast(ScanFn, mod.run_scan)
+ScanFn = Callable[..., ScanResult]
 
 
 # -- logging ------------------------------------------------------------------------------
@@ -290,7 +277,7 @@ class Agent:
         metrics: Any = None,
     ) -> None:
         self.cfg = cfg
-        self._scan = scan
+        self._scan: ScanFn = scan or run_scan
         # gfd.timestamp: fixed once per process start (as GFD), so passes stay unchanged.
         self.started = int(time.time())
         self.sinks: list[Sink] = list(sinks) if sinks is not None else build_sinks(cfg)
@@ -367,9 +354,7 @@ class Agent:
         os._exit(0)
 
     # one pass
-    def scan(self) -> ScanResultLike:
-        if self._scan is None:
-            self._scan = default_scan()
+    def scan(self) -> ScanResult:
         kwargs: dict[str, Any] = {"profiles": self.cfg.profiles}
         if self.cfg.profile_options:
             kwargs["profile_options"] = self.cfg.profile_options
@@ -451,7 +436,7 @@ class Agent:
             for w in result.warnings:
                 log.warning("scan: %s", w)
             self._last_warnings = list(result.warnings)
-        errors = list(getattr(result, "errors", ()) or ())
+        errors = result.errors
         if errors:
             log.error(
                 "scan incomplete (%d error(s)), keeping the last good labels: %s",
@@ -468,7 +453,7 @@ class Agent:
                 gpus=result.gpu_count_by_vendor,
                 labels=len(result.labels),
                 warnings=len(result.warnings),
-                rule_errors=len(getattr(result, "rule_errors", ()) or ()),
+                rule_errors=len(result.rule_errors),
             )
         pub = Publication(dict(result.labels), result.features)
         self._last_good = pub
