@@ -101,14 +101,14 @@ class Agent:
         if threading.current_thread() is not threading.main_thread():
             return
 
-        def on_stop(signum: int, frame: FrameType | None) -> None:
+        def on_stop(signum: int, _frame: FrameType | None) -> None:
             log.info("received %s, stopping after the current pass", signal.Signals(signum).name)
             first = self._stop_at is None
             self.request_stop()
             if first:
                 threading.Thread(target=self._watchdog, name="stop-watchdog", daemon=True).start()
 
-        def on_hup(signum: int, frame: FrameType | None) -> None:
+        def on_hup(signum: int, _frame: FrameType | None) -> None:
             log.info("received SIGHUP: reloading configuration and rescanning")
             self.request_reload()
 
