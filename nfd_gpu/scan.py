@@ -27,6 +27,7 @@ from nfd_gpu.model import Snapshot
 if TYPE_CHECKING:
     from nfd_gpu.labels.nvidia import NvidiaOptions
 
+
 @dataclass
 class ScanResult:
     snapshot: Snapshot

@@ -11,14 +11,14 @@ As with the hook output, a pass prints only when the result changed; logs go to 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import TextIO
 
 import yaml
 
 from nfd_gpu.config import Config
-from nfd_gpu.sinks import Publication, Sink, SinkError
+from nfd_gpu.sinks import Publication, Sink
+from nfd_gpu.sinks.stdout import ChangedText
 
 
 class DryRunSink:
@@ -29,21 +29,10 @@ class DryRunSink:
     ) -> None:
         self.name = name
         self.render = render
-        self.stream = stream
-        self._last: str | None = None
+        self._out = ChangedText("dry-run", stream)
 
     def publish(self, pub: Publication) -> bool:
-        text = self.render(pub)
-        if text == self._last:
-            return False
-        out = self.stream or sys.stdout
-        try:
-            out.write(text)
-            out.flush()
-        except (OSError, ValueError) as e:
-            raise SinkError(f"stdout: cannot write dry-run output: {e}") from None
-        self._last = text
-        return True
+        return self._out.write(self.render(pub))
 
     def close(self) -> None:
         return None
