@@ -37,11 +37,13 @@ from types import ModuleType
 from typing import Any
 
 from nfd_gpu import __version__
+from nfd_gpu.discovery import nvml, nvml_record
 from nfd_gpu.discovery.nvidia_facts import NVML_RECORDING
 from nfd_gpu.discovery.nvml_replay import MAX_RECORDING
 from nfd_gpu.discovery.pciids import MAX_PCI_IDS, PCI_IDS_PATHS
 from nfd_gpu.hostroot import _FLAGS, MAX_READ, HostRoot
 from nfd_gpu.model import Snapshot
+from nfd_gpu.scan import discover
 
 MANIFEST = "SNAPSHOT.json"
 MAX_LINK_HOPS = 40
@@ -220,9 +222,6 @@ def take_snapshot(
     ``nvml_lib``: the NVML library to record through (tests pass a fake ``pynvml``); by
     default ``pynvml`` when it imports, unless the root has an ``nvml.json`` (copied).
     """
-    from nfd_gpu.discovery import nvml, nvml_record
-    from nfd_gpu.scan import discover
-
     dest_s = os.fspath(dest)
     root_s = os.fspath(root).rstrip("/") or "/"
     _check_dest(dest_s)

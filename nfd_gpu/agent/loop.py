@@ -26,6 +26,9 @@ from nfd_gpu.agent.publish import Publisher
 from nfd_gpu.agent.startup import DEFAULT_RULES_DIR, startup_line
 from nfd_gpu.agent.udev import UdevTrigger
 from nfd_gpu.config import Config, split_address
+from nfd_gpu.discovery.nvml_session import NvmlSession
+from nfd_gpu.labels.nvidia import NvidiaOptions, load_sharing_config
+from nfd_gpu.metrics import MetricsServer
 from nfd_gpu.scan import ScanResult, run_scan
 from nfd_gpu.sinks import Publication, Sink, SinkError
 
@@ -146,8 +149,6 @@ class Agent:
     def _nvml_session(self) -> Any:
         """One NVML session for the agent's life: NVML stays initialised between passes and
         the last NVML facts are kept while the same GPUs and driver are present."""
-        from nfd_gpu.discovery.nvml_session import NvmlSession
-
         if self._nvml is None or self._nvml.mode != self.cfg.nvml:
             if self._nvml is not None:
                 self._nvml.close()
@@ -158,8 +159,6 @@ class Agent:
         """MIG strategy and sharing config; the file is re-read every pass (a bad one warns).
 
         ``gfd.timestamp`` (``gfd_timestamp``) is the agent's start time, the same every pass."""
-        from nfd_gpu.labels.nvidia import NvidiaOptions, load_sharing_config
-
         strategy = self.cfg.mig_strategy if self.cfg.mig_strategy != "none" else None
         stamp = self.started if self.cfg.gfd_timestamp else None
         if self.cfg.sharing_config:
@@ -309,8 +308,6 @@ class Agent:
     def start_metrics(self) -> None:
         if not self.cfg.metrics_address or self.metrics is None:
             return
-        from nfd_gpu.metrics import MetricsServer
-
         host, port = split_address(self.cfg.metrics_address)
         self.metrics.liveness_timeout = max(300.0, 5 * self.cfg.interval)
         self.metrics_server = MetricsServer(self.metrics, host, port).start()

@@ -1,4 +1,4 @@
-"""The sinks a configuration asks for (each sink module imported only when used)."""
+"""The sinks a configuration asks for."""
 
 from __future__ import annotations
 
@@ -6,6 +6,10 @@ from typing import Any
 
 from nfd_gpu.config import Config
 from nfd_gpu.sinks import Sink
+from nfd_gpu.sinks.dryrun import dry_run_sinks
+from nfd_gpu.sinks.featurefile import FeatureFileSink
+from nfd_gpu.sinks.hook import HookSink
+from nfd_gpu.sinks.nodefeature import NodeFeatureSink, build_api_client
 
 
 def sink_settings(cfg: Config) -> tuple[Any, ...]:
@@ -32,14 +36,10 @@ def sink_settings(cfg: Config) -> tuple[Any, ...]:
 def build_sinks(cfg: Config) -> list[Sink]:
     """The configured sinks; raises SinkError for an unusable Kubernetes configuration."""
     if cfg.dry_run:
-        from nfd_gpu.sinks.dryrun import dry_run_sinks
-
         return dry_run_sinks(cfg)
     sinks: list[Sink] = []
     for out in cfg.outputs:
         if out == "featurefile":
-            from nfd_gpu.sinks.featurefile import FeatureFileSink
-
             sinks.append(
                 FeatureFileSink(
                     cfg.features_dir,
@@ -50,12 +50,8 @@ def build_sinks(cfg: Config) -> list[Sink]:
                 )
             )
         elif out == "hook":
-            from nfd_gpu.sinks.hook import HookSink
-
             sinks.append(HookSink(raw_features=cfg.raw_features))
         elif out == "nodefeature":
-            from nfd_gpu.sinks.nodefeature import NodeFeatureSink, build_api_client
-
             assert cfg.node_name and cfg.namespace  # checked by config validation
             sinks.append(
                 NodeFeatureSink(

@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 
+from nfd_gpu import __version__
 from nfd_gpu.config import Config
+from nfd_gpu.discovery.nvidia import NVML_RECORDING
 
 # Rules applied on every pass when --rules is not given (and the directory exists).
 DEFAULT_RULES_DIR = "/etc/nfd-gpu/rules.d"
@@ -17,8 +19,7 @@ def nvml_state(mode: str, root: str) -> str:
     own source afterwards ("NVIDIA facts from")."""
     if mode == "off":
         return "off"
-    from nfd_gpu.discovery import nvml  # lazy
-    from nfd_gpu.discovery.nvidia import NVML_RECORDING
+    from nfd_gpu.discovery import nvml  # lazy: the NVML adapter (ctypes) only when NVML is on
 
     rec = os.path.join(root, NVML_RECORDING)
     if os.path.isfile(rec):
@@ -45,8 +46,6 @@ def nvml_state(mode: str, root: str) -> str:
 
 def startup_line(cfg: Config) -> str:
     """The one line ``run`` logs at start: version and the settings that shape a pass."""
-    from nfd_gpu import __version__
-
     mode = "oneshot" if cfg.oneshot else f"interval {cfg.interval:g}s"
     parts = [
         f"nfd-gpu {__version__} starting:",

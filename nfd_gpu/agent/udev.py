@@ -26,7 +26,7 @@ class UdevTrigger:
 
     def start(self) -> bool:
         try:
-            import pyudev as _pyudev  # lazy
+            import pyudev as _pyudev  # lazy: pyudev (libudev) only when the trigger starts
 
             pyudev: Any = _pyudev
             monitor = pyudev.Monitor.from_netlink(pyudev.Context(), source="kernel")

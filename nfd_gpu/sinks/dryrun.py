@@ -11,6 +11,7 @@ As with the hook output, a pass prints only when the result changed; logs go to 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TextIO
 
@@ -18,6 +19,9 @@ import yaml
 
 from nfd_gpu.config import Config
 from nfd_gpu.sinks import Publication, Sink
+from nfd_gpu.sinks import featurefile as ff
+from nfd_gpu.sinks.hook import HookSink
+from nfd_gpu.sinks.nodefeature import NodeFeatureSink
 from nfd_gpu.sinks.stdout import ChangedText
 
 
@@ -39,8 +43,6 @@ class DryRunSink:
 
 
 def nodefeature_yaml(node_name: str, namespace: str) -> Callable[[Publication], str]:
-    from nfd_gpu.sinks.nodefeature import NodeFeatureSink
-
     sink = NodeFeatureSink(node_name=node_name, namespace=namespace, owner_refs=())
 
     def render(pub: Publication) -> str:
@@ -57,19 +59,13 @@ def dry_run_sinks(cfg: Config, stream: TextIO | None = None) -> list[Sink]:
             render = nodefeature_yaml(cfg.node_name, cfg.namespace)
             sinks.append(DryRunSink(out, render, stream))
         elif out == "featurefile":
-            from nfd_gpu.sinks import featurefile as ff
-
             path = f"{cfg.features_dir.rstrip('/')}/{cfg.features_file}"
 
             def render_file(pub: Publication, path: str = path) -> str:
-                import time
-
                 body = ff.render(pub, expires_at=time.time() + cfg.expiry, raw=cfg.raw_features)
                 return f"# would write {path}\n{body}"
 
             sinks.append(DryRunSink(out, render_file, stream))
         elif out == "hook":
-            from nfd_gpu.sinks.hook import HookSink
-
             sinks.append(HookSink(stream, raw_features=cfg.raw_features))
     return sinks
