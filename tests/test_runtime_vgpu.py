@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from nfd_gpu.discovery import runtime, vgpu
 from nfd_gpu.featuremap import snapshot_features
 from nfd_gpu.labels.neutral import documented
+from nfd_gpu.labels.registry import PROFILES
 from nfd_gpu.labels.validate import check_label
 from nfd_gpu.model import Snapshot
-from nfd_gpu.labels.registry import PROFILES
 from nfd_gpu.scan import run_scan
 from tests.conftest import fixture_root
 
