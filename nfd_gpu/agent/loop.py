@@ -41,6 +41,8 @@ ScanFn = Callable[..., ScanResult]
 
 
 class Agent:
+    """One node's agent: ``run()`` loops scan -> publish until stopped (or once)."""
+
     def __init__(
         self,
         cfg: Config,
@@ -70,7 +72,7 @@ class Agent:
         self._last_good: Publication | None = None  # what the last complete scan found
         self._stop_at: float | None = None  # monotonic deadline once SIGTERM arrived
         self._done = threading.Event()  # run() has finished (the watchdog stands down)
-        self._nvml: Any = None  # NvmlSession kept across passes (built on first use)
+        self._nvml: NvmlSession | None = None  # kept across passes (built on first use)
         self._nvml_state: tuple[str, str | None] = ("none", None)
 
     @property
@@ -146,7 +148,7 @@ class Agent:
             kwargs["tolerant_rules"] = True
         return self._scan(self.cfg.root, **kwargs)
 
-    def _nvml_session(self) -> Any:
+    def _nvml_session(self) -> NvmlSession:
         """One NVML session for the agent's life: NVML stays initialised between passes and
         the last NVML facts are kept while the same GPUs and driver are present."""
         if self._nvml is None or self._nvml.mode != self.cfg.nvml:
@@ -155,7 +157,7 @@ class Agent:
             self._nvml = NvmlSession(self.cfg.nvml, keep=True)
         return self._nvml
 
-    def _nvidia_options(self) -> Any:
+    def _nvidia_options(self) -> NvidiaOptions:
         """MIG strategy and sharing config; the file is re-read every pass (a bad one warns).
 
         ``gfd.timestamp`` (``gfd_timestamp``) is the agent's start time, the same every pass."""
