@@ -31,10 +31,16 @@ import kubernetes  # noqa: E402
 import yaml  # noqa: E402
 from k8s_api_server import FakeKubeAPI  # noqa: E402
 
-from nfd_gpu.agent import Agent, rss_bytes  # noqa: E402
+from nfd_gpu.agent import Agent  # noqa: E402
 from nfd_gpu.config import Config  # noqa: E402
 from nfd_gpu.metrics import Metrics  # noqa: E402
 from nfd_gpu.sinks.nodefeature import NodeFeatureSink  # noqa: E402
+
+
+def rss_bytes() -> int:
+    """Current resident set size (Linux)."""
+    with open(f"/proc/{os.getpid()}/statm", encoding="ascii") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def write_rules(n: int, path: str) -> int:

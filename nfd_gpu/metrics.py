@@ -38,7 +38,7 @@ NVML_SOURCES = ("nvml", "replay", "stale", "procfs", "off", "none")
 
 class Metrics:
     def __init__(self) -> None:
-        import prometheus_client as _pc  # lazy
+        import prometheus_client as _pc  # lazy: only when metrics are served
 
         pc: Any = _pc
         self._pc = pc

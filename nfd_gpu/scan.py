@@ -27,8 +27,6 @@ from nfd_gpu.model import Snapshot
 if TYPE_CHECKING:
     from nfd_gpu.labels.nvidia import NvidiaOptions
 
-KNOWN_PROFILES = tuple(PROFILES)
-
 
 @dataclass
 class ScanResult:

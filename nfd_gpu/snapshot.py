@@ -37,10 +37,13 @@ from types import ModuleType
 from typing import Any
 
 from nfd_gpu import __version__
+from nfd_gpu.discovery import nvml, nvml_record
 from nfd_gpu.discovery.nvidia_facts import NVML_RECORDING
 from nfd_gpu.discovery.nvml_replay import MAX_RECORDING
 from nfd_gpu.discovery.pciids import MAX_PCI_IDS, PCI_IDS_PATHS
 from nfd_gpu.hostroot import _FLAGS, MAX_READ, HostRoot
+from nfd_gpu.model import Snapshot
+from nfd_gpu.scan import discover
 
 MANIFEST = "SNAPSHOT.json"
 MAX_LINK_HOPS = 40
@@ -219,9 +222,6 @@ def take_snapshot(
     ``nvml_lib``: the NVML library to record through (tests pass a fake ``pynvml``); by
     default ``pynvml`` when it imports, unless the root has an ``nvml.json`` (copied).
     """
-    from nfd_gpu.discovery import nvml, nvml_record
-    from nfd_gpu.scan import discover
-
     dest_s = os.fspath(dest)
     root_s = os.fspath(root).rstrip("/") or "/"
     _check_dest(dest_s)
@@ -248,6 +248,25 @@ def take_snapshot(
         if rel == NVML_RECORDING:
             continue
         copier.copy(rel)
+    _copy_pci_ids(copier, report)
+
+    nvml_path = copier.dst(NVML_RECORDING)
+    if recording is not None and recording.data:
+        _write_json(nvml_path, recording.data)
+        report.nvml = "recorded"
+    elif recording is None and has_recording:
+        with open(copier.src(NVML_RECORDING), "rb") as f:
+            data = f.read(MAX_RECORDING)
+        with open(nvml_path, "wb") as out:
+            out.write(data)
+        report.nvml = "copied"
+
+    _write_json(copier.dst(MANIFEST), _manifest(root_s, snap, report))
+    return report
+
+
+def _copy_pci_ids(copier: _Copier, report: SnapshotReport) -> None:
+    """The first pci.ids database the root has (bounded read), for offline names."""
     for rel in PCI_IDS_PATHS:
         src = copier.src(rel)
         if os.path.isfile(src):
@@ -264,33 +283,20 @@ def take_snapshot(
             report.bytes += len(data)
             break
 
-    nvml_path = copier.dst(NVML_RECORDING)
-    if recording is not None and recording.data:
-        _write_json(nvml_path, recording.data)
-        report.nvml = "recorded"
-    elif recording is None and has_recording:
-        with open(copier.src(NVML_RECORDING), "rb") as f:
-            data = f.read(MAX_RECORDING)
-        with open(nvml_path, "wb") as out:
-            out.write(data)
-        report.nvml = "copied"
 
-    _write_json(
-        copier.dst(MANIFEST),
-        {
-            "nfd_gpu_version": __version__,
-            "root": root_s,
-            "gpus": [g.address for g in snap.gpus],
-            "nvml": report.nvml,
-            "files": sorted(report.files),
-            "links": sorted(report.links),
-            "markers": sorted(report.markers),
-            "skipped": report.skipped,
-            "bytes": report.bytes,
-            "scan_warnings": list(snap.warnings),
-        },
-    )
-    return report
+def _manifest(root: str, snap: Snapshot, report: SnapshotReport) -> dict[str, Any]:
+    return {
+        "nfd_gpu_version": __version__,
+        "root": root,
+        "gpus": [g.address for g in snap.gpus],
+        "nvml": report.nvml,
+        "files": sorted(report.files),
+        "links": sorted(report.links),
+        "markers": sorted(report.markers),
+        "skipped": report.skipped,
+        "bytes": report.bytes,
+        "scan_warnings": list(snap.warnings),
+    }
 
 
 def _write_json(path: str, data: Any) -> None:

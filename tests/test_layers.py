@@ -31,7 +31,17 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
     ),
     (("nfd_gpu.scan",), True),
     (("nfd_gpu.discovery", "nfd_gpu.labels", "nfd_gpu.featuremap", "nfd_gpu.rules"), True),
-    (("nfd_gpu.model", "nfd_gpu.hostroot", "nfd_gpu.features", "nfd_gpu.tables", "nfd_gpu"), False),
+    (
+        (
+            "nfd_gpu.model",
+            "nfd_gpu.hostroot",
+            "nfd_gpu.features",
+            "nfd_gpu.tables",
+            "nfd_gpu.names",
+            "nfd_gpu",
+        ),
+        False,
+    ),
 ]
 
 # Edges the graph still has, each with the reason it is not fixed yet. A fixed edge must

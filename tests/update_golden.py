@@ -11,9 +11,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from nfd_gpu.labels.options import PROFILE_OPTIONS  # noqa: E402
-from nfd_gpu.scan import KNOWN_PROFILES, run_scan  # noqa: E402
+from nfd_gpu.labels.registry import PROFILES  # noqa: E402
+from nfd_gpu.scan import run_scan  # noqa: E402
 
-VENDOR_PROFILES = [p for p in KNOWN_PROFILES if p != "neutral"]
+VENDOR_PROFILES = [p for p in PROFILES if p != "neutral"]
 
 
 def main() -> None:

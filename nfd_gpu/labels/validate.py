@@ -1,10 +1,8 @@
-"""The one validator and sanitiser every label passes (Kubernetes label rules).
+"""The one validator and sanitiser every label a profile emits passes.
 
-Key: optional prefix (lower-case DNS-1123 subdomain, <= 253 chars) and a name
-(<= 63 chars, ``([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]``). Value: <= 63
-chars of the same shape, or empty. Namespaces follow nfd-master: ``kubernetes.io``
-and ``*.kubernetes.io`` are denied except ``feature.node.kubernetes.io``,
-``profile.node.kubernetes.io`` and their sub-namespaces.
+The rules (name and value shape, prefix, allowed namespaces) are
+:mod:`nfd_gpu.names`; this module words them for our labels: a key must be
+prefixed, a value is empty or a valid name part.
 """
 
 from __future__ import annotations
@@ -12,14 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-NAME_MAX = 63
-PREFIX_MAX = 253
+from nfd_gpu.names import NAME_MAX as NAME_MAX  # re-exported: label code reads it here
+from nfd_gpu.names import is_dns1123_subdomain, is_name_shape, namespace_allowed
 
-_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_DNS1123_SUBDOMAIN_RE = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
 # A run of characters outside [A-Za-z0-9._-] (absorbing dashes next to it) -> one "-".
 _BAD_RUN_RE = re.compile(r"-*[^A-Za-z0-9._-]+(?:-*[^A-Za-z0-9._-]+)*-*")
 _EDGE_RE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
@@ -45,7 +38,7 @@ def sanitize_value(value: str, limit: int = NAME_MAX) -> str:
 def check_name(name: str) -> None:
     if len(name) > NAME_MAX:
         raise LabelError(f"name part {name!r} is longer than {NAME_MAX} characters")
-    if not _NAME_RE.match(name):
+    if not is_name_shape(name):
         raise LabelError(f"name part {name!r} is not a valid label name")
 
 
@@ -56,20 +49,10 @@ def check_key(key: str) -> None:
         raise LabelError(f"label {key!r}: unprefixed keys are not allowed")
     if "/" in prefix:
         raise LabelError(f"label {key!r}: more than one '/'")
-    if len(prefix) > PREFIX_MAX or not _DNS1123_SUBDOMAIN_RE.match(prefix):
+    if not is_dns1123_subdomain(prefix):
         raise LabelError(f"label {key!r}: prefix {prefix!r} is not a DNS-1123 subdomain")
     check_namespace(prefix, key)
     check_name(name)
-
-
-def namespace_allowed(ns: str) -> bool:
-    """nfd-master's default namespace rule."""
-    if ns == "kubernetes.io" or ns.endswith(".kubernetes.io"):
-        for allowed in ("feature.node.kubernetes.io", "profile.node.kubernetes.io"):
-            if ns == allowed or ns.endswith("." + allowed):
-                return True
-        return False
-    return True
 
 
 def check_namespace(ns: str, key: str) -> None:
@@ -80,7 +63,7 @@ def check_namespace(ns: str, key: str) -> None:
 def check_value(key: str, value: str) -> None:
     if len(value) > NAME_MAX:
         raise LabelError(f"label {key!r}: value longer than {NAME_MAX} characters")
-    if not _VALUE_RE.match(value):
+    if value and not is_name_shape(value):
         raise LabelError(f"label {key!r}: invalid value {value!r}")
 
 

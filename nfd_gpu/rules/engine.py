@@ -12,7 +12,7 @@ values resolved and everything validated (rejected items are reported in
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -22,8 +22,8 @@ from nfd_gpu.rules.expressions import (
     ExpressionError,
     MatchedElement,
     instance_attributes,
-    match_multi_compiled,
-    match_names_multi_attrs,
+    match_multi,
+    match_names_multi,
 )
 from nfd_gpu.rules.model import CompiledTemplate, Rule, RuleSet, Term
 from nfd_gpu.rules.template import TemplateError, expand_map
@@ -155,11 +155,9 @@ def evaluate_feature_matcher(
             term_match = True
             elems = []
             if term.compiled is not None:
-                term_match, elems = match_multi_compiled(
-                    term.compiled, flags, attrs, insts, fail_fast
-                )
+                term_match, elems = match_multi(term.compiled, flags, attrs, insts, fail_fast)
             if term_match and term.match_name is not None:
-                term_match, more = match_names_multi_attrs(term.match_name, flags, attrs, insts)
+                term_match, more = match_names_multi(term.match_name, flags, attrs, insts)
                 elems = elems + more
             if fail_fast and key != RULE_MATCHED:
                 view.terms[term.term_id] = (term_match, list(elems))
@@ -282,24 +280,39 @@ def _label_problem(name: str, value: str, extra_ns: tuple[str, ...]) -> str | No
     return None
 
 
-def evaluate(
-    rules: RuleSet,
-    features: Features,
-    *,
-    extra_label_ns: Collection[str] = (),
-) -> RuleOutput:
-    """Evaluate every rule like nfd-master does for one node."""
-    feats = _working_copy(features)
-    labels: dict[str, str] = {}
-    label_src: dict[str, str] = {}
-    annotations: dict[str, str] = {}
-    ann_src: dict[str, str] = {}
-    ers: dict[str, str] = {}
-    er_src: dict[str, str] = {}
-    taints: list[tuple[str, dict[str, str]]] = []
-    vars_: dict[str, str] = {}
-    errors: list[tuple[str, str]] = []
+@dataclass
+class _Collected:
+    """What the matching rules produced, before nfd-master's filtering. For labels,
+    annotations and extended resources, ``src`` names the rule each key came from."""
 
+    labels: dict[str, str] = field(default_factory=dict)
+    label_src: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    ann_src: dict[str, str] = field(default_factory=dict)
+    ers: dict[str, str] = field(default_factory=dict)
+    er_src: dict[str, str] = field(default_factory=dict)
+    taints: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    vars: dict[str, str] = field(default_factory=dict)
+
+    def add(self, rule_name: str, res: RuleResult) -> None:
+        for src, dst, srcmap in (
+            (res.labels, self.labels, self.label_src),
+            (res.annotations, self.annotations, self.ann_src),
+            (res.extended_resources, self.ers, self.er_src),
+        ):
+            if src:
+                dst.update(src)
+                srcmap.update(dict.fromkeys(src, rule_name))
+        if res.vars:
+            self.vars.update(res.vars)
+        if res.taints:
+            self.taints.extend((rule_name, t) for t in res.taints)
+
+
+def _run_rules(rules: RuleSet, feats: Features, errors: list[tuple[str, str]]) -> _Collected:
+    """Rule objects sorted by name, rules in list order; each rule's labels and vars are
+    fed back as ``rule.matched`` before the next one runs; a failing rule is skipped."""
+    out = _Collected()
     view = FeatureView(feats)
     for obj in sorted(rules.objects, key=lambda o: o.name):
         for rule in obj.rules:
@@ -311,60 +324,61 @@ def evaluate(
                 continue
             _insert_matched(feats, res.labels)
             _insert_matched(feats, res.vars)
-            if not res.matched:
-                continue
-            for src, dst, srcmap in (
-                (res.labels, labels, label_src),
-                (res.annotations, annotations, ann_src),
-                (res.extended_resources, ers, er_src),
-            ):
-                if src:
-                    dst.update(src)
-                    srcmap.update(dict.fromkeys(src, rule.name))
-            if res.vars:
-                vars_.update(res.vars)
-            if res.taints:
-                taints.extend((rule.name, t) for t in res.taints)
+            if res.matched:
+                out.add(rule.name, res)
+    return out
 
-    out_labels: dict[str, str] = {}
-    prefixed = add_namespace(labels)
-    for k, v in prefixed.items():
-        rule_name = label_src.get(k) or label_src.get(k.rpartition("/")[2], "?")
+
+def _filtered(
+    what: str,
+    items: dict[str, str],
+    src: dict[str, str],
+    check: Callable[[str, str], None],
+    errors: list[tuple[str, str]],
+    feats: Features | None,
+) -> dict[str, str]:
+    """nfd-master's output filter for one kind: auto-prefix the names, resolve ``@``
+    values (when ``feats`` is given), drop (and report) what ``check`` rejects."""
+    out: dict[str, str] = {}
+    for k, v in add_namespace(items).items():
+        rule_name = src.get(k) or src.get(k.rpartition("/")[2], "?")
         try:
-            if v.startswith("@"):
+            if feats is not None and v.startswith("@"):
                 v = resolve_dynamic(v, feats)
-            problem = _label_problem(k, v, tuple(extra_label_ns))
-            if problem is not None:
-                raise ValidationError(problem)
+            check(k, v)
         except ValidationError as e:
-            errors.append((rule_name, f"ignoring label {k}={v}: {e}"))
+            shown = f"{k}={v}" if what == "label" else k
+            errors.append((rule_name, f"ignoring {what} {shown}: {e}"))
             continue
-        out_labels[k] = v
+        out[k] = v
+    return out
 
-    out_ann: dict[str, str] = {}
-    for k, v in add_namespace(annotations).items():
-        rule_name = ann_src.get(k) or ann_src.get(k.rpartition("/")[2], "?")
-        try:
-            check_annotation(k, v)
-        except ValidationError as e:
-            errors.append((rule_name, f"ignoring annotation {k}: {e}"))
-            continue
-        out_ann[k] = v
 
-    out_er: dict[str, str] = {}
-    for k, v in add_namespace(ers).items():
-        rule_name = er_src.get(k) or er_src.get(k.rpartition("/")[2], "?")
-        try:
-            if v.startswith("@"):
-                v = resolve_dynamic(v, feats)
-            check_extended_resource(k, v)
-        except ValidationError as e:
-            errors.append((rule_name, f"ignoring extended resource {k}: {e}"))
-            continue
-        out_er[k] = v
+def evaluate(
+    rules: RuleSet,
+    features: Features,
+    *,
+    extra_label_ns: Collection[str] = (),
+) -> RuleOutput:
+    """Evaluate every rule like nfd-master does for one node."""
+    feats = _working_copy(features)
+    errors: list[tuple[str, str]] = []
+    got = _run_rules(rules, feats, errors)
+    extra_ns = tuple(extra_label_ns)
+
+    def check_label_cached(k: str, v: str) -> None:
+        problem = _label_problem(k, v, extra_ns)
+        if problem is not None:
+            raise ValidationError(problem)
+
+    out_labels = _filtered("label", got.labels, got.label_src, check_label_cached, errors, feats)
+    out_ann = _filtered("annotation", got.annotations, got.ann_src, check_annotation, errors, None)
+    out_er = _filtered(
+        "extended resource", got.ers, got.er_src, check_extended_resource, errors, feats
+    )
 
     out_taints: list[dict[str, str]] = []
-    for rule_name, t in taints:
+    for rule_name, t in got.taints:
         try:
             check_taint(t["key"], t.get("value", ""), t["effect"])
         except ValidationError as e:
@@ -372,4 +386,4 @@ def evaluate(
             continue
         out_taints.append(t)
 
-    return RuleOutput(out_labels, out_ann, out_taints, out_er, vars_, errors)
+    return RuleOutput(out_labels, out_ann, out_taints, out_er, got.vars, errors)

@@ -112,7 +112,7 @@ def compile_go_regexp(pattern: str) -> Any:
     """Compile a Go regexp with RE2 itself (``google-re2``; cached): matching is linear
     in the input, whatever the pattern (no backtracking), and what RE2 rejects
     (lookaround, backreferences, ``\\Z``) raises ExpressionError, as NFD does."""
-    import re2
+    import re2  # lazy: the RE2 extension (~6 ms) only for rules with regexps
 
     try:
         return re2.compile(pattern, _RE2_OPTIONS())
@@ -125,18 +125,11 @@ def compile_go_regexp(pattern: str) -> Any:
 
 @lru_cache(maxsize=1)
 def _RE2_OPTIONS() -> Any:
-    import re2  # google-re2: the RE2 engine Go's regexp package implements
+    import re2  # lazy: google-re2, the engine Go's regexp implements, only for regexps
 
     opts = re2.Options()
     opts.log_errors = False  # errors are raised, not printed to stderr
     return opts
-
-
-def go_value_string(value: object) -> str:
-    """Render a value like Go's ``fmt.Sprintf("%v")`` for the scalar inputs NFD sees."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 # ------------------------------------------------------------------ validation
@@ -338,66 +331,15 @@ def compile_expression(expr: MatchExpression) -> Evaluator:
     return _guarded(inner)
 
 
-def evaluate_match_expression(expr: MatchExpression, valid: bool, value: object) -> bool:
-    """NFD ``evaluateMatchExpression``: one expression against one (maybe missing) value."""
-    return compile_expression(expr)(valid, None if value is None else go_value_string(value))
-
-
-def evaluate_keys(expr: MatchExpression, name: str, keys: Collection[str] | None) -> bool:
-    """NFD ``evaluateMatchExpressionKeys``: element ``name`` of a flag feature."""
-    return compile_expression(expr)(keys is not None and name in keys, None)
-
-
-def evaluate_values(expr: MatchExpression, name: str, values: Mapping[str, str] | None) -> bool:
-    """NFD ``evaluateMatchExpressionValues``: element ``name`` of an attribute feature."""
-    if values is None or name not in values:
-        return compile_expression(expr)(False, None)
-    return compile_expression(expr)(True, values[name])
-
-
 # --------------------------------------------------------------- set matchers
+# One implementation, compiled: expressions are compiled once at rule load time
+# (``compile_expressions``), instance attribute maps extracted once per evaluation.
 
 ExpressionSet = Sequence[tuple[str, MatchExpression]]
 
 
 def _by_name(e: MatchedElement) -> str:
     return e["Name"]
-
-
-def match_get_keys(
-    exprs: ExpressionSet, keys: Collection[str] | None
-) -> tuple[bool, list[MatchedElement] | None]:
-    """NFD ``MatchGetKeys``: AND over expressions on a flag feature."""
-    out: list[MatchedElement] = []
-    for name, e in exprs:
-        if not evaluate_keys(e, name, keys):
-            return False, None
-        out.append({"Name": name})
-    out.sort(key=_by_name)
-    return True, out
-
-
-def match_get_values(
-    exprs: ExpressionSet, values: Mapping[str, str] | None, fail_fast: bool = True
-) -> tuple[bool, list[MatchedElement] | None]:
-    """NFD ``MatchGetValues``: AND over expressions on an attribute feature."""
-    out: list[MatchedElement] = []
-    ok = True
-    vals = values or {}
-    for name, e in exprs:
-        if evaluate_values(e, name, values):
-            out.append({"Name": name, "Value": vals.get(name, "")})
-        else:
-            if fail_fast:
-                return False, None
-            ok = False
-    out.sort(key=_by_name)
-    return ok, out
-
-
-def _instance_attrs(instance: Mapping[str, Any]) -> Mapping[str, str]:
-    attrs: Mapping[str, str] = instance.get("attributes") or {}
-    return attrs
 
 
 InstancePredicate = Callable[[Mapping[str, str]], bool]
@@ -457,13 +399,13 @@ def instance_attributes(
     return [inst.get("attributes") or {} for inst in instances or ()]
 
 
-def match_instances_compiled(
+def _match_instances(
     preds: Sequence[InstancePredicate],
     attrs_list: Sequence[Mapping[str, str]],
-    fail_fast: bool = True,
+    fail_fast: bool,
 ) -> tuple[bool, list[MatchedElement]]:
-    """``MatchGetInstances`` on precompiled predicates and pre-extracted attribute
-    maps. Evaluation order is NFD's: instance by instance, expressions in order,
+    """NFD ``MatchGetInstances``: the instances matching *all* expressions, in input
+    order. Evaluation order is NFD's: instance by instance, expressions in order,
     stopping at the first false one (``fail_fast``)."""
     out: list[Any]
     if not preds:
@@ -481,111 +423,61 @@ def match_instances_compiled(
     return bool(out), out
 
 
-def match_get_instances(
-    exprs: ExpressionSet,
-    instances: Iterable[Mapping[str, Any]] | None,
-    fail_fast: bool = True,
-) -> tuple[bool, list[MatchedElement]]:
-    """NFD ``MatchGetInstances``: instances matching *all* expressions, in input order."""
-    preds = [instance_predicate(name, e) for name, e in exprs]
-    return match_instances_compiled(preds, instance_attributes(instances), fail_fast)
-
-
-def match_key_names(
-    expr: MatchExpression, keys: Collection[str] | None
-) -> tuple[bool, list[MatchedElement]]:
-    """NFD ``MatchKeyNames``: the expression against each flag element name."""
-    ev = compile_expression(expr)
-    out = [{"Name": k} for k in (keys or ()) if ev(True, k)]
-    out.sort(key=_by_name)
-    return bool(out), out
-
-
-def match_value_names(
-    expr: MatchExpression, values: Mapping[str, str] | None
-) -> tuple[bool, list[MatchedElement]]:
-    """NFD ``MatchValueNames``: the expression against each attribute element name."""
-    ev = compile_expression(expr)
-    out = [{"Name": k, "Value": v} for k, v in (values or {}).items() if ev(True, k)]
-    out.sort(key=_by_name)
-    return bool(out), out
-
-
-def match_instance_attribute_names(
-    expr: MatchExpression, instances: Iterable[Mapping[str, Any]] | None
-) -> tuple[bool, list[MatchedElement]]:
-    """NFD ``MatchInstanceAttributeNames``: instances with any matching attribute name."""
-    out: list[MatchedElement] = []
-    for inst in instances or ():
-        attrs = _instance_attrs(inst)
-        if match_value_names(expr, attrs)[0]:
-            out.append(dict(attrs))
-    return bool(out), out
+def _match_element(
+    name: str,
+    op: str,
+    ev: Evaluator,
+    keys: Collection[str] | None,
+    values: Mapping[str, str] | None,
+    elems: list[MatchedElement],
+) -> bool:
+    """One expression on element ``name`` of the flags and the attributes (appending
+    what matched to ``elems``). ``DoesNotExist`` must hold on both sides."""
+    mk = mv = False
+    if keys is not None:
+        mk = ev(name in keys, None)
+        if mk:
+            elems.append({"Name": name})
+        elif op == "DoesNotExist":
+            return False
+    if values is not None:
+        if name in values:
+            v = values[name]
+            mv = ev(True, v)
+        else:
+            v = ""
+            mv = ev(False, None)
+        if mv:
+            elems.append({"Name": name, "Value": v})
+        elif op == "DoesNotExist":
+            return False
+    return mk or mv
 
 
 def match_multi(
-    exprs: ExpressionSet,
-    keys: Collection[str] | None,
-    values: Mapping[str, str] | None,
-    instances: Sequence[Mapping[str, Any]] | None,
-    fail_fast: bool = True,
-) -> tuple[bool, list[MatchedElement]]:
-    """NFD ``MatchMulti``: flags and attributes as a union (``DoesNotExist`` must
-    hold in both), instances separately; the term matches if either side does."""
-    attrs_list = None if instances is None else instance_attributes(instances)
-    return match_multi_compiled(compile_expressions(exprs), keys, values, attrs_list, fail_fast)
-
-
-def match_multi_compiled(
     compiled: CompiledExpressions,
     keys: Collection[str] | None,
     values: Mapping[str, str] | None,
     attrs_list: Sequence[Mapping[str, str]] | None,
     fail_fast: bool = True,
 ) -> tuple[bool, list[MatchedElement]]:
-    """``match_multi`` on expressions compiled at load time and instance attribute
-    maps extracted once per evaluation."""
+    """NFD ``MatchMulti``: flags and attributes as a union (``DoesNotExist`` must
+    hold in both), instances separately; the term matches if either side does.
+    With ``fail_fast`` the first failing expression empties the flag/attribute side."""
     elems: list[MatchedElement] = []
     is_match = keys is not None or values is not None
     if is_match:
         for name, op, ev in compiled.evaluators:
-            mk = mv = False
-            if keys is not None:
-                mk = ev(name in keys, None)
-                if mk:
-                    elems.append({"Name": name})
-                elif op == "DoesNotExist":
-                    is_match = False
-                    if not fail_fast:
-                        continue
-                    elems = []
-                    break
-            if values is not None:
-                if name in values:
-                    v = values[name]
-                    mv = ev(True, v)
-                else:
-                    v = ""
-                    mv = ev(False, None)
-                if mv:
-                    elems.append({"Name": name, "Value": v})
-                elif op == "DoesNotExist":
-                    is_match = False
-                    if not fail_fast:
-                        continue
-                    elems = []
-                    break
-            if not mk and not mv:
+            if not _match_element(name, op, ev, keys, values, elems):
                 is_match = False
-                if not fail_fast:
-                    continue
-                elems = []
-                break
+                if fail_fast:
+                    elems = []
+                    break
         if len(elems) > 1:
             elems.sort(key=_by_name)
     if not attrs_list:
         return is_match, elems
-    mi, ielems = match_instances_compiled(compiled.predicates, attrs_list, fail_fast)
+    mi, ielems = _match_instances(compiled.predicates, attrs_list, fail_fast)
     return is_match or mi, elems + ielems
 
 
@@ -593,24 +485,16 @@ def match_names_multi(
     expr: MatchExpression,
     keys: Collection[str] | None,
     values: Mapping[str, str] | None,
-    instances: Sequence[Mapping[str, Any]] | None,
-) -> tuple[bool, list[MatchedElement]]:
-    """NFD ``MatchNamesMulti``: ``matchName`` over flag, attribute and instance names."""
-    return match_names_multi_attrs(expr, keys, values, instance_attributes(instances))
-
-
-def match_names_multi_attrs(
-    expr: MatchExpression,
-    keys: Collection[str] | None,
-    values: Mapping[str, str] | None,
     attrs_list: Sequence[Mapping[str, str]] | None,
 ) -> tuple[bool, list[MatchedElement]]:
-    """``match_names_multi`` with the instances given as their attribute maps."""
+    """NFD ``MatchNamesMulti``: ``matchName`` over flag, attribute and instance
+    names (the instances given as their attribute maps)."""
     ev = compile_expression(expr)
     out: list[MatchedElement] = [{"Name": k} for k in (keys or ()) if ev(True, k)]
     out.extend({"Name": k, "Value": v} for k, v in (values or {}).items() if ev(True, k))
     out.sort(key=_by_name)
     for attrs in attrs_list or ():
-        if match_value_names(expr, attrs)[0]:
+        # every name is evaluated, as NFD does: an error on a later name still raises
+        if [k for k in attrs if ev(True, k)]:
             out.append(dict(attrs))
     return bool(out), out

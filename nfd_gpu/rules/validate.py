@@ -1,8 +1,9 @@
 """Kubernetes name/value checks and nfd-master's namespace policy for rule output.
 
-Mirrors ``nfd:pkg/apis/nfd/validate`` and ``nfd-master filterFeatureLabel``
-(docs/rules.md "Differences from NFD") with nfd-master's default flags: no ``-deny-label-ns``,
-no ``-extra-label-ns``, auto-prefix on.
+The rules themselves are :mod:`nfd_gpu.names` (shared with the label validator);
+this module words them as nfd-master does. Mirrors ``nfd:pkg/apis/nfd/validate``
+and ``nfd-master filterFeatureLabel`` (docs/rules.md "Differences from NFD") with
+nfd-master's default flags: no ``-deny-label-ns``, no ``-extra-label-ns``, auto-prefix on.
 """
 
 from __future__ import annotations
@@ -10,13 +11,16 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping
 
-FEATURE_NS = "feature.node.kubernetes.io"
-PROFILE_NS = "profile.node.kubernetes.io"
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+from nfd_gpu.names import (
+    FEATURE_NS,
+    NAME_MAX,
+    NFD_NAMESPACES,
+    is_dns1123_subdomain,
+    is_name_shape,
+    namespace_allowed,
+)
 
-_NAME_RE = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN_RE = re.compile(rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _QUANTITY_RE = re.compile(
     r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?[0-9]+)?"
 )
@@ -34,17 +38,17 @@ def check_qualified_name(name: str) -> None:
     if slash:
         if not prefix:
             raise ValidationError(f"invalid name {name!r}: prefix part must be non-empty")
-        if len(prefix) > 253 or not _DNS1123_SUBDOMAIN_RE.fullmatch(prefix):
+        if not is_dns1123_subdomain(prefix):
             raise ValidationError(
                 f"invalid name {name!r}: prefix must be a lower-case DNS-1123 subdomain"
             )
     if not base:
         raise ValidationError(f"invalid name {name!r}: name part must be non-empty")
-    if len(base) > 63:
+    if len(base) > NAME_MAX:
         raise ValidationError(
             f"invalid name {name!r}: name part must be no more than 63 characters"
         )
-    if not _NAME_RE.fullmatch(base):
+    if not is_name_shape(base):
         raise ValidationError(
             f"invalid name {name!r}: name part must consist of alphanumeric characters, "
             "'-', '_' or '.', and must start and end with an alphanumeric character"
@@ -53,9 +57,9 @@ def check_qualified_name(name: str) -> None:
 
 def check_label_value(value: str) -> None:
     """k8s ``IsValidLabelValue``."""
-    if len(value) > 63:
+    if len(value) > NAME_MAX:
         raise ValidationError(f"invalid value {value!r}: must be no more than 63 characters")
-    if value and not _NAME_RE.fullmatch(value):
+    if value and not is_name_shape(value):
         raise ValidationError(
             f"invalid value {value!r}: must be empty or consist of alphanumeric characters, "
             "'-', '_' or '.', and must start and end with an alphanumeric character"
@@ -66,12 +70,8 @@ def namespace(name: str) -> str:
     return name.rpartition("/")[0]
 
 
-def _is_nfd_ns(ns: str, allowed: Collection[str]) -> bool:
-    return any(ns == a or ns.endswith("." + a) for a in allowed)
-
-
 def check_namespace(
-    name: str, allowed: Collection[str] = (FEATURE_NS, PROFILE_NS), extra: Collection[str] = ()
+    name: str, allowed: Collection[str] = NFD_NAMESPACES, extra: Collection[str] = ()
 ) -> None:
     """``kubernetes.io`` and ``*.kubernetes.io`` are denied unless an NFD
     namespace (or a sub-namespace of one) or listed in ``extra``."""
@@ -80,7 +80,7 @@ def check_namespace(
         raise ValidationError(f"unprefixed key {name!r} is not allowed")
     if ns in extra:
         return
-    if (ns == "kubernetes.io" or ns.endswith(".kubernetes.io")) and not _is_nfd_ns(ns, allowed):
+    if not namespace_allowed(ns, allowed):
         raise ValidationError(f"namespace {ns!r} is not allowed")
 
 

@@ -11,14 +11,18 @@ As with the hook output, a pass prints only when the result changed; logs go to 
 
 from __future__ import annotations
 
-import sys
+import time
 from collections.abc import Callable
 from typing import TextIO
 
 import yaml
 
 from nfd_gpu.config import Config
-from nfd_gpu.sinks import Publication, Sink, SinkError
+from nfd_gpu.sinks import Publication, Sink
+from nfd_gpu.sinks import featurefile as ff
+from nfd_gpu.sinks.hook import HookSink
+from nfd_gpu.sinks.nodefeature import NodeFeatureSink
+from nfd_gpu.sinks.stdout import ChangedText
 
 
 class DryRunSink:
@@ -29,29 +33,16 @@ class DryRunSink:
     ) -> None:
         self.name = name
         self.render = render
-        self.stream = stream
-        self._last: str | None = None
+        self._out = ChangedText("dry-run", stream)
 
     def publish(self, pub: Publication) -> bool:
-        text = self.render(pub)
-        if text == self._last:
-            return False
-        out = self.stream or sys.stdout
-        try:
-            out.write(text)
-            out.flush()
-        except (OSError, ValueError) as e:
-            raise SinkError(f"stdout: cannot write dry-run output: {e}") from None
-        self._last = text
-        return True
+        return self._out.write(self.render(pub))
 
     def close(self) -> None:
         return None
 
 
 def nodefeature_yaml(node_name: str, namespace: str) -> Callable[[Publication], str]:
-    from nfd_gpu.sinks.nodefeature import NodeFeatureSink
-
     sink = NodeFeatureSink(node_name=node_name, namespace=namespace, owner_refs=())
 
     def render(pub: Publication) -> str:
@@ -68,19 +59,13 @@ def dry_run_sinks(cfg: Config, stream: TextIO | None = None) -> list[Sink]:
             render = nodefeature_yaml(cfg.node_name, cfg.namespace)
             sinks.append(DryRunSink(out, render, stream))
         elif out == "featurefile":
-            from nfd_gpu.sinks import featurefile as ff
-
             path = f"{cfg.features_dir.rstrip('/')}/{cfg.features_file}"
 
             def render_file(pub: Publication, path: str = path) -> str:
-                import time
-
                 body = ff.render(pub, expires_at=time.time() + cfg.expiry, raw=cfg.raw_features)
                 return f"# would write {path}\n{body}"
 
             sinks.append(DryRunSink(out, render_file, stream))
         elif out == "hook":
-            from nfd_gpu.sinks.hook import HookSink
-
             sinks.append(HookSink(stream, raw_features=cfg.raw_features))
     return sinks

@@ -8,35 +8,22 @@ followed by an empty line as a separator.
 
 from __future__ import annotations
 
-import sys
 from typing import TextIO
 
-from nfd_gpu.sinks import Publication, SinkError
+from nfd_gpu.sinks import Publication
 from nfd_gpu.sinks.featurefile import render_body
+from nfd_gpu.sinks.stdout import ChangedText
 
 
 class HookSink:
     name = "hook"
 
     def __init__(self, stream: TextIO | None = None, *, raw_features: bool = False) -> None:
-        self.stream = stream
         self.raw_features = raw_features
-        self._last: str | None = None
+        self._out = ChangedText("hook", stream, separator="\n")
 
     def publish(self, pub: Publication) -> bool:
-        body = render_body(pub, raw=self.raw_features)
-        if body == self._last:
-            return False
-        out = self.stream or sys.stdout
-        try:
-            if self._last is not None:
-                out.write("\n")
-            out.write(body)
-            out.flush()
-        except (OSError, ValueError) as e:
-            raise SinkError(f"stdout: cannot write hook output: {e}") from None
-        self._last = body
-        return True
+        return self._out.write(render_body(pub, raw=self.raw_features))
 
     def close(self) -> None:
         return None

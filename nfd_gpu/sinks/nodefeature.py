@@ -134,7 +134,7 @@ class NodeFeatureSink:
     def _apis(self) -> Any:
         """The ``CustomObjectsApi``, built on first use (with the ``ApiClient`` when none was
         given)."""
-        import kubernetes  # lazy
+        import kubernetes  # lazy: heavy import, only for this sink
 
         if self._custom is None:
             if self._api_client is None:
@@ -146,8 +146,8 @@ class NodeFeatureSink:
     def _call(self, verb: str, fn: Callable[[], Any], resource: str = RESOURCE) -> Any:
         """Run one API call; map failures to SinkError. 404 and 409 are re-raised as
         ``_Status`` for the caller to handle."""
-        from kubernetes.client.exceptions import ApiException  # lazy
-        from urllib3.exceptions import HTTPError
+        from kubernetes.client.exceptions import ApiException  # lazy: with kubernetes
+        from urllib3.exceptions import HTTPError  # lazy: comes with kubernetes
 
         if self._aborted.is_set():
             raise SinkError(f"{verb} {self.namespace}/{self.object_name}: stopping")
@@ -454,7 +454,7 @@ def _get_raw(api_client: Any, path: str, path_params: dict[str, str], timeout: f
     generations are supported (pyproject allows kubernetes >= 29): >= 35 has
     ``param_serialize`` + ``call_api(method, url, ...)``; older ones
     ``call_api(resource_path, method, ...)`` with ``_preload_content`` (checked with 34.1)."""
-    from kubernetes.client.exceptions import ApiException  # lazy
+    from kubernetes.client.exceptions import ApiException  # lazy: with kubernetes
 
     headers = {"Accept": "application/json"}
     if hasattr(api_client, "param_serialize"):  # kubernetes >= 35
@@ -489,7 +489,7 @@ def _get_raw(api_client: Any, path: str, path_params: dict[str, str], timeout: f
 def _track_sockets(api_client: Any, sockets: weakref.WeakSet[socket.socket]) -> None:
     """Remember every socket the client's connection pools open (urllib3's public
     ``pool_classes_by_scheme`` hook), so a deadline or SIGTERM can shut them down."""
-    import urllib3  # lazy, comes with kubernetes
+    import urllib3  # lazy: comes with kubernetes
 
     pm = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
     if pm is None or getattr(pm, "_nfd_gpu_tracked", False):

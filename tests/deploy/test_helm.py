@@ -127,11 +127,11 @@ def test_schema_enums_are_the_agents() -> None:
 
     from nfd_gpu.config import OUTPUTS
     from nfd_gpu.labels.options import PROFILE_OPTIONS
-    from nfd_gpu.scan import KNOWN_PROFILES
+    from nfd_gpu.labels.registry import PROFILES
 
     props = json.loads((r.CHART / "values.schema.json").read_text())["properties"]
     assert set(props["outputs"]["items"]["enum"]) == set(OUTPUTS)
-    assert set(props["profiles"]["items"]["enum"]) == set(KNOWN_PROFILES)
+    assert set(props["profiles"]["items"]["enum"]) == set(PROFILES)
     assert set(props["profileOptions"]["items"]["enum"]) == set(PROFILE_OPTIONS)
 
 

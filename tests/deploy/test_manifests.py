@@ -341,12 +341,12 @@ def test_env_exists_in_config() -> None:
 
 
 def test_compat_profiles_exist() -> None:
-    from nfd_gpu import scan
+    from nfd_gpu.labels.registry import PROFILES
 
     env = {e["name"]: e.get("value") for e in agent_container(render("compat"))["env"]}
     wanted = env["NFD_GPU_PROFILES"].split(",")
-    assert set(wanted) <= set(scan.KNOWN_PROFILES)
-    assert set(scan.KNOWN_PROFILES) <= set(wanted), "compat should switch every profile on"
+    assert set(wanted) <= set(PROFILES)
+    assert set(PROFILES) <= set(wanted), "compat should switch every profile on"
 
 
 # -- RBAC against the NodeFeature sink -------------------------------------------------

@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 from nfd_gpu.discovery import runtime, vgpu
 from nfd_gpu.featuremap import snapshot_features
 from nfd_gpu.labels.neutral import documented
+from nfd_gpu.labels.registry import PROFILES
 from nfd_gpu.labels.validate import check_label
 from nfd_gpu.model import Snapshot
-from nfd_gpu.scan import KNOWN_PROFILES, run_scan
+from nfd_gpu.scan import run_scan
 from tests.conftest import fixture_root
 
 G = "gpu.feature.node.kubernetes.io"
@@ -270,7 +271,7 @@ def test_new_files_any_bytes(
     original = path.read_bytes()
     try:
         path.write_bytes(data)
-        r = run_scan(root, profiles=KNOWN_PROFILES)
+        r = run_scan(root, profiles=tuple(PROFILES))
         for k, v in r.labels.items():
             check_label(k, v)
         for fs in r.features["instances"].values():

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nfd_gpu.scan import KNOWN_PROFILES, run_scan
+from nfd_gpu.labels.registry import PROFILES
+from nfd_gpu.scan import run_scan
 from nfd_gpu.sinks import Publication, SinkError
 from nfd_gpu.sinks.featurefile import MAX_FILE_SIZE, FeatureFileSink, raw_feature_lines
 from tests.conftest import ALL_FIXTURES, fixture_root
@@ -34,7 +35,7 @@ def write(directory: Path, pub: Publication, raw: bool = True) -> Path:
     return directory / "nfd-gpu"
 
 
-@pytest.mark.parametrize("profile", KNOWN_PROFILES)
+@pytest.mark.parametrize("profile", list(PROFILES))
 @pytest.mark.parametrize("name", ALL_FIXTURES)
 def test_fixture_feature_file_reads_back_in_nfd(tmp_path: Path, name: str, profile: str) -> None:
     scan = run_scan(fixture_root(name), profiles=(profile,))

@@ -42,6 +42,7 @@ class FakeResult:
     warnings: list[str] = dataclasses.field(default_factory=list)
     gpu_count_by_vendor: dict[str, int] = dataclasses.field(default_factory=dict)
     errors: list[str] = dataclasses.field(default_factory=list)
+    rule_errors: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
 
 class Host:

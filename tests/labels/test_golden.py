@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from nfd_gpu.labels.options import PROFILE_OPTIONS
-from nfd_gpu.scan import KNOWN_PROFILES, run_scan
+from nfd_gpu.labels.registry import PROFILES
+from nfd_gpu.scan import run_scan
 from tests.conftest import ALL_FIXTURES, GOLDEN, fixture_root
 
 G = "gpu.feature.node.kubernetes.io"
@@ -28,7 +29,7 @@ def test_every_fixture_has_a_golden_file() -> None:
     assert sorted(p.stem for p in GOLDEN.glob("*.labels") if "." not in p.stem) == ALL_FIXTURES
 
 
-VENDOR_PROFILES = [p for p in KNOWN_PROFILES if p != "neutral"]
+VENDOR_PROFILES = [p for p in PROFILES if p != "neutral"]
 
 
 @pytest.mark.parametrize("profile", VENDOR_PROFILES)

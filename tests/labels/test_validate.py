@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -96,3 +97,27 @@ def test_filter_drops_with_warning() -> None:
 def test_check_label_never_raises_other_errors(k: str, v: str) -> None:
     with contextlib.suppress(LabelError):
         check_label(k, v)
+
+
+_KEY_PART = st.text(alphabet="aZ09.-_/\n", max_size=8)
+_KEY = st.lists(
+    st.one_of(_KEY_PART, st.sampled_from(["kubernetes.io", "feature.node.", "x" * 60, "/", ""])),
+    max_size=5,
+).map("".join)
+
+
+@given(_KEY, st.one_of(_KEY_PART, st.sampled_from(["", "x" * 63, "x" * 64, "a\n"])))
+def test_labels_and_rule_output_follow_one_name_rule(k: str, v: str) -> None:
+    """labels/validate.py and rules/validate.py word errors differently but read the same
+    rules (nfd_gpu/names.py): they accept exactly the same labels."""
+    from nfd_gpu.rules.validate import ValidationError
+    from nfd_gpu.rules.validate import check_label as check_rule_label
+
+    def accepts(check: Callable[[str, str], None], error: type[Exception]) -> bool:
+        try:
+            check(k, v)
+        except error:
+            return False
+        return True
+
+    assert accepts(check_label, LabelError) == accepts(check_rule_label, ValidationError)

@@ -40,7 +40,7 @@ COUNT = "gpu.feature.node.kubernetes.io/count"
 class AgentProcess:
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "agent_main.py"), "run", *args],
+            [sys.executable, "-m", "nfd_gpu.cli", "run", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -225,7 +225,7 @@ def test_bad_config_is_one_line_exit_2(tmp_path: Any) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text("interval: soon\n")
     proc = subprocess.run(
-        [sys.executable, os.path.join(HERE, "agent_main.py"), "run", "--config", str(cfg)],
+        [sys.executable, "-m", "nfd_gpu.cli", "run", "--config", str(cfg)],
         capture_output=True,
         text=True,
         timeout=30,

@@ -1,0 +1,350 @@
+"""The agent loop: scan -> publish, once or forever.
+
+A pass runs on a timer (``interval``), on debounced udev events (``udev.py``), and on
+SIGHUP (which also reloads the configuration; rules are re-read by every scan).
+SIGTERM/SIGINT stop the loop once the current write has finished. A failed publish is
+retried with jittered exponential back-off (capped at the interval); the agent never
+exits because the API server or the disk misbehaves. Readiness and liveness are the
+metrics server's (``metrics.py``), fed from here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import Any
+
+from nfd_gpu.agent.logs import one_line, setup_logging
+from nfd_gpu.agent.outputs import build_sinks, sink_settings
+from nfd_gpu.agent.publish import Publisher
+from nfd_gpu.agent.startup import DEFAULT_RULES_DIR, startup_line
+from nfd_gpu.agent.udev import UdevTrigger
+from nfd_gpu.config import Config, split_address
+from nfd_gpu.discovery.nvml_session import NvmlSession
+from nfd_gpu.labels.nvidia import NvidiaOptions, load_sharing_config
+from nfd_gpu.metrics import MetricsServer
+from nfd_gpu.scan import ScanResult, run_scan
+from nfd_gpu.sinks import Publication, Sink, SinkError
+
+# SIGTERM/SIGINT: the process ends within this many seconds, whatever it is waiting for.
+STOP_GRACE = 4.0
+
+log = logging.getLogger("nfd_gpu.agent")  # one logger for the agent's lines (docs/operations.md)
+
+ScanFn = Callable[..., ScanResult]
+
+
+class Agent:
+    """One node's agent: ``run()`` loops scan -> publish until stopped (or once)."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        *,
+        scan: ScanFn | None = None,
+        sinks: Sequence[Sink] | None = None,
+        reload: Callable[[], Config] | None = None,
+        metrics: Any = None,
+    ) -> None:
+        self.cfg = cfg
+        self._scan: ScanFn = scan or run_scan
+        # gfd.timestamp: fixed once per process start (as GFD), so passes stay unchanged.
+        self.started = int(time.time())
+        self.publisher = Publisher(sinks if sinks is not None else build_sinks(cfg), metrics)
+        self._reload_fn = reload
+        self.metrics = metrics
+        self.stop_event = threading.Event()
+        self._wake = threading.Event()
+        self._reload_requested = threading.Event()
+        self._udev_at: float | None = None
+        self._udev_lock = threading.Lock()
+        self._failures = 0
+        self._last_warnings: list[str] = []
+        self._rng = random.Random()
+        self.metrics_server: Any = None
+        self.passes = 0
+        self._last_good: Publication | None = None  # what the last complete scan found
+        self._stop_at: float | None = None  # monotonic deadline once SIGTERM arrived
+        self._done = threading.Event()  # run() has finished (the watchdog stands down)
+        self._nvml: NvmlSession | None = None  # kept across passes (built on first use)
+        self._nvml_state: tuple[str, str | None] = ("none", None)
+
+    @property
+    def sinks(self) -> list[Sink]:
+        return self.publisher.sinks
+
+    # signals / triggers
+    def request_stop(self, *_: Any) -> None:
+        """Stop: the loop ends after the current pass; in-flight API requests are cut
+        off (``Sink.abort``) and a watchdog ends the process STOP_GRACE seconds later
+        whatever is still running (every write is atomic, so nothing is damaged)."""
+        if self._stop_at is None:
+            self._stop_at = time.monotonic() + STOP_GRACE
+        self.stop_event.set()
+        self._wake.set()
+        for sink in self.sinks:
+            abort = getattr(sink, "abort", None)
+            if abort is not None:
+                abort()
+
+    def request_reload(self, *_: Any) -> None:
+        self._reload_requested.set()
+        self._wake.set()
+
+    def udev_event(self) -> None:
+        with self._udev_lock:
+            self._udev_at = time.monotonic()
+        self._wake.set()
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def on_stop(signum: int, _frame: FrameType | None) -> None:
+            log.info("received %s, stopping after the current pass", signal.Signals(signum).name)
+            first = self._stop_at is None
+            self.request_stop()
+            if first:
+                threading.Thread(target=self._watchdog, name="stop-watchdog", daemon=True).start()
+
+        def on_hup(signum: int, _frame: FrameType | None) -> None:
+            log.info("received SIGHUP: reloading configuration and rescanning")
+            self.request_reload()
+
+        signal.signal(signal.SIGTERM, on_stop)
+        signal.signal(signal.SIGINT, on_stop)
+        signal.signal(signal.SIGHUP, on_hup)
+
+    def _watchdog(self) -> None:
+        """Runs after SIGTERM/SIGINT: the process is gone STOP_GRACE seconds later."""
+        if self._done.wait(STOP_GRACE):
+            return
+        log.error("stop: the current pass did not end within %.0f s, exiting now", STOP_GRACE)
+        logging.shutdown()
+        os._exit(0)
+
+    # one pass
+    def scan(self) -> ScanResult:
+        kwargs: dict[str, Any] = {"profiles": self.cfg.profiles}
+        if self.cfg.profile_options:
+            kwargs["profile_options"] = self.cfg.profile_options
+        if "nvidia" in self.cfg.profiles and (
+            self.cfg.mig_strategy != "none" or self.cfg.sharing_config or self.cfg.gfd_timestamp
+        ):
+            kwargs["nvidia_options"] = self._nvidia_options()
+        kwargs["nvml"] = self._nvml_session()
+        rules = self.cfg.rules
+        if rules is None and os.path.isdir(DEFAULT_RULES_DIR):
+            rules = DEFAULT_RULES_DIR
+        if rules:
+            # One broken rule must not take the others (or the agent) down.
+            kwargs["rules_path"] = rules
+            kwargs["tolerant_rules"] = True
+        return self._scan(self.cfg.root, **kwargs)
+
+    def _nvml_session(self) -> NvmlSession:
+        """One NVML session for the agent's life: NVML stays initialised between passes and
+        the last NVML facts are kept while the same GPUs and driver are present."""
+        if self._nvml is None or self._nvml.mode != self.cfg.nvml:
+            if self._nvml is not None:
+                self._nvml.close()
+            self._nvml = NvmlSession(self.cfg.nvml, keep=True)
+        return self._nvml
+
+    def _nvidia_options(self) -> NvidiaOptions:
+        """MIG strategy and sharing config; the file is re-read every pass (a bad one warns).
+
+        ``gfd.timestamp`` (``gfd_timestamp``) is the agent's start time, the same every pass."""
+        strategy = self.cfg.mig_strategy if self.cfg.mig_strategy != "none" else None
+        stamp = self.started if self.cfg.gfd_timestamp else None
+        if self.cfg.sharing_config:
+            try:
+                return load_sharing_config(self.cfg.sharing_config, strategy, stamp)
+            except ValueError as exc:
+                log.warning("sharing config ignored: %s", exc)
+        return NvidiaOptions(mig_strategy=self.cfg.mig_strategy, timestamp=stamp)
+
+    def run_pass(self) -> bool:
+        """Scan and publish once. True when every sink holds a complete scan's result.
+
+        The invariant: only what a complete, successful scan found is published. A scan
+        that raised, or that hit an error it did not expect (out of descriptors or
+        memory, a directory listing that failed: ``result.errors``), publishes nothing
+        new: the last good publication is handed to the sinks again (so a feature file's
+        expiry is refreshed and nothing changes on the API server), the reason is logged
+        and counted (``nfd_gpu_scans_total{result="error"|"incomplete"}``) and /readyz
+        reports it."""
+        self.passes += 1
+        t0 = time.perf_counter()
+        try:
+            result = self.scan()
+        except Exception as exc:
+            if type(exc).__name__ == "NvmlRequired":  # --nvml on: keep the last publication
+                log.error("scan: %s; keeping the last good labels", exc)
+            else:
+                # RecursionError, MemoryError, a bug: never a reason to drop labels
+                log.error(
+                    "scan failed, keeping the last good labels: %s", one_line(exc), exc_info=True
+                )
+            if self.metrics is not None:
+                self.metrics.observe_scan("error", time.perf_counter() - t0)
+            return self._keep_last_good(f"scan failed: {one_line(exc)}")
+        duration = time.perf_counter() - t0
+        nvml = self._nvml
+        if nvml is not None:
+            if (nvml.status, nvml.reason) != self._nvml_state:
+                self._nvml_state = (nvml.status, nvml.reason)
+                why = f" ({nvml.reason})" if nvml.reason else ""
+                log.info("NVIDIA facts from: %s%s", nvml.status, why)
+            if self.metrics is not None:
+                self.metrics.observe_nvml(nvml.status)
+        if result.warnings != self._last_warnings:
+            for w in result.warnings:
+                log.warning("scan: %s", w)
+            self._last_warnings = list(result.warnings)
+        errors = result.errors
+        if errors:
+            log.error(
+                "scan incomplete (%d error(s)), keeping the last good labels: %s",
+                len(errors),
+                errors[0],
+            )
+            if self.metrics is not None:
+                self.metrics.observe_scan("incomplete", duration)
+            return self._keep_last_good(f"scan incomplete: {errors[0]}")
+        if self.metrics is not None:
+            self.metrics.observe_scan(
+                "warning" if result.warnings else "ok",
+                duration,
+                gpus=result.gpu_count_by_vendor,
+                labels=len(result.labels),
+                warnings=len(result.warnings),
+                rule_errors=len(result.rule_errors),
+            )
+        pub = Publication(dict(result.labels), result.features)
+        self._last_good = pub
+        ok = self._publish(pub)
+        if self.metrics is not None:
+            if ok:
+                self.metrics.published_all()
+            self.metrics.beat()
+        return ok
+
+    def _keep_last_good(self, reason: str) -> bool:
+        """Hand the last good publication to the sinks again; the pass still fails."""
+        self.publisher.transient = False
+        if self._last_good is not None:
+            self._publish(self._last_good)
+        if self.metrics is not None:
+            self.metrics.not_ready(reason + " (the last good labels are kept)")
+            self.metrics.beat()
+        return False
+
+    def _publish(self, pub: Publication) -> bool:
+        return self.publisher.publish(pub, self._stopping)
+
+    def _stopping(self) -> bool:
+        """Stop requested and its grace period over: no further sink is written."""
+        return (
+            self.stop_event.is_set()
+            and self._stop_at is not None
+            and time.monotonic() >= self._stop_at
+        )
+
+    def _reload(self) -> None:
+        self._reload_requested.clear()
+        if self._reload_fn is None:
+            return
+        try:
+            new = self._reload_fn()
+        except Exception as e:  # ConfigError, SinkError from a new kubeconfig
+            log.error("reload failed, keeping the previous configuration: %s", e)
+            return
+        if sink_settings(new) != sink_settings(self.cfg):
+            try:
+                sinks = build_sinks(new)
+            except SinkError as e:
+                log.error("reload failed, keeping the previous configuration: %s", e)
+                return
+            self.publisher.sinks = sinks
+        self.cfg = new
+        setup_logging(new.log_format, new.log_level)
+        log.info("configuration reloaded")
+
+    def _delay(self, ok: bool) -> float:
+        if ok:
+            self._failures = 0
+            return self.cfg.interval
+        self._failures += 1
+        if not self.publisher.transient:
+            return self.cfg.interval
+        backoff = min(self.cfg.interval, 0.5 * 2 ** min(self._failures - 1, 10))
+        return float(backoff * self._rng.uniform(0.8, 1.2))
+
+    def _wait(self, delay: float) -> None:
+        deadline = time.monotonic() + delay
+        while not self.stop_event.is_set():
+            if self._reload_requested.is_set():
+                return
+            with self._udev_lock:
+                udev_at = self._udev_at
+            now = time.monotonic()
+            if udev_at is not None:
+                quiet_until = udev_at + self.cfg.udev_debounce
+                if now >= quiet_until:
+                    with self._udev_lock:
+                        self._udev_at = None
+                    return
+                deadline = min(deadline, quiet_until)
+            if now >= deadline:
+                return
+            self._wake.wait(deadline - now)
+            self._wake.clear()
+
+    def start_metrics(self) -> None:
+        if not self.cfg.metrics_address or self.metrics is None:
+            return
+        host, port = split_address(self.cfg.metrics_address)
+        self.metrics.liveness_timeout = max(300.0, 5 * self.cfg.interval)
+        self.metrics_server = MetricsServer(self.metrics, host, port).start()
+        h, p = self.metrics_server.address
+        log.info("metrics listening on http://%s:%d/metrics", h, p)
+
+    def run(self) -> int:
+        """The loop. Returns the exit code (oneshot: 0 if published, 1 if not)."""
+        self._install_signals()
+        log.info("%s", startup_line(self.cfg))
+        self.start_metrics()
+        udev: UdevTrigger | None = None
+        if self.cfg.udev and not self.cfg.oneshot:
+            udev = UdevTrigger(self.udev_event)
+            if not udev.start():
+                udev = None
+        code = 0
+        try:
+            while not self.stop_event.is_set():
+                if self._reload_requested.is_set():
+                    self._reload()
+                ok = self.run_pass()
+                if self.cfg.oneshot:
+                    code = 0 if ok else 1
+                    break
+                self._wait(self._delay(ok))
+        finally:
+            if udev is not None:
+                udev.stop()
+            for sink in self.sinks:
+                sink.close()
+            if self._nvml is not None:
+                self._nvml.close()
+            if self.metrics_server is not None:
+                self.metrics_server.stop()
+        log.info("stopped after %d passes", self.passes)
+        self._done.set()
+        return code

@@ -1,0 +1,89 @@
+"""Publishing: one publication handed to every sink, and the change line.
+
+A failing sink is logged and counted and the others still get the publication; whether
+the failure may pass by itself (``transient``) decides the back-off. One log line per
+publish that changed something."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from nfd_gpu.agent.logs import one_line
+from nfd_gpu.features import Features
+from nfd_gpu.sinks import Publication, Sink, SinkError
+
+log = logging.getLogger("nfd_gpu.agent")  # one logger for the agent's lines (docs/operations.md)
+
+
+def label_changes(old: dict[str, str] | None, new: dict[str, str]) -> tuple[int, int, int]:
+    """(added, removed, changed) label counts from ``old`` (None: nothing published) to
+    ``new``."""
+    old = old or {}
+    added = sum(1 for k in new if k not in old)
+    removed = sum(1 for k in old if k not in new)
+    changed = sum(1 for k, v in new.items() if k in old and old[k] != v)
+    return added, removed, changed
+
+
+class Publisher:
+    """The sinks, and what the last publish that wrote to any of them held."""
+
+    def __init__(self, sinks: Sequence[Sink], metrics: Any) -> None:
+        self.sinks: list[Sink] = list(sinks)
+        self.metrics = metrics
+        self.transient = False  # the last publish failed in a way that may pass by itself
+        # labels and features of the last publish that wrote (for the change log line)
+        self._published: dict[str, str] | None = None
+        self._published_features: Features | None = None
+
+    def publish(self, pub: Publication, stopping: Callable[[], bool]) -> bool:
+        """Every sink in order (until ``stopping()``); True when all of them hold ``pub``."""
+        ok = True
+        written: list[str] = []
+        self.transient = False
+        for sink in self.sinks:
+            if stopping():
+                ok = False
+                break
+            try:
+                wrote = sink.publish(pub)
+            except Exception as e:  # SinkError, or a bug: the loop (and the labels) survive
+                ok = False
+                transient = isinstance(e, SinkError) and e.transient
+                self.transient = self.transient or transient
+                if isinstance(e, SinkError):
+                    log.error("%s: %s", sink.name, e)
+                else:
+                    log.error("%s: unexpected %s", sink.name, one_line(e), exc_info=True)
+                if self.metrics is not None:
+                    self.metrics.observe_publish(sink.name, "error")
+                    self.metrics.not_ready(f"{sink.name}: {e}")
+                continue
+            if self.metrics is not None:
+                self.metrics.observe_publish(sink.name, "written" if wrote else "unchanged")
+            if wrote:
+                written.append(sink.name)
+        if written:
+            self._log_change(written, pub)
+        return ok
+
+    def _log_change(self, sinks: list[str], pub: Publication) -> None:
+        """One line per publish that changed something: label counts added / removed /
+        changed (a feature-file expiry refresh changes nothing and logs only its write)."""
+        added, removed, changed = label_changes(self._published, pub.labels)
+        features_changed = pub.features != self._published_features
+        if self._published is None or added or removed or changed or features_changed:
+            log.info(
+                "published %d labels to %s: %d added, %d removed, %d changed%s",
+                len(pub.labels),
+                ", ".join(sinks),
+                added,
+                removed,
+                changed,
+                ", raw features changed" if features_changed and self._published else "",
+            )
+        self._published = dict(pub.labels)
+        self._published_features = copy.deepcopy(pub.features)

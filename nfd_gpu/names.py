@@ -1,0 +1,48 @@
+"""Kubernetes name rules: the one place that says what a label name, a label value, a
+qualified-name prefix and an allowed namespace are.
+
+Both validators read it: ``labels/validate.py`` (every label a profile emits) and
+``rules/validate.py`` (rule output, as nfd-master filters it). They only word the
+errors, each in its own established form.
+
+- name part: 1-63 characters, ``([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]``
+  (k8s ``IsQualifiedName``); a label value is empty or the same shape;
+- prefix: a lower-case DNS-1123 subdomain of at most 253 characters;
+- namespaces (nfd-master's default policy): ``kubernetes.io`` and
+  ``*.kubernetes.io`` are denied except the NFD namespaces
+  ``feature.node.kubernetes.io``, ``profile.node.kubernetes.io`` and their
+  sub-namespaces.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+
+NAME_MAX = 63
+PREFIX_MAX = 253
+FEATURE_NS = "feature.node.kubernetes.io"
+PROFILE_NS = "profile.node.kubernetes.io"
+NFD_NAMESPACES = (FEATURE_NS, PROFILE_NS)
+
+_NAME_RE = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN_RE = re.compile(rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*")
+
+
+def is_name_shape(s: str) -> bool:
+    """Non-empty, alphanumeric ends, ``[-A-Za-z0-9_.]`` inside (length not checked)."""
+    return _NAME_RE.fullmatch(s) is not None
+
+
+def is_dns1123_subdomain(s: str) -> bool:
+    """A qualified name's prefix: lower-case DNS-1123 subdomain, at most 253 characters."""
+    return len(s) <= PREFIX_MAX and _DNS1123_SUBDOMAIN_RE.fullmatch(s) is not None
+
+
+def namespace_allowed(ns: str, allowed: Collection[str] = NFD_NAMESPACES) -> bool:
+    """nfd-master's rule: ``kubernetes.io`` and ``*.kubernetes.io`` only when ``ns`` is
+    one of ``allowed`` or a sub-namespace of one; any other namespace is allowed."""
+    if ns == "kubernetes.io" or ns.endswith(".kubernetes.io"):
+        return any(ns == a or ns.endswith("." + a) for a in allowed)
+    return True
