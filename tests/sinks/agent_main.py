@@ -1,4 +1,4 @@
-"""Run ``nfd_gpu.run_cli`` as a subprocess for the agent tests.
+"""Run ``nfd-gpu`` (``nfd_gpu.cli``) as a subprocess for the agent tests.
 
 Uses the real ``nfd_gpu.scan`` when it exists, else (or with NFD_GPU_TEST_FAKE_SCAN=1)
 the stand-in from fake_scan.py.
@@ -25,7 +25,7 @@ if use_fake:
 
     sys.modules["nfd_gpu.scan"] = fake_scan
 
-from nfd_gpu.run_cli import main
+from nfd_gpu.cli import main
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
