@@ -16,6 +16,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from generated_doc import write_or_check  # scripts/generated_doc.py, beside this script
+
 from nfd_gpu.settings import SETTINGS, default, env_var, fill, flags
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
@@ -47,15 +49,8 @@ def render(text: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = DOC.read_text(encoding="utf-8")
-    want = render(text)
-    if "--check" in argv:
-        if text != want:
-            print(f"{DOC}: out of date; run: python scripts/config_docs.py", file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(want, encoding="utf-8")
-    return 0
+    want = render(DOC.read_text(encoding="utf-8"))
+    return write_or_check(DOC, want, argv, "python scripts/config_docs.py")
 
 
 if __name__ == "__main__":
