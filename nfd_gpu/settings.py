@@ -315,8 +315,13 @@ FIELDS: dict[str, dataclasses.Field[Any]] = {f.name: f for f in dataclasses.fiel
 SETTINGS: dict[str, Setting] = {k: f.metadata["setting"] for k, f in FIELDS.items()}
 
 # how a value of each annotation is read from the environment or the config file
-_KINDS = {"float": "float", "bool": "bool", "tuple[str, ...]": "list", "str": "str"}
-_KINDS["str | None"] = "str"
+_KINDS = {
+    "float": "float",
+    "bool": "bool",
+    "tuple[str, ...]": "list",
+    "str": "str",
+    "str | None": "str",
+}
 KINDS: dict[str, str] = {k: _KINDS[str(f.type)] for k, f in FIELDS.items()}
 
 
