@@ -1,11 +1,11 @@
-"""One configuration object for ``nfd-gpu run``.
+"""Load the configuration of ``nfd-gpu run``: the settings declared in
+:mod:`nfd_gpu.settings` from defaults, a YAML file, the environment and flags.
 
 Precedence, lowest first: built-in defaults < YAML config file < Kubernetes downward-API
 environment (``NODE_NAME``, ``POD_NAMESPACE``, ``POD_NAME``, ``POD_UID``, ``KUBECONFIG``)
 < ``NFD_GPU_<KEY>`` environment < command-line flags.
 
-Every key is documented in ``docs/configuration.md``; :data:`KEYS` is the single table the
-loader, the env reader and the docs test use.
+Every key is documented in ``docs/configuration.md``, generated from the same declaration.
 """
 
 from __future__ import annotations
@@ -13,17 +13,28 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
-DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d/"
-OUTPUTS = ("featurefile", "nodefeature", "hook")
-OWNER_REF_KINDS = ("pod", "ds")
-LOG_FORMATS = ("text", "json")
-LOG_LEVELS = ("debug", "info", "warning", "error")
-MIG_STRATEGIES = ("auto", "none", "single", "mixed")  # nfd_gpu.labels.nvidia.MIG_STRATEGIES
+from nfd_gpu.labels import registry
+from nfd_gpu.labels.nvidia import MIG_STRATEGIES
+from nfd_gpu.labels.options import check
+from nfd_gpu.settings import (
+    CONFIG_ENV,
+    ENV_PREFIX,
+    KINDS,
+    LOG_FORMATS,
+    LOG_LEVELS,
+    OUTPUTS,
+    OWNER_REF_KINDS,
+    SETTINGS,
+    Config,
+    words,
+)
+
+__all__ = ["OUTPUTS", "Config", "ConfigError", "hostname_node_name", "load", "split_address"]
+
 NVML_MODES = ("auto", "on", "off")  # nfd_gpu.discovery.nvml_session.NVML_MODES
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 DRY_RUN_NAMESPACE = "nfd-gpu"  # the namespace deploy/ installs into
@@ -33,96 +44,18 @@ class ConfigError(ValueError):
     """A user-caused configuration problem; the message is one line naming the source."""
 
 
-@dataclass(frozen=True)
-class Config:
-    """Settings of the agent. Field names are the YAML keys; env is ``NFD_GPU_<UPPER>``."""
-
-    interval: float = 60.0
-    oneshot: bool = False
-    outputs: tuple[str, ...] = ("featurefile",)
-    root: str = "/"
-    profiles: tuple[str, ...] = ("neutral",)
-    profile_options: tuple[str, ...] = ()
-    mig_strategy: str = "none"
-    sharing_config: str | None = None
-    gfd_timestamp: bool = False
-    nvml: str = "auto"
-    rules: str | None = None
-    features_dir: str = DEFAULT_FEATURES_DIR
-    features_file: str = "nfd-gpu"
-    expiry: float = 3600.0
-    raw_features: bool = False
-    remove_on_exit: bool = False
-    node_name: str | None = None
-    namespace: str | None = None
-    pod_name: str | None = None
-    pod_uid: str | None = None
-    owner_refs: tuple[str, ...] = ("pod", "ds")
-    kubeconfig: str | None = None
-    api_timeout: float = 10.0
-    resync_interval: float = 3600.0
-    metrics_address: str = ""
-    log_format: str = "text"
-    log_level: str = "info"
-    udev: bool = True
-    udev_debounce: float = 2.0
-    dry_run: bool = False
-
-    @property
-    def object_name(self) -> str:
-        """Name of this node's NodeFeature object."""
-        return f"nfd-gpu-{self.node_name}"
-
-
-# key -> (kind, help). kind drives parsing of env/YAML values.
-KEYS: dict[str, tuple[str, str]] = {
-    "interval": ("float", "seconds between passes"),
-    "oneshot": ("bool", "one pass, publish, exit"),
-    "outputs": ("list", "sinks: featurefile, nodefeature, hook (several allowed)"),
-    "root": ("str", "host root to scan"),
-    "profiles": ("list", "label profiles"),
-    "profile_options": ("list", "opt-in label groups of the profiles (amd-beta, ...)"),
-    "mig_strategy": ("str", "nvidia profile MIG strategy: none (default), single, mixed, auto"),
-    "sharing_config": ("str", "device-plugin config file for the nvidia profile (sharing)"),
-    "gfd_timestamp": ("bool", "nvidia profile: emit gfd.timestamp (agent start, Unix seconds)"),
-    "nvml": ("str", "NVML use: auto (recording, else library, else procfs), on (required), off"),
-    "rules": ("str", "NodeFeatureRule file or directory"),
-    "features_dir": ("str", "feature-file directory"),
-    "features_file": ("str", "feature-file name"),
-    "expiry": ("float", "seconds until feature-file labels expire"),
-    "raw_features": ("bool", "also write raw features as '# +no-label' lines"),
-    "remove_on_exit": ("bool", "remove the feature file on exit"),
-    "node_name": ("str", "node name"),
-    "namespace": ("str", "namespace of the NodeFeature object"),
-    "pod_name": ("str", "own pod name (owner reference)"),
-    "pod_uid": ("str", "own pod uid (owner reference)"),
-    "owner_refs": ("list", "owner references: pod, ds (empty list disables)"),
-    "kubeconfig": ("str", "kubeconfig path (default: in-cluster, then ~/.kube/config)"),
-    "api_timeout": ("float", "API request timeout in seconds"),
-    "resync_interval": ("float", "seconds between NodeFeature resync GETs (jittered)"),
-    "metrics_address": ("str", "host:port for /metrics /healthz /readyz; empty disables"),
-    "log_format": ("str", "text or json"),
-    "log_level": ("str", "debug, info, warning, error"),
-    "udev": ("bool", "trigger passes on pci/drm udev events when available"),
-    "udev_debounce": ("float", "seconds of quiet after a udev event before a pass"),
-    "dry_run": ("bool", "print what each output would write instead of writing; no cluster"),
-}
+# key -> kind ("float", "bool", "list", "str"): the keys of the file and of NFD_GPU_<KEY>
+KEYS: dict[str, str] = KINDS
 
 # Standard Kubernetes env (downward API), below NFD_GPU_* in precedence.
-STANDARD_ENV = {
-    "NODE_NAME": "node_name",
-    "POD_NAMESPACE": "namespace",
-    "POD_NAME": "pod_name",
-    "POD_UID": "pod_uid",
-    "KUBECONFIG": "kubeconfig",
-}
+STANDARD_ENV: dict[str, str] = {s.k8s_env: k for k, s in SETTINGS.items() if s.k8s_env}
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
 def _coerce(key: str, value: Any, source: str) -> Any:
-    kind = KEYS[key][0]
+    kind = KEYS[key]
     where = f"{source}: {key}"
     if kind == "float":
         if isinstance(value, bool):
@@ -187,9 +120,9 @@ def read_env(env: Mapping[str, str]) -> dict[str, Any]:
         if env.get(var):
             out[key] = env[var]
     for var, value in env.items():
-        if not var.startswith("NFD_GPU_") or var == "NFD_GPU_CONFIG":
+        if not var.startswith(ENV_PREFIX) or var == CONFIG_ENV:
             continue
-        key = var[len("NFD_GPU_") :].lower()
+        key = var[len(ENV_PREFIX) :].lower()
         if key not in KEYS:
             raise ConfigError(f"environment: unknown variable {var}")
         out[key] = _coerce(key, value, f"environment {var}")
@@ -207,13 +140,9 @@ def _validate(cfg: Config) -> None:
     for o in cfg.outputs:
         if o not in OUTPUTS:
             raise bad(f"unknown output {o!r} (choose from {', '.join(OUTPUTS)})")
-    from nfd_gpu.labels import registry  # light: no vendor library is imported
-
     unknown = registry.unknown(cfg.profiles)
     if unknown is not None:
         raise bad(f"unknown label profile {unknown!r} (choose from {registry.known()})")
-    from nfd_gpu.labels.options import check
-
     problem = check(cfg.profile_options, cfg.profiles)
     if problem:
         raise bad(problem)
@@ -229,7 +158,7 @@ def _validate(cfg: Config) -> None:
     if cfg.nvml not in NVML_MODES:
         raise bad(f"nvml must be one of {', '.join(NVML_MODES)}, got {cfg.nvml!r}")
     if cfg.log_format not in LOG_FORMATS:
-        raise bad(f"log_format must be text or json, got {cfg.log_format!r}")
+        raise bad(f"log_format must be {words(LOG_FORMATS)}, got {cfg.log_format!r}")
     if cfg.log_level not in LOG_LEVELS:
         raise bad(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {cfg.log_level!r}")
     if "featurefile" in cfg.outputs:
@@ -284,7 +213,7 @@ def load(
 ) -> Config:
     """Build the Config: defaults < file < env < flags (flags with value None are unset)."""
     env = os.environ if env is None else env
-    path = config_path or env.get("NFD_GPU_CONFIG") or None
+    path = config_path or env.get(CONFIG_ENV) or None
     values: dict[str, Any] = {}
     if path:
         values.update(read_file(path))

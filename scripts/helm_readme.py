@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from generated_doc import write_or_check  # scripts/generated_doc.py, beside this script
 
 CHART = Path(__file__).resolve().parents[1] / "deploy" / "helm" / "nfd-gpu"
 KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z][A-Za-z0-9_]*):")
@@ -91,15 +92,7 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> int:
-    readme = CHART / "README.md"
-    want = render()
-    if "--check" in argv:
-        if not readme.is_file() or readme.read_text(encoding="utf-8") != want:
-            print(f"{readme}: out of date; run: python scripts/helm_readme.py", file=sys.stderr)
-            return 1
-        return 0
-    readme.write_text(want, encoding="utf-8")
-    return 0
+    return write_or_check(CHART / "README.md", render(), argv, "python scripts/helm_readme.py")
 
 
 if __name__ == "__main__":

@@ -16,13 +16,14 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "nfd_gpu"
 
 # Highest first: (components, independent). A component is a module or a package prefix;
-# the longest matching component wins (nfd_gpu.rules.cli is a command, not the library).
+# the longest matching component wins.
 LAYERS: list[tuple[tuple[str, ...], bool]] = [
-    (("nfd_gpu.cli", "nfd_gpu.run_cli", "nfd_gpu.rules.cli"), False),
+    (("nfd_gpu.cli",), False),
     (
         (
             "nfd_gpu.agent",
             "nfd_gpu.config",
+            "nfd_gpu.settings",
             "nfd_gpu.sinks",
             "nfd_gpu.metrics",
             "nfd_gpu.snapshot",

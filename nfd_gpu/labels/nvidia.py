@@ -73,7 +73,8 @@ def _version_labels(prefix: str, version: str, names: tuple[str, str, str]) -> d
     return out
 
 
-MIG_STRATEGIES = ("auto", "none", "single", "mixed")
+GFD_MIG_STRATEGIES = ("none", "single", "mixed")  # GFD's --mig-strategy; none: its default
+MIG_STRATEGIES = ("auto", *GFD_MIG_STRATEGIES)  # auto: nfd-gpu's own (module docstring)
 SHARING_STRATEGIES = ("time-slicing", "mps")
 GPU_RESOURCE = "nvidia.com/gpu"
 _MIG_ATTRS = (
@@ -339,7 +340,10 @@ def load_sharing_config(
         raise ValueError(f"{path}: flags: expected a mapping")
     strat = mig_strategy or flags.get("migStrategy") or "none"
     if strat not in MIG_STRATEGIES:
-        raise ValueError(f"{path}: flags.migStrategy: {strat!r} is not none, single or mixed")
+        gfd = GFD_MIG_STRATEGIES
+        raise ValueError(
+            f"{path}: flags.migStrategy: {strat!r} is not {', '.join(gfd[:-1])} or {gfd[-1]}"
+        )
     sharing = doc.get("sharing") or {}
     if not isinstance(sharing, dict):
         raise ValueError(f"{path}: sharing: expected a mapping")

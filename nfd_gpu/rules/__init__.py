@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from nfd_gpu.rules.loader import load_rules, ruleset_from_documents
     from nfd_gpu.rules.model import Rule, RuleError, RuleObject, RuleSet
 
-# Imported on first use: `nfd-gpu` builds its CLI from nfd_gpu.rules.cli on every
+# Imported on first use: `nfd-gpu` builds its CLI (nfd_gpu/cli/rules.py) on every
 # start, and the engine (templates, regex translation) is not needed for a scan.
 _LAZY = {
     "RuleOutput": "engine",

@@ -289,20 +289,6 @@ def _options(command_name: str) -> dict[str, Any] | None:
 
     group: Any = typer.main.get_command(app)
     cmd = group.commands.get(command_name)
-    if cmd is None and command_name == "run":
-        # the agent's module may exist before cli.py mounts it: register it ourselves
-        try:
-            from nfd_gpu import run_cli  # type: ignore[attr-defined, unused-ignore]
-        except ImportError:
-            return None
-        probe = typer.Typer()
-        run_cli.register(probe)
-
-        @probe.callback()
-        def _root() -> None:
-            """Probe app."""
-
-        cmd = typer.main.get_command(probe).commands.get("run")  # type: ignore[attr-defined]
     if cmd is None:
         return None
     out = {}

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from nfd_gpu.rules.cli import FeatureFileError, features_from_document
 from nfd_gpu.rules.engine import evaluate
+from nfd_gpu.rules.features_doc import FeatureFileError, features_from_document
 from nfd_gpu.rules.loader import ruleset_from_documents
 from nfd_gpu.rules.model import RuleError
 

@@ -32,7 +32,7 @@ def test_sigterm_ends_a_trickled_write_within_5_s(tmp_path: Path, k8s_server: Fa
         "--log-format", "json", "--no-udev", "--interval", "300",
     ]  # fmt: skip
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nfd_gpu.run_cli", "run", *args],
+        [sys.executable, "-m", "nfd_gpu.cli", "run", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

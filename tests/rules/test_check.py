@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from nfd_gpu.rules.cli import rules_app
+from nfd_gpu.cli.rules import rules_app
 from tests.rules.conftest import DATA, REPO
 
 BROKEN = DATA / "broken"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nfd_gpu.rules import evaluate, load_rules
-from nfd_gpu.rules.cli import read_features_file
+from nfd_gpu.rules.features_doc import read_features_file
 from tests.rules.conftest import DATA, REPO
 
 G = "gpu.feature.node.kubernetes.io/"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from nfd_gpu.cli.rules import rules_app
 from nfd_gpu.rules import RuleError, evaluate, load_rules
-from nfd_gpu.rules.cli import rules_app
 from nfd_gpu.scan import run_scan
 from tests.rules.conftest import DATA, FIXTURES, REPO
 

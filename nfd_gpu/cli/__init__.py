@@ -1,0 +1,101 @@
+"""``nfd-gpu`` command line: a thin typer layer over scan / snapshot / run / rules.
+
+One command group per module: ``scan.py``, ``snapshot.py``, ``run.py``, ``rules.py``; their
+options come from the declaration of the settings (``nfd_gpu/settings.py``, through
+``options.py``). ``main`` is the console entry point (``nfd_gpu.cli:main``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Annotated
+
+import typer
+
+from nfd_gpu import __version__
+from nfd_gpu.cli import rules, run, scan, snapshot
+from nfd_gpu.cli.options import SettingsCommand
+from nfd_gpu.cli.scan import SCAN_API_VERSION
+
+__all__ = ["SCAN_API_VERSION", "app", "main"]
+
+
+def _usage_error_types() -> tuple[type[Exception], ...]:
+    """click's UsageError: typer >= 0.29 vendors click as ``typer._click``."""
+    found: list[type[Exception]] = []
+    for mod in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            found.append(importlib.import_module(mod).UsageError)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+_USAGE_ERRORS = _usage_error_types()
+
+
+app = typer.Typer(
+    name="nfd-gpu",
+    help="GPU feature discovery for Kubernetes Node Feature Discovery (NFD).",
+    no_args_is_help=True,
+    # typer's shell completion: --install-completion / --show-completion, or
+    # eval "$(_NFD_GPU_COMPLETE=bash_source nfd-gpu)" (docs/operations.md).
+    add_completion=True,
+    pretty_exceptions_enable=False,
+)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"nfd-gpu {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the version and exit.",
+            callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
+    """GPU feature discovery for Kubernetes Node Feature Discovery (NFD)."""
+
+
+def version() -> None:
+    """Print the nfd-gpu version."""
+    typer.echo(f"nfd-gpu {__version__}")
+
+
+# the order of `nfd-gpu --help`
+app.command(cls=SettingsCommand)(scan.scan)
+app.command()(snapshot.snapshot)
+app.command("run", cls=SettingsCommand)(run.run_command)
+app.command()(version)
+app.add_typer(rules.rules_app, name="rules")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: usage errors become one line and exit 2."""
+    try:
+        rv = app(args=argv, standalone_mode=False)
+    except _USAGE_ERRORS as exc:
+        ctx = getattr(exc, "ctx", None)
+        where = getattr(ctx, "command_path", None) or "nfd-gpu"
+        message = " ".join(str(exc.format_message()).split())  # type: ignore[attr-defined]
+        if message:
+            print(f"{where}: error: {message}", file=sys.stderr)
+        return 2
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except typer.Abort:
+        print("nfd-gpu: aborted", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+    return rv if isinstance(rv, int) else 0

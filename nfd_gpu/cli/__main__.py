@@ -1,0 +1,7 @@
+"""``python -m nfd_gpu.cli``: the ``nfd-gpu`` command."""
+
+import sys
+
+from nfd_gpu.cli import main
+
+sys.exit(main())

@@ -1,0 +1,174 @@
+"""``nfd-gpu scan``: one pass over this host (or ``--root``), printed."""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from nfd_gpu.cli.common import check_root, fail
+from nfd_gpu.cli.options import RootOption, scan_option
+from nfd_gpu.settings import Config, choices, words
+
+if TYPE_CHECKING:
+    from nfd_gpu.scan import ScanResult
+
+# ``scan --format json`` / ``yaml`` documents: nfd_gpu/data/scan-v1.schema.json.
+SCAN_API_VERSION = "nfd-gpu/v1"
+
+
+class Format(str, enum.Enum):
+    labels = "labels"
+    json = "json"
+    yaml = "yaml"
+    table = "table"
+
+
+def scan(
+    root: RootOption = Config.root,
+    fmt: Annotated[
+        Format, typer.Option("--format", "-f", help="Output format.", case_sensitive=False)
+    ] = Format.labels,
+    rules: Annotated[str | None, scan_option("rules")] = None,
+    profiles: Annotated[list[str] | None, scan_option("profiles")] = None,
+    profile_options: Annotated[list[str] | None, scan_option("profile_options")] = None,
+    mig_strategy: Annotated[str | None, scan_option("mig_strategy")] = None,
+    sharing_config: Annotated[str | None, scan_option("sharing_config")] = None,
+    gfd_timestamp: Annotated[bool, scan_option("gfd_timestamp")] = Config.gfd_timestamp,
+    nvml: Annotated[str, scan_option("nvml")] = Config.nvml,
+) -> None:
+    """Scan this host (or --root) and print labels, features and GPUs."""
+    from nfd_gpu.discovery.nvml_session import NVML_MODES, NvmlRequired  # lazy: scan code
+    from nfd_gpu.labels import registry  # lazy: label code, not for --help or version
+    from nfd_gpu.labels.options import check  # lazy: as above
+    from nfd_gpu.scan import run_scan  # lazy: as above
+
+    check_root(root)
+    if rules is not None and not os.path.exists(rules):
+        raise fail(f"--rules {rules}: no such file or directory")
+    if nvml not in NVML_MODES:
+        raise fail(f"--nvml {nvml}: expected {words(NVML_MODES)}")
+    chosen = tuple(profiles) if profiles else registry.DEFAULT
+    bad = registry.unknown(chosen)
+    if bad is not None:
+        raise fail(f"--profile {bad}: unknown (known: {registry.known()})")
+    options = tuple(o for v in profile_options or () for o in v.split(",") if o)
+    problem = check(options, chosen)
+    if problem:
+        raise fail(f"--profile-option: {problem}")
+    try:
+        nvidia_options = _nvidia_options(
+            mig_strategy, sharing_config, int(time.time()) if gfd_timestamp else None
+        )
+        result = run_scan(
+            root,
+            rules_path=rules,
+            profiles=chosen,
+            profile_options=options,
+            nvidia_options=nvidia_options,
+            nvml=nvml,
+        )
+    except NvmlRequired as exc:
+        raise fail(str(exc), 1) from None
+    except Exception as exc:
+        _rule_error(exc)
+        raise
+    _print(result, fmt)
+
+
+def _rule_error(exc: Exception) -> None:
+    """Raise the exit for invalid rules (one line per problem); other errors pass."""
+    from nfd_gpu.rules import RuleError  # lazy: the rules engine loads with rules only
+
+    if isinstance(exc, RuleError):
+        lines = str(exc).splitlines() or ["invalid rules"]
+        for line in lines[:-1]:
+            typer.echo(f"nfd-gpu: error: {line}", err=True)
+        raise fail(lines[-1]) from None
+
+
+def _print(result: ScanResult, fmt: Format) -> None:
+    for w in result.warnings:
+        # Warnings go to stderr so `--format labels` stays a clean key=value stream.
+        print(f"warning: {w}", file=sys.stderr)
+    if result.errors:
+        # an incomplete scan describes this process (out of descriptors, memory), not
+        # the host: print no labels a hook could publish
+        n = len(result.errors)
+        raise fail(f"scan incomplete, no output ({n} error(s)): {result.errors[0]}", 1)
+    if fmt is Format.labels:
+        for k in sorted(result.labels):
+            typer.echo(f"{k}={result.labels[k]}")
+        return
+    doc: dict[str, Any] = {
+        "apiVersion": SCAN_API_VERSION,
+        "labels": dict(sorted(result.labels.items())),
+        "features": result.features,
+        "gpus": [g for g in result.snapshot.to_dict()["gpus"]],
+        "warnings": result.warnings,
+    }
+    if fmt is Format.json:
+        typer.echo(json.dumps(doc, indent=2, sort_keys=True))
+    elif fmt is Format.yaml:
+        import yaml  # lazy: only this format needs YAML
+
+        typer.echo(yaml.safe_dump(doc, sort_keys=True), nl=False)
+    else:
+        typer.echo(render_table(result), nl=False)
+
+
+def _nvidia_options(
+    mig_strategy: str | None, sharing_config: str | None, timestamp: int | None = None
+) -> Any:
+    from nfd_gpu.labels.nvidia import NvidiaOptions, load_sharing_config  # lazy: label code
+
+    strategies = choices("mig_strategy")
+    if mig_strategy is not None and mig_strategy not in strategies:
+        raise fail(f"--mig-strategy {mig_strategy}: expected {words(strategies)}")
+    if sharing_config is None:
+        strategy = mig_strategy or NvidiaOptions.mig_strategy
+        return NvidiaOptions(mig_strategy=strategy, timestamp=timestamp)
+    try:
+        return load_sharing_config(sharing_config, mig_strategy, timestamp)
+    except ValueError as exc:
+        raise fail(f"--sharing-config {exc}") from None
+
+
+def render_table(result: ScanResult) -> str:
+    """A per-GPU table for people."""
+    gpus = result.snapshot.gpus
+    cols = ("ADDRESS", "VENDOR", "PRODUCT", "FAMILY", "MEMORY", "DRIVER", "MODE", "NUMA", "PCIE")
+    rows = []
+    for g in gpus:
+        pcie = ""
+        if g.link and g.link.current_gen:
+            pcie = f"gen{g.link.current_gen} x{g.link.current_width or '?'}"
+        rows.append(
+            (
+                g.address,
+                g.vendor,
+                g.product or "",
+                g.family or "",
+                f"{g.memory_mib} MiB" if g.memory_mib else "",
+                g.driver or "none",
+                g.mode or "",
+                "" if g.numa_node is None else str(g.numa_node),
+                pcie,
+            )
+        )
+    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(cols)]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+        for r in [cols, *rows]
+    ]
+    snap = result.snapshot
+    lines.append(
+        f"{len(gpus)} GPU(s), {len(snap.nvswitches)} NVSwitch(es), "
+        f"{len(snap.pci)} PCI function(s), {len(result.warnings)} warning(s)"
+    )
+    return "\n".join(lines) + "\n"

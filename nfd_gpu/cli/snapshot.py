@@ -1,0 +1,32 @@
+"""``nfd-gpu snapshot``: capture what a scan reads, for replay with ``scan --root``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from nfd_gpu.cli.common import check_root, fail
+from nfd_gpu.cli.options import RootOption
+from nfd_gpu.settings import Config
+
+
+def snapshot(
+    dest: Annotated[str, typer.Argument(metavar="DIR", help="Empty or new directory to write.")],
+    root: RootOption = Config.root,
+) -> None:
+    """Capture what a scan reads (and NVML's answers) into DIR; replay: scan --root DIR."""
+    from nfd_gpu.snapshot import SnapshotError, take_snapshot  # lazy: discovery code
+
+    check_root(root)
+    try:
+        report = take_snapshot(dest, root)
+    except SnapshotError as exc:
+        raise fail(str(exc)) from None
+    except OSError as exc:
+        raise fail(f"{dest}: {exc.strerror or exc}") from None
+    typer.echo(
+        f"{report.dest}: {len(report.files)} file(s), {len(report.links)} link(s), "
+        f"{len(report.markers)} marker(s), {report.bytes} bytes, nvml {report.nvml}"
+        + (f", {len(report.skipped)} skipped" if report.skipped else "")
+    )

@@ -1,0 +1,379 @@
+"""Every setting of ``nfd-gpu run``, declared once: :class:`Config`.
+
+Each field is one setting: its name is the config-file key, its annotation the type, its
+default the default, and its :class:`Setting` the rest (flag, downward-API variable,
+choices, help texts). Derived from it: ``run``'s options and ``scan``'s shared ones
+(``nfd_gpu/cli/options.py``), the ``NFD_GPU_<KEY>`` environment and the config file's keys
+and types (``nfd_gpu/config.py``), and the table in docs/configuration.md
+(``scripts/config_docs.py``; a test keeps it current).
+
+Help texts may name ``{default}``, ``{choices}`` (``a, b, c``), ``{choices_or}``
+(``a, b or c``), ``{others}`` (the choices but the default) and ``{k8s_env}`` of their
+setting: :func:`fill` writes them in when help is shown. This module imports no other
+``nfd_gpu`` module at load time: every ``nfd-gpu`` command reads it to build the CLI, and
+the choices that label code owns (profile names, MIG strategies) load only when needed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d/"
+OUTPUTS = ("featurefile", "nodefeature", "hook")
+OWNER_REF_KINDS = ("pod", "ds")
+LOG_FORMATS = ("text", "json")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+ENV_PREFIX = "NFD_GPU_"
+CONFIG_ENV = "NFD_GPU_CONFIG"  # the config file; not a setting itself
+
+Choices = tuple[str, ...] | Callable[[], tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What a setting shows besides its name, type and default.
+
+    ``run_help`` None: no ``run`` flag (the downward API sets it). ``flags`` empty:
+    ``--<key-with-dashes>`` (``--x/--no-x`` for booleans). ``scan_help`` set: ``scan`` has
+    the option too, reading ``NFD_GPU_<KEY>`` itself; ``scan_flags`` empty: ``flags``.
+    """
+
+    doc: str
+    run_help: str | None
+    flags: tuple[str, ...] = ()
+    scan_help: str | None = None
+    scan_flags: tuple[str, ...] = ()
+    k8s_env: str | None = None
+    choices: Choices | None = None
+
+
+def setting(default: T, meta: Setting) -> T:
+    return dataclasses.field(default=default, metadata={"setting": meta})
+
+
+def lazy_setting(factory: Callable[[], T], meta: Setting) -> T:
+    """A setting whose default another module owns (read when a Config is made)."""
+    return dataclasses.field(default_factory=factory, metadata={"setting": meta})
+
+
+def _profile_names() -> tuple[str, ...]:
+    from nfd_gpu.labels import registry  # lazy: the label code loads when a command runs
+
+    return tuple(registry.PROFILES)
+
+
+def _default_profiles() -> tuple[str, ...]:
+    from nfd_gpu.labels import registry  # lazy: as above
+
+    return registry.DEFAULT
+
+
+def _mig_strategies() -> tuple[str, ...]:
+    """GFD's strategies (none, its default, first), then nfd-gpu's own (auto)."""
+    from nfd_gpu.labels.nvidia import GFD_MIG_STRATEGIES, MIG_STRATEGIES  # lazy: as above
+
+    return (*GFD_MIG_STRATEGIES, *(s for s in MIG_STRATEGIES if s not in GFD_MIG_STRATEGIES))
+
+
+def _default_mig_strategy() -> str:
+    from nfd_gpu.labels.nvidia import NvidiaOptions  # lazy: as above
+
+    return NvidiaOptions.mig_strategy
+
+
+_NVML_DOC = (
+    "NVML use: `auto` (ROOT/nvml.json recording, else the pynvml library, else procfs), `on` "
+    "(required: a pass where NVML does not answer is not published), `off` (docs/nvidia.md)"
+)
+_GFD_TIMESTAMP_DOC = (
+    "nvidia profile: emit `nvidia.com/gfd.timestamp`, the agent's start time (Unix seconds) "
+    "set once, so unchanged passes still write nothing; off because every restart then "
+    "rewrites the node object (docs/nvidia.md)"
+)
+_DRY_RUN_DOC = (
+    "print what each output would write to stdout instead of writing (NodeFeature YAML "
+    "without `ownerReferences`, the feature file after a `# would write <path>` line); needs "
+    "no cluster: the node name defaults to the host name (lower-case, as the kubelet's), the "
+    "namespace to `nfd-gpu`"
+)
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings of the agent (module docstring). Env is ``NFD_GPU_<UPPER>``."""
+
+    interval: float = setting(
+        60.0, Setting("seconds between passes", "Seconds between passes (default {default})")
+    )
+    oneshot: bool = setting(False, Setting("one pass, publish, exit", "One pass, publish, exit"))
+    outputs: tuple[str, ...] = setting(
+        ("featurefile",),
+        Setting(
+            "sinks: {choices} (several allowed)",
+            "{choices}; repeat or comma-separate (default {default})",
+            flags=("--output", "-o"),
+            choices=OUTPUTS,
+        ),
+    )
+    root: str = setting(
+        "/",
+        Setting(
+            "host root to scan",
+            "Host root to scan (default {default})",
+            scan_help="Host root to read sys/, proc/, dev/, etc/ from (a fixture or capture in "
+            "tests).",
+        ),
+    )
+    profiles: tuple[str, ...] = lazy_setting(
+        _default_profiles,
+        Setting(
+            "label profiles",
+            "Label profile(s) (default {default})",
+            flags=("--profile",),
+            scan_help="Label profile (repeatable): {default} (default), {others}.",
+            scan_flags=("--profile", "-p"),
+            choices=_profile_names,
+        ),
+    )
+    profile_options: tuple[str, ...] = setting(
+        (),
+        Setting(
+            "opt-in label groups of the profiles (below)",
+            "Opt-in label group of a profile (repeatable): amd-beta, ...",
+            flags=("--profile-option",),
+            scan_help="Opt-in label group of a profile (repeatable): amd-beta, "
+            "amd-driver-version, ...",
+        ),
+    )
+    mig_strategy: str = lazy_setting(
+        _default_mig_strategy,
+        Setting(
+            "nvidia profile MIG strategy: {default} (default), {others} (docs/nvidia.md)",
+            "nvidia profile MIG strategy: {default} (default), {others}",
+            scan_help="nvidia profile MIG strategy: {default} (default, as GFD), {others}.",
+            choices=_mig_strategies,
+        ),
+    )
+    sharing_config: str | None = setting(
+        None,
+        Setting(
+            "device-plugin config file for the nvidia profile (sharing; re-read every pass, a "
+            "bad file warns)",
+            "Device-plugin sharing config file (nvidia profile)",
+            scan_help="Device-plugin config file (sharing.timeSlicing/mps replicas, "
+            "flags.migStrategy).",
+        ),
+    )
+    gfd_timestamp: bool = setting(
+        False,
+        Setting(
+            _GFD_TIMESTAMP_DOC,
+            "nvidia profile: emit gfd.timestamp, fixed at agent start (default {default})",
+            scan_help="nvidia profile: emit gfd.timestamp (this run's start, Unix seconds).",
+            scan_flags=("--gfd-timestamp",),
+        ),
+    )
+    nvml: str = setting(
+        "auto",
+        Setting(
+            _NVML_DOC,
+            "NVML: auto (recording, else library, else procfs; default), on, off",
+            scan_help="NVML: auto (ROOT/nvml.json, else pynvml, else procfs), on (required: "
+            "exit 1 when NVML does not answer), off.",
+        ),
+    )
+    rules: str | None = setting(
+        None,
+        Setting(
+            "NodeFeatureRule file or directory",
+            "NodeFeatureRule file or directory",
+            scan_help="NodeFeatureRule file or directory to apply.",
+        ),
+    )
+    features_dir: str = setting(
+        DEFAULT_FEATURES_DIR, Setting("feature-file directory", "Feature-file directory")
+    )
+    features_file: str = setting(
+        "nfd-gpu", Setting("feature-file name", "Feature-file name (default {default})")
+    )
+    expiry: float = setting(
+        3600.0,
+        Setting(
+            "seconds until feature-file labels expire",
+            "Feature-file expiry in seconds (default {default})",
+        ),
+    )
+    raw_features: bool = setting(
+        False,
+        Setting(
+            "also write raw features as '# +no-label' lines", "Write raw features as '# +no-label'"
+        ),
+    )
+    remove_on_exit: bool = setting(
+        False,
+        Setting(
+            "remove the feature file on exit",
+            "Remove the feature file on exit",
+            flags=("--remove-on-exit/--keep-on-exit",),
+        ),
+    )
+    node_name: str | None = setting(
+        None, Setting("node name", "Node name (env {k8s_env})", k8s_env="NODE_NAME")
+    )
+    namespace: str | None = setting(
+        None,
+        Setting(
+            "namespace of the NodeFeature object",
+            "NodeFeature namespace (env {k8s_env})",
+            k8s_env="POD_NAMESPACE",
+        ),
+    )
+    pod_name: str | None = setting(
+        None, Setting("own pod name (owner reference)", None, k8s_env="POD_NAME")
+    )
+    pod_uid: str | None = setting(
+        None, Setting("own pod uid (owner reference)", None, k8s_env="POD_UID")
+    )
+    owner_refs: tuple[str, ...] = setting(
+        OWNER_REF_KINDS,
+        Setting(
+            "owner references: {choices} (empty list disables)",
+            "Owner references: '{default}' (default), '' for none",
+            choices=OWNER_REF_KINDS,
+        ),
+    )
+    kubeconfig: str | None = setting(
+        None,
+        Setting(
+            "kubeconfig path (default: in-cluster, then ~/.kube/config)",
+            "kubeconfig (default: in-cluster)",
+            k8s_env="KUBECONFIG",
+        ),
+    )
+    api_timeout: float = setting(
+        10.0,
+        Setting(
+            "API request timeout in seconds", "API request timeout seconds (default {default})"
+        ),
+    )
+    resync_interval: float = setting(
+        3600.0,
+        Setting(
+            "seconds between NodeFeature resync GETs (jittered)",
+            "NodeFeature resync GET period seconds (default {default})",
+        ),
+    )
+    metrics_address: str = setting(
+        "",
+        Setting(
+            "host:port for /metrics /healthz /readyz; empty disables",
+            "host:port for /metrics /healthz /readyz (default: off)",
+        ),
+    )
+    log_format: str = setting(
+        "text", Setting("{choices_or}", "{choices_or} (default {default})", choices=LOG_FORMATS)
+    )
+    log_level: str = setting(
+        "info", Setting("{choices}", "{choices} (default {default})", choices=LOG_LEVELS)
+    )
+    udev: bool = setting(
+        True,
+        Setting(
+            "trigger passes on pci/drm udev events when available",
+            "Rescan on pci/drm udev events (default {default})",
+        ),
+    )
+    udev_debounce: float = setting(
+        2.0,
+        Setting(
+            "seconds of quiet after a udev event before a pass",
+            "Quiet seconds after a udev event (default {default})",
+        ),
+    )
+    dry_run: bool = setting(
+        False,
+        Setting(
+            _DRY_RUN_DOC,
+            "Print what each output would write (NodeFeature YAML, feature file) to stdout "
+            "instead of writing; no cluster needed (node name: --node-name, NODE_NAME or the "
+            "host name)",
+        ),
+    )
+
+    @property
+    def object_name(self) -> str:
+        """Name of this node's NodeFeature object."""
+        return f"nfd-gpu-{self.node_name}"
+
+
+FIELDS: dict[str, dataclasses.Field[Any]] = {f.name: f for f in dataclasses.fields(Config)}
+SETTINGS: dict[str, Setting] = {k: f.metadata["setting"] for k, f in FIELDS.items()}
+
+# how a value of each annotation is read from the environment or the config file
+_KINDS = {
+    "float": "float",
+    "bool": "bool",
+    "tuple[str, ...]": "list",
+    "str": "str",
+    "str | None": "str",
+}
+KINDS: dict[str, str] = {k: _KINDS[str(f.type)] for k, f in FIELDS.items()}
+
+
+def env_var(key: str) -> str:
+    return ENV_PREFIX + key.upper()
+
+
+def flags(key: str) -> tuple[str, ...]:
+    """``run``'s option names of a setting."""
+    explicit = SETTINGS[key].flags
+    if explicit:
+        return explicit
+    dashed = key.replace("_", "-")
+    return (f"--{dashed}/--no-{dashed}",) if KINDS[key] == "bool" else (f"--{dashed}",)
+
+
+def default(key: str) -> Any:
+    f = FIELDS[key]
+    return f.default_factory() if callable(f.default_factory) else f.default
+
+
+def choices(key: str) -> tuple[str, ...]:
+    c = SETTINGS[key].choices
+    return () if c is None else c() if callable(c) else c
+
+
+def words(items: tuple[str, ...], last: str = "or") -> str:
+    """``a, b or c``."""
+    return f"{', '.join(items[:-1])} {last} {items[-1]}" if len(items) > 1 else "".join(items)
+
+
+def shown(value: Any) -> str:
+    """A default as help texts write it: 60, on/off, a,b."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return "" if value is None else str(value)
+
+
+def fill(text: str, key: str) -> str:
+    """A help text of setting ``key`` with its placeholders (module docstring) written in."""
+    if "{" not in text:
+        return text
+    cs, dflt = choices(key), default(key)
+    chosen = dflt if isinstance(dflt, tuple) else (dflt,)
+    return text.format(
+        default=shown(dflt),
+        choices=", ".join(cs),
+        choices_or=words(cs),
+        others=", ".join(c for c in cs if c not in chosen),
+        k8s_env=SETTINGS[key].k8s_env,
+    )
