@@ -110,8 +110,8 @@ def nvml_state(mode: str, root: str) -> str:
     own source afterwards ("NVIDIA facts from")."""
     if mode == "off":
         return "off"
-    from nfd_gpu.discovery import nvml  # lazy
-    from nfd_gpu.discovery.nvidia import NVML_RECORDING
+    from nfd_gpu.discovery.nvidia import nvml  # lazy
+    from nfd_gpu.discovery.nvidia.facts import NVML_RECORDING
 
     rec = os.path.join(root, NVML_RECORDING)
     if os.path.isfile(rec):
@@ -390,7 +390,7 @@ class Agent:
     def _nvml_session(self) -> Any:
         """One NVML session for the agent's life: NVML stays initialised between passes and
         the last NVML facts are kept while the same GPUs and driver are present."""
-        from nfd_gpu.discovery.nvml_session import NvmlSession
+        from nfd_gpu.discovery.nvidia.session import NvmlSession
 
         if self._nvml is None or self._nvml.mode != self.cfg.nvml:
             if self._nvml is not None:

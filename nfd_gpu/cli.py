@@ -163,7 +163,7 @@ def scan(
     check_root(root)
     if rules is not None and not os.path.exists(rules):
         raise fail(f"--rules {rules}: no such file or directory")
-    from nfd_gpu.discovery.nvml_session import NVML_MODES, NvmlRequired
+    from nfd_gpu.discovery.nvidia.session import NVML_MODES, NvmlRequired
 
     if nvml not in NVML_MODES:
         raise fail(f"--nvml {nvml}: expected auto, on or off")

@@ -24,7 +24,7 @@ OWNER_REF_KINDS = ("pod", "ds")
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MIG_STRATEGIES = ("auto", "none", "single", "mixed")  # nfd_gpu.labels.nvidia.MIG_STRATEGIES
-NVML_MODES = ("auto", "on", "off")  # nfd_gpu.discovery.nvml_session.NVML_MODES
+NVML_MODES = ("auto", "on", "off")  # nfd_gpu.discovery.nvidia.session.NVML_MODES
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 DRY_RUN_NAMESPACE = "nfd-gpu"  # the namespace deploy/ installs into
 

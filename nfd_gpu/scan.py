@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from nfd_gpu import features as F
-from nfd_gpu.discovery.nvml_session import NvmlSession
+from nfd_gpu.discovery.nvidia.session import NvmlSession
 from nfd_gpu.discovery.registry import SOURCES
 from nfd_gpu.discovery.source import Context, wanted
 from nfd_gpu.featuremap import snapshot_features
@@ -133,7 +133,7 @@ def run_scan(
     """Discover, label and apply custom rules. Hardware problems are warnings, never
     exceptions. ``nvml``: ``auto`` / ``on`` / ``off`` or the agent's session; with ``on``
     NVML not answering on a node with NVIDIA GPUs raises
-    :class:`~nfd_gpu.discovery.nvml_session.NvmlRequired`. An invalid rule file raises
+    :class:`~nfd_gpu.discovery.nvidia.session.NvmlRequired`. An invalid rule file raises
     :class:`nfd_gpu.rules.RuleError`, unless
     ``tolerant_rules`` (the agent): then broken rules are skipped and reported as
     warnings and rule errors while the valid ones still apply."""

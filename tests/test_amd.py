@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nfd_gpu.discovery import amd, amdgpuinfo
+from nfd_gpu.discovery.amd import amdgpuinfo
+from nfd_gpu.discovery.amd import sysfs as amd
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.labels.amd import product_name, vram_label
 from nfd_gpu.model import Gpu

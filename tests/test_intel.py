@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nfd_gpu.discovery import intel
+from nfd_gpu.discovery.intel import sysfs as intel
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.labels import intel as intel_profile
 from nfd_gpu.labels.validate import check_label

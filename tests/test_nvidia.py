@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from nfd_gpu.discovery import nvidia, nvml, nvml_replay
+from nfd_gpu.discovery.nvidia import driver as nvidia
+from nfd_gpu.discovery.nvidia import nvml
+from nfd_gpu.discovery.nvidia import replay as nvml_replay
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.scan import run_scan
 from tests.conftest import fixture_root

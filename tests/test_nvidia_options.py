@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nfd_gpu.cli import main
-from nfd_gpu.discovery import nvml_replay
+from nfd_gpu.discovery.nvidia import replay as nvml_replay
 from nfd_gpu.labels.nvidia import NvidiaOptions, load_sharing_config
 from nfd_gpu.scan import run_scan
 from nfd_gpu.snapshot import take_snapshot

@@ -9,18 +9,12 @@ one line here (docs/architecture.md).
 
 from __future__ import annotations
 
-from nfd_gpu.discovery import (
-    amd,
-    amdgpuinfo,
-    gpus,
-    intel,
-    nvidia,
-    nvidia_vgpu,
-    pci,
-    runtime,
-    system,
-    vgpu,
-)
+from nfd_gpu.discovery import gpus, pci, runtime, system, vgpu
+from nfd_gpu.discovery.amd import amdgpuinfo
+from nfd_gpu.discovery.amd import sysfs as amd
+from nfd_gpu.discovery.intel import sysfs as intel
+from nfd_gpu.discovery.nvidia import driver as nvidia
+from nfd_gpu.discovery.nvidia import vgpu as nvidia_vgpu
 from nfd_gpu.discovery.source import Source
 
 SOURCES: tuple[Source, ...] = (

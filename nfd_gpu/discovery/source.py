@@ -21,7 +21,7 @@ from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Snapshot
 
 if TYPE_CHECKING:
-    from nfd_gpu.discovery.nvml_session import NvmlSession
+    from nfd_gpu.discovery.nvidia.session import NvmlSession
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ MPS with MIG-enabled GPUs is a warning and no label at all (GFD fails its pass).
 fixes it once at start, as GFD does): off by default because a value that changes on every
 restart rewrites the node object. ``vgpu.present`` / ``vgpu.host-driver-version`` /
 ``vgpu.host-driver-branch`` from the GPUs' vGPU-guest facts
-(:mod:`nfd_gpu.discovery.nvidia_vgpu`).
+(:mod:`nfd_gpu.discovery.nvidia.vgpu`).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from nfd_gpu.discovery.nvml_replay import DEVICE_FUNCTIONS
+from nfd_gpu.discovery.nvidia.replay import DEVICE_FUNCTIONS
 
 SYSTEM_FUNCTIONS = ("nvmlSystemGetDriverVersion", "nvmlSystemGetCudaDriverVersion")
 CONSTANT_PREFIXES = ("NVML_", "c_nvmlGpuFabricInfo_t")

@@ -11,7 +11,7 @@ Sources (shared/reference/nvidia.md §4):
 * ``dev/nvidia<minor>``, ``dev/nvidiactl``: device nodes.
 
 :class:`NvidiaFacts` is the common shape of the procfs reader here and of the NVML adapter
-(:mod:`nfd_gpu.discovery.nvml`); :func:`merge` applies either to the :class:`Gpu` records, so
+(:mod:`nfd_gpu.discovery.nvidia.nvml`); :func:`merge` applies either to the :class:`Gpu` records, so
 a fact known both ways gives the same labels with and without NVML.
 """
 
@@ -21,8 +21,8 @@ import dataclasses
 import re
 from types import ModuleType
 
-from nfd_gpu.discovery.nvidia_facts import NVML_RECORDING, GpuFacts, NvidiaFacts, normalize_bdf
-from nfd_gpu.discovery.nvml_session import NvmlSession
+from nfd_gpu.discovery.nvidia.facts import NVML_RECORDING, GpuFacts, NvidiaFacts, normalize_bdf
+from nfd_gpu.discovery.nvidia.session import NvmlSession
 from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu, Partition, Snapshot

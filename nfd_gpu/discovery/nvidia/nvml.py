@@ -24,7 +24,7 @@ import uuid
 from types import ModuleType
 from typing import Any
 
-from nfd_gpu.discovery.nvidia_facts import GpuFacts, NvidiaFacts, normalize_bdf
+from nfd_gpu.discovery.nvidia.facts import GpuFacts, NvidiaFacts, normalize_bdf
 from nfd_gpu.model import Partition
 
 # GPU instance profile enum index -> (slices, attribute suffix); pynvml NVML_GPU_INSTANCE_PROFILE_*.

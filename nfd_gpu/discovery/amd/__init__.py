@@ -1,0 +1,1 @@
+"""amd GPUs (docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""intel GPUs (docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""nvidia GPUs (docs/architecture.md)."""
