@@ -116,13 +116,13 @@ def test_mi210_kfd_capture() -> None:
 def test_mi210_snapshot() -> None:
     snap = discover(HostRoot(fixture_root("mi210-8x")))
     for g in snap.gpus:
-        assert g.simd_count == 416
+        assert g.amd.simd_count == 416
         assert g.compute_units == 104
         assert g.memory_mib == 65536
         assert g.sources["memory_mib"] == "sysfs"
-        assert g.board_product == "Instinct MI210"
+        assert g.amd.board_product == "Instinct MI210"
         assert g.interconnects == ("xgmi",)
-        assert g.xgmi_peers == 3  # two XGMI islands of four
+        assert g.amd.xgmi_peers == 3  # two XGMI islands of four
         assert g.uuid
     assert snap.partitions == ()
 

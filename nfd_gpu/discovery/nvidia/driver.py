@@ -1,138 +1,43 @@
-"""NVIDIA facts without NVML (procfs / sysfs / /dev), and merging of NVIDIA facts into GPUs.
+"""The ``nvidia`` source: what the driver says (procfs, overlaid with NVML's answers when NVML
+answers), merged into the NVIDIA GPU records.
 
-Sources (shared/reference/nvidia.md §4):
-
-* ``proc/driver/nvidia/version``: ``NVRM version: NVIDIA UNIX x86_64 Kernel Module  <ver>  <date>``
-  (proprietary) or ``NVRM version: NVIDIA UNIX Open Kernel Module for <arch>  <ver>  ...`` (open);
-* ``sys/module/nvidia/version``: the bare version;
-* ``proc/driver/nvidia/gpus/<bdf>/information``: ``Model``, ``GPU UUID``, ``Device Minor``
-  (``key: value``, split on the first ``:``);
-* ``proc/driver/nvidia/capabilities/gpu<minor>/mig/gi<G>/ci<C>``: existing MIG instances;
-* ``dev/nvidia<minor>``, ``dev/nvidiactl``: device nodes.
-
-:class:`NvidiaFacts` is the common shape of the procfs reader here and of the NVML adapter
-(:mod:`nfd_gpu.discovery.nvidia.nvml`); :func:`merge` applies either to the :class:`Gpu` records, so
-a fact known both ways gives the same labels with and without NVML.
+procfs (:mod:`~nfd_gpu.discovery.nvidia.procfs`) and NVML (:mod:`~nfd_gpu.discovery.nvidia.nvml`,
+asked through :mod:`~nfd_gpu.discovery.nvidia.session`) both return
+:class:`~nfd_gpu.discovery.nvidia.facts.NvidiaFacts`; :func:`merge` applies either to the
+:class:`Gpu` records, so a fact known both ways gives the same labels with and without NVML.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from types import ModuleType
+from typing import TypeVar
 
-from nfd_gpu.discovery.nvidia.facts import NVML_RECORDING, GpuFacts, NvidiaFacts, normalize_bdf
+from nfd_gpu import tables
+from nfd_gpu.discovery.nvidia.facts import GpuFacts, NvidiaFacts
+from nfd_gpu.discovery.nvidia.procfs import read_procfs
 from nfd_gpu.discovery.nvidia.session import NvmlSession
 from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
-from nfd_gpu.model import Gpu, Partition, Snapshot
+from nfd_gpu.model import Gpu, NvidiaGpu, Partition, Snapshot
 
-__all__ = ["NVML_RECORDING", "GpuFacts", "NvidiaFacts", "normalize_bdf"]  # re-exported
-
-PROC = "proc/driver/nvidia"
-_VERSION_RE = re.compile(
-    r"NVRM version:\s+NVIDIA UNIX (?P<open>Open )?(?:\S+ )?Kernel Module"
-    r"(?: for \S+)?\s+(?P<ver>\S+)"
-)
-_TOKEN_RE = re.compile(r"^[A-Za-z0-9._+-]+$")
+T = TypeVar("T")
 
 
-def parse_version_file(text: str) -> tuple[str | None, str | None]:
-    """(version, "open" | "proprietary") from ``proc/driver/nvidia/version``."""
-    for line in text.splitlines():
-        m = _VERSION_RE.search(line)
-        if m:
-            ver = m.group("ver")
-            return (ver if _TOKEN_RE.match(ver) else None), (
-                "open" if m.group("open") else "proprietary"
-            )
-    return None, None
-
-
-def parse_information(text: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep:
-            out[key.strip()] = value.strip()
-    return out
-
-
-def read_procfs(host: HostRoot) -> NvidiaFacts:
-    """NVIDIA facts from procfs / sysfs / /dev (works without NVML and without libraries)."""
-    version: str | None = None
-    module: str | None = None
-    text = host.read_text(f"{PROC}/version")
-    if text:
-        version, module = parse_version_file(text)
-    if version is None:
-        v = host.read_text("sys/module/nvidia/version")
-        if v and _TOKEN_RE.match(v.split()[0]):
-            version = v.split()[0]
-
-    gpus: list[GpuFacts] = []
-    for name in host.listdir(f"{PROC}/gpus"):
-        info_text = host.read_text(f"{PROC}/gpus/{name}/information")
-        if info_text is None:
-            continue
-        info = parse_information(info_text)
-        minor: int | None = None
-        if info.get("Device Minor", "").isdigit():
-            minor = int(info["Device Minor"])
-        uuid = info.get("GPU UUID") or None
-        if uuid is not None and not uuid.startswith(("GPU-", "MIG-")):
-            uuid = None  # e.g. "N/A" or garbage
-        gpus.append(
-            GpuFacts(
-                address=normalize_bdf(info.get("Bus Location") or name),
-                product=info.get("Model") or None,
-                uuid=uuid,
-                minor=minor,
-                source="procfs",
-            )
-        )
-
-    partitions: list[Partition] = []
-    for g in gpus:
-        if g.minor is None:
-            continue
-        base = f"{PROC}/capabilities/gpu{g.minor}/mig"
-        if not host.is_dir(base):
-            continue
-        for gi in host.listdir(base):
-            if not (gi.startswith("gi") and gi[2:].isdigit()):
-                continue
-            for ci in host.listdir(f"{base}/{gi}"):
-                if ci.startswith("ci") and ci[2:].isdigit():
-                    # procfs shows that the instance exists, not its size: profile unknown.
-                    partitions.append(
-                        Partition(parent=g.address, kind="mig", profile="unknown", index=0)
-                    )
-    partitions = _reindex(partitions)
-
-    nodes = tuple(n for n in host.listdir("dev") if n.startswith("nvidia"))
-    return NvidiaFacts(
-        source="procfs",
-        driver_version=version,
-        kernel_module=module,
-        gpus=tuple(gpus),
-        partitions=tuple(partitions),
-        device_nodes=nodes,
-    )
-
-
-def _reindex(parts: list[Partition]) -> list[Partition]:
-    """Number the partitions of each parent 0.. in order."""
-    seen: dict[str, int] = {}
-    out = []
-    for p in parts:
-        i = seen.get(p.parent, 0)
-        seen[p.parent] = i + 1
-        out.append(dataclasses.replace(p, index=i))
-    return out
-
-
-_GPU_FIELDS = ("product", "uuid", "memory_mib", "mig_capable", "mig_enabled", "clique")
+def table_facts(g: Gpu) -> Gpu:
+    """An NVIDIA GPU with the model table's compute capability and MIG capability (not
+    MIG-capable when the table does not say)."""
+    info = tables.lookup("nvidia", g.device_id, g.revision)
+    sources = dict(g.sources)
+    major = info.compute_major if info else None
+    minor = info.compute_minor if info else None
+    mig_capable = info.mig_capable if info else None
+    if major is not None:
+        sources["compute_capability"] = "table"
+    if mig_capable is not None:
+        sources["mig_capable"] = "table"
+    nvidia = NvidiaGpu(compute_major=major, compute_minor=minor, mig_capable=bool(mig_capable))
+    return dataclasses.replace(g, nvidia=nvidia, sources=sources)
 
 
 def merge(gpus: tuple[Gpu, ...], facts: NvidiaFacts) -> tuple[Gpu, ...]:
@@ -148,35 +53,54 @@ def merge(gpus: tuple[Gpu, ...], facts: NvidiaFacts) -> tuple[Gpu, ...]:
         f = by_addr.get(g.address)
         if g.vendor != "nvidia" or f is None:
             out.append(g)
-            continue
-        changes: dict[str, object] = {}
-        src = f.source or facts.source
-        sources = dict(g.sources)
-        for name in _GPU_FIELDS:
-            value = getattr(f, name)
-            if value is not None:
-                changes[name] = value
-                sources[name] = src
-        if f.mig_enabled is None and g.address in with_parts:
-            changes["mig_enabled"] = True
-            changes["mig_capable"] = True
-            sources["mig_enabled"] = src
-        if f.compute_major is not None and f.compute_minor is not None:
-            changes["compute_major"] = f.compute_major
-            changes["compute_minor"] = f.compute_minor
-            sources["compute_capability"] = src
-        if f.multiprocessors is not None:
-            changes["compute_units"] = f.multiprocessors
-            sources["compute_units"] = src
-        if f.virtualization in ("vgpu-host", "vgpu-guest"):
-            changes["mode"] = f.virtualization
-            sources["mode"] = src
-        if f.virtualization is not None:
-            changes["virtualization"] = f.virtualization
-            sources["virtualization"] = src
-        changes["sources"] = sources
-        out.append(dataclasses.replace(g, **changes))  # type: ignore[arg-type]
+        else:
+            out.append(_merge_one(g, f, f.source or facts.source, g.address in with_parts))
     return tuple(out)
+
+
+def _merge_one(g: Gpu, f: GpuFacts, src: str, has_partitions: bool) -> Gpu:
+    sources = dict(g.sources)
+
+    def known(name: str, new: T | None, old: T | None) -> T | None:
+        """The driver's value when it knows one (recorded in ``sources``), else ``old``."""
+        if new is None:
+            return old
+        sources[name] = src
+        return new
+
+    nv = g.nvidia
+    mig_capable = known("mig_capable", f.mig_capable, nv.mig_capable)
+    mig_enabled = known("mig_enabled", f.mig_enabled, nv.mig_enabled)
+    if f.mig_enabled is None and has_partitions:
+        mig_enabled = mig_capable = True
+        sources["mig_enabled"] = src
+    major, minor = nv.compute_major, nv.compute_minor
+    if f.compute_major is not None and f.compute_minor is not None:
+        major, minor = f.compute_major, f.compute_minor
+        sources["compute_capability"] = src
+    mode = g.mode
+    if f.virtualization in ("vgpu-host", "vgpu-guest"):
+        mode = f.virtualization
+        sources["mode"] = src
+    nvidia = dataclasses.replace(
+        nv,
+        compute_major=major,
+        compute_minor=minor,
+        mig_capable=mig_capable,
+        mig_enabled=mig_enabled,
+        virtualization=known("virtualization", f.virtualization, nv.virtualization),
+        clique=known("clique", f.clique, nv.clique),
+    )
+    return dataclasses.replace(
+        g,
+        product=known("product", f.product, g.product),
+        uuid=known("uuid", f.uuid, g.uuid),
+        memory_mib=known("memory_mib", f.memory_mib, g.memory_mib),
+        compute_units=known("compute_units", f.multiprocessors, g.compute_units),
+        mode=mode,
+        nvidia=nvidia,
+        sources=sources,
+    )
 
 
 # CUDA driver API version of each driver branch, for when NVML (nvmlSystemGetCudaDriverVersion)
@@ -206,7 +130,7 @@ def cuda_from_driver(version: str | None) -> str | None:
 def collect(
     host: HostRoot, nvml_lib: ModuleType | None = None, session: NvmlSession | None = None
 ) -> NvidiaFacts:
-    """procfs facts, overlaid with NVML's when NVML answers (see ``nvml_session``).
+    """procfs facts, overlaid with NVML's when NVML answers (see ``session``).
 
     ``nvml_lib`` replaces the library (``nfd-gpu snapshot`` passes a recording wrapper);
     ``session`` says which NVML may be asked and keeps the agent's state between passes.
@@ -245,7 +169,8 @@ def collect(
 def apply(
     facts: NvidiaFacts, gpus: tuple[Gpu, ...], driver_versions: dict[str, str]
 ) -> tuple[tuple[Gpu, ...], tuple[Partition, ...], dict[str, str]]:
-    """Merge into the GPU records; fill the driver version when sysfs has none; add CUDA."""
+    """Merge into the GPU records (over the model table's facts); fill the driver version
+    when sysfs has none; add CUDA."""
     versions = dict(driver_versions)
     if "nvidia" not in versions and facts.driver_version:
         versions["nvidia"] = facts.driver_version
@@ -253,7 +178,8 @@ def apply(
         versions["cuda"] = facts.cuda_version
     addrs = {g.address for g in gpus}
     parts = tuple(p for p in facts.partitions if p.parent in addrs)
-    return merge(gpus, facts), parts, versions
+    with_table = tuple(table_facts(g) if g.vendor == "nvidia" else g for g in gpus)
+    return merge(with_table, facts), parts, versions
 
 
 def _discover(ctx: Context, snap: Snapshot) -> Snapshot:

@@ -1,4 +1,4 @@
-"""Record NVML answers while the real adapter runs, in the replay format of ``nvml_replay``.
+"""Record NVML answers while the real adapter runs, in the replay format of ``replay``.
 
 :func:`wrap` returns a module with pynvml's API that forwards every call to the wrapped
 library (real ``pynvml``, or a fake one in tests) and writes each answer, or the error it
@@ -16,9 +16,8 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from nfd_gpu.discovery.nvidia.replay import DEVICE_FUNCTIONS
+from nfd_gpu.discovery.nvidia.replay import DEVICE_FUNCTIONS, SYSTEM_FUNCTIONS
 
-SYSTEM_FUNCTIONS = ("nvmlSystemGetDriverVersion", "nvmlSystemGetCudaDriverVersion")
 CONSTANT_PREFIXES = ("NVML_", "c_nvmlGpuFabricInfo_t")
 
 
@@ -63,7 +62,10 @@ class Handle:
 
 
 class Recording:
-    """The recorded answers (``data``) and the wrapping module (``module``)."""
+    """The recorded answers (``data``) and the wrapping module (``module``).
+
+    Its methods named like pynvml's functions become the module's functions (``_build``);
+    each forwards to the wrapped library and records the answer where the replay looks."""
 
     def __init__(self, lib: types.ModuleType) -> None:
         self.lib = lib
@@ -81,120 +83,124 @@ class Recording:
 
     def _build(self) -> types.ModuleType:
         lib = self.lib
-        rec = self.data
         mod = types.ModuleType("pynvml")
         for name, value in vars(lib).items():
             if name.startswith(CONSTANT_PREFIXES) or name.startswith("NVMLError"):
                 mod.__dict__[name] = value
-
-        def nvmlInit() -> None:
-            try:
-                lib.nvmlInit()
-            except lib.NVMLError as exc:
-                rec["nvmlInit"] = {"error": error_name(exc)}
-                raise
-
-        def system(fn: str) -> Callable[[], Any]:
-            def call() -> Any:
-                return self._call(rec, fn, getattr(lib, fn))
-
-            call.__name__ = fn
-            return call
-
-        def nvmlDeviceGetCount() -> int:
-            n = int(lib.nvmlDeviceGetCount())
-            rec["devices"] = [{} for _ in range(n)]
-            return n
-
-        def nvmlDeviceGetHandleByIndex(i: int) -> Handle:
-            data = rec.setdefault("devices", [])
-            while len(data) <= i:
-                data.append({})
-            try:
-                real = lib.nvmlDeviceGetHandleByIndex(i)
-            except lib.NVMLError as exc:
-                data[i]["error"] = error_name(exc)
-                raise
-            return Handle(real, data[i])
-
-        def device(fn: str) -> Callable[..., Any]:
-            def call(h: Handle, *args: Any) -> Any:
-                return self._call(h.data, fn, getattr(lib, fn), h.real, *args)
-
-            call.__name__ = fn
-            return call
-
-        def nvmlDeviceGetMigDeviceHandleByIndex(h: Handle, j: int) -> Handle:
-            migs: list[Any] = h.data.setdefault("migDevices", [])
-            while len(migs) <= j:
-                migs.append(None)
-            real = lib.nvmlDeviceGetMigDeviceHandleByIndex(h.real, j)
-            migs[j] = {}
-            return Handle(real, migs[j], h)
-
-        def nvmlDeviceGetGpuInstanceProfileInfo(h: Handle, p: int, *args: Any) -> Any:
-            info = lib.nvmlDeviceGetGpuInstanceProfileInfo(h.real, p, *args)
-            h.data.setdefault("gpuInstanceProfiles", {})[str(p)] = encode(info)
-            return info
-
-        def nvmlDeviceGetGpuInstanceById(h: Handle, gi: int) -> Handle:
-            real = lib.nvmlDeviceGetGpuInstanceById(h.real, gi)
-            data = h.data.setdefault("gpuInstances", {}).setdefault(str(gi), {})
-            return Handle(real, data, h)
-
-        def nvmlGpuInstanceGetInfo(gi: Handle) -> Any:
-            info = lib.nvmlGpuInstanceGetInfo(gi.real)
-            gi.data["profileId"] = int(info.profileId)
-            return info
-
-        def nvmlGpuInstanceGetComputeInstanceById(gi: Handle, ci: int) -> Handle:
-            real = lib.nvmlGpuInstanceGetComputeInstanceById(gi.real, ci)
-            data = gi.data.setdefault("computeInstances", {}).setdefault(str(ci), {})
-            return Handle(real, data, gi)
-
-        def nvmlComputeInstanceGetInfo(ci: Handle) -> Any:
-            info = lib.nvmlComputeInstanceGetInfo(ci.real)
-            ci.data["profileId"] = int(info.profileId)
-            return info
-
-        def nvmlGpuInstanceGetComputeInstanceProfileInfo(gi: Handle, p: int, *args: Any) -> Any:
-            info = lib.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi.real, p, *args)
-            dev = gi.parent.data if gi.parent is not None else gi.data
-            dev.setdefault("computeInstanceProfiles", {})[str(p)] = encode(info)
-            return info
-
-        def nvmlDeviceGetGpuFabricInfo(h: Handle, ref: Any) -> Any:
-            fn = "nvmlDeviceGetGpuFabricInfo"
-            try:
-                ret = lib.nvmlDeviceGetGpuFabricInfo(h.real, ref)
-            except lib.NVMLError as exc:
-                h.data[fn] = {"error": error_name(exc)}
-                raise
-            h.data[fn] = encode(getattr(ref, "_obj", ref))  # the struct NVML filled in
-            return ret
-
-        if hasattr(lib, "nvmlDeviceGetGpuFabricInfo"):
-            mod.__dict__["nvmlDeviceGetGpuFabricInfo"] = nvmlDeviceGetGpuFabricInfo
         for fn in SYSTEM_FUNCTIONS:
             if hasattr(lib, fn):
-                mod.__dict__[fn] = system(fn)
+                mod.__dict__[fn] = self._system(fn)
         for fn in DEVICE_FUNCTIONS:
             if hasattr(lib, fn):
-                mod.__dict__[fn] = device(fn)
-        mod.__dict__.update(
-            nvmlInit=nvmlInit,
-            nvmlShutdown=lib.nvmlShutdown,
-            nvmlDeviceGetCount=nvmlDeviceGetCount,
-            nvmlDeviceGetHandleByIndex=nvmlDeviceGetHandleByIndex,
-            nvmlDeviceGetMigDeviceHandleByIndex=nvmlDeviceGetMigDeviceHandleByIndex,
-            nvmlDeviceGetGpuInstanceProfileInfo=nvmlDeviceGetGpuInstanceProfileInfo,
-            nvmlDeviceGetGpuInstanceById=nvmlDeviceGetGpuInstanceById,
-            nvmlGpuInstanceGetInfo=nvmlGpuInstanceGetInfo,
-            nvmlGpuInstanceGetComputeInstanceById=nvmlGpuInstanceGetComputeInstanceById,
-            nvmlComputeInstanceGetInfo=nvmlComputeInstanceGetInfo,
-            nvmlGpuInstanceGetComputeInstanceProfileInfo=nvmlGpuInstanceGetComputeInstanceProfileInfo,
-        )
+                mod.__dict__[fn] = self._device(fn)
+        if hasattr(lib, "nvmlDeviceGetGpuFabricInfo"):
+            mod.__dict__["nvmlDeviceGetGpuFabricInfo"] = self.nvmlDeviceGetGpuFabricInfo
+        for fn in _METHODS:
+            mod.__dict__[fn] = getattr(self, fn)
+        mod.__dict__["nvmlShutdown"] = lib.nvmlShutdown
         return mod
+
+    def _system(self, fn: str) -> Callable[[], Any]:
+        def call() -> Any:
+            return self._call(self.data, fn, getattr(self.lib, fn))
+
+        call.__name__ = fn
+        return call
+
+    def _device(self, fn: str) -> Callable[..., Any]:
+        def call(h: Handle, *args: Any) -> Any:
+            return self._call(h.data, fn, getattr(self.lib, fn), h.real, *args)
+
+        call.__name__ = fn
+        return call
+
+    def nvmlInit(self) -> None:
+        try:
+            self.lib.nvmlInit()
+        except self.lib.NVMLError as exc:
+            self.data["nvmlInit"] = {"error": error_name(exc)}
+            raise
+
+    def nvmlDeviceGetCount(self) -> int:
+        n = int(self.lib.nvmlDeviceGetCount())
+        self.data["devices"] = [{} for _ in range(n)]
+        return n
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> Handle:
+        data = self.data.setdefault("devices", [])
+        while len(data) <= i:
+            data.append({})
+        try:
+            real = self.lib.nvmlDeviceGetHandleByIndex(i)
+        except self.lib.NVMLError as exc:
+            data[i]["error"] = error_name(exc)
+            raise
+        return Handle(real, data[i])
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, h: Handle, j: int) -> Handle:
+        migs: list[Any] = h.data.setdefault("migDevices", [])
+        while len(migs) <= j:
+            migs.append(None)
+        real = self.lib.nvmlDeviceGetMigDeviceHandleByIndex(h.real, j)
+        migs[j] = {}
+        return Handle(real, migs[j], h)
+
+    def nvmlDeviceGetGpuInstanceProfileInfo(self, h: Handle, p: int, *args: Any) -> Any:
+        info = self.lib.nvmlDeviceGetGpuInstanceProfileInfo(h.real, p, *args)
+        h.data.setdefault("gpuInstanceProfiles", {})[str(p)] = encode(info)
+        return info
+
+    def nvmlDeviceGetGpuInstanceById(self, h: Handle, gi: int) -> Handle:
+        real = self.lib.nvmlDeviceGetGpuInstanceById(h.real, gi)
+        data = h.data.setdefault("gpuInstances", {}).setdefault(str(gi), {})
+        return Handle(real, data, h)
+
+    def nvmlGpuInstanceGetInfo(self, gi: Handle) -> Any:
+        info = self.lib.nvmlGpuInstanceGetInfo(gi.real)
+        gi.data["profileId"] = int(info.profileId)
+        return info
+
+    def nvmlGpuInstanceGetComputeInstanceById(self, gi: Handle, ci: int) -> Handle:
+        real = self.lib.nvmlGpuInstanceGetComputeInstanceById(gi.real, ci)
+        data = gi.data.setdefault("computeInstances", {}).setdefault(str(ci), {})
+        return Handle(real, data, gi)
+
+    def nvmlComputeInstanceGetInfo(self, ci: Handle) -> Any:
+        info = self.lib.nvmlComputeInstanceGetInfo(ci.real)
+        ci.data["profileId"] = int(info.profileId)
+        return info
+
+    def nvmlGpuInstanceGetComputeInstanceProfileInfo(self, gi: Handle, p: int, *args: Any) -> Any:
+        info = self.lib.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi.real, p, *args)
+        dev = gi.parent.data if gi.parent is not None else gi.data
+        dev.setdefault("computeInstanceProfiles", {})[str(p)] = encode(info)
+        return info
+
+    def nvmlDeviceGetGpuFabricInfo(self, h: Handle, ref: Any) -> Any:
+        fn = "nvmlDeviceGetGpuFabricInfo"
+        try:
+            ret = self.lib.nvmlDeviceGetGpuFabricInfo(h.real, ref)
+        except self.lib.NVMLError as exc:
+            h.data[fn] = {"error": error_name(exc)}
+            raise
+        h.data[fn] = encode(getattr(ref, "_obj", ref))  # the struct NVML filled in
+        return ret
+
+
+# pynvml functions that are methods of Recording, always wrapped (the fabric info only
+# when the library has it; nvmlShutdown is passed through)
+_METHODS = (
+    "nvmlInit",
+    "nvmlDeviceGetCount",
+    "nvmlDeviceGetHandleByIndex",
+    "nvmlDeviceGetMigDeviceHandleByIndex",
+    "nvmlDeviceGetGpuInstanceProfileInfo",
+    "nvmlDeviceGetGpuInstanceById",
+    "nvmlGpuInstanceGetInfo",
+    "nvmlGpuInstanceGetComputeInstanceById",
+    "nvmlComputeInstanceGetInfo",
+    "nvmlGpuInstanceGetComputeInstanceProfileInfo",
+)
 
 
 def wrap(lib: types.ModuleType) -> Recording:

@@ -155,19 +155,19 @@ class NvmlSession:
         return None
 
     def _load_recording(self, host: HostRoot) -> ModuleType | None:
-        from nfd_gpu.discovery.nvidia import replay as nvml_replay  # lazy: only for a recording
+        from nfd_gpu.discovery.nvidia import replay  # lazy: only for a recording
 
-        data = host.read_bytes(NVML_RECORDING, limit=nvml_replay.MAX_RECORDING)
+        data = host.read_bytes(NVML_RECORDING, limit=replay.MAX_RECORDING)
         if data is None:
             self.reason = "recording unreadable"
             return None
-        if len(data) >= nvml_replay.MAX_RECORDING:
-            self.reason = f"recording larger than {nvml_replay.MAX_RECORDING} bytes"
+        if len(data) >= replay.MAX_RECORDING:
+            self.reason = f"recording larger than {replay.MAX_RECORDING} bytes"
             host.warn(f"/{NVML_RECORDING}: {self.reason}; using procfs facts")
             return None
         try:
-            return nvml_replay.loads(data)
-        except nvml_replay.RecordingError as exc:
+            return replay.loads(data)
+        except replay.RecordingError as exc:
             self.reason = f"bad recording: {exc}"
             host.warn(f"/{NVML_RECORDING}: bad NVML recording ({exc}); using procfs facts")
             return None
