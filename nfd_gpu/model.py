@@ -10,7 +10,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 SCHEMA_VERSION = 1
 
@@ -327,13 +330,13 @@ class Snapshot:
         return cls.from_dict(json.loads(text))
 
 
-T = TypeVar("T")
+T = TypeVar("T", bound="DataclassInstance")
 
 
 def _load(cls: type[T], d: dict[str, Any]) -> T:
     """Build a record from its ``asdict`` form: lists back to tuples, nested links."""
     kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for f in dataclasses.fields(cls):
         if f.name in d:
             kwargs[f.name] = _value(f.name, d[f.name])
     return cls(**kwargs)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from nfd_gpu import features as F
 from nfd_gpu.discovery.nvidia.session import NvmlSession
 from nfd_gpu.discovery.registry import SOURCES
-from nfd_gpu.discovery.source import Context, wanted
+from nfd_gpu.discovery.source import Context, Source, wanted
 from nfd_gpu.featuremap import snapshot_features
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.labels.neutral import NAMESPACE
@@ -51,11 +51,15 @@ class ScanResult:
 
 
 def discover(
-    host: HostRoot, *, nvml_lib: ModuleType | None = None, nvml: NvmlSession | None = None
+    host: HostRoot,
+    *,
+    nvml_lib: ModuleType | None = None,
+    nvml: NvmlSession | None = None,
+    sources: Sequence[Source] = SOURCES,
 ) -> Snapshot:
     """Read the host into a :class:`Snapshot` (read-only; failures become warnings): each
-    source of :data:`~nfd_gpu.discovery.registry.SOURCES` in order, skipping those whose
-    vendors have no GPU here.
+    source of :data:`~nfd_gpu.discovery.registry.SOURCES` (or ``sources``) in order,
+    skipping those whose vendors have no GPU here.
 
     ``nvml_lib`` replaces the NVML library (``nfd-gpu snapshot`` records through it);
     ``nvml`` is the NVML session (mode, and the agent's state kept between passes)."""
@@ -63,7 +67,7 @@ def discover(
         nvml.status = "none"  # until NVIDIA GPUs ask it
     ctx = Context(host, nvml_lib=nvml_lib, nvml=nvml)
     snap = Snapshot(root=host.root)
-    for source in SOURCES:
+    for source in sources:
         if wanted(source, snap):
             snap = source.discover(ctx, snap)
     return dataclasses.replace(snap, warnings=tuple(host.warnings))

@@ -1,17 +1,19 @@
 """The GPU vendors, and every discovery source in the order ``scan.discover`` runs them.
 
 A vendor is a package with a ``VENDOR`` (:class:`~nfd_gpu.discovery.source.Vendor`: PCI id,
-names, drivers, its own sources) and one line in ``VENDORS``; docs/architecture.md has a
-worked example.
+names, drivers, modules, its own sources) and one line in ``VENDORS``; docs/architecture.md
+has a worked example.
 
 The order matters: ``pci`` lists the functions, ``gpus`` builds the GPU records from them,
 the vendor sources refine those records (NVIDIA's also fills the driver versions that
 ``module-versions`` could not read), ``vgpu`` and ``runtime`` read what the GPUs expose,
 ``system`` reads the host around them. The shared steps that must recognise the vendors'
-GPUs, drivers or modules are given ``GPU_VENDORS``.
+GPUs, drivers or modules are given the vendors by PCI id.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from nfd_gpu.discovery import amd, gpus, intel, nvidia, pci, runtime, system, vgpu
 from nfd_gpu.discovery.source import Source, Vendor
@@ -22,14 +24,24 @@ VENDORS: tuple[Vendor, ...] = (
     intel.VENDOR,
 )
 
-GPU_VENDORS: dict[str, Vendor] = {v.pci_id: v for v in VENDORS}  # PCI vendor id -> vendor
 
-SOURCES: tuple[Source, ...] = (
-    pci.source(GPU_VENDORS),
-    gpus.source(GPU_VENDORS),
-    system.versions(GPU_VENDORS),
-    *(s for v in VENDORS for s in v.sources),
-    vgpu.SOURCE,
-    runtime.SOURCE,
-    system.source(GPU_VENDORS),
-)
+def by_pci_id(vendors: Iterable[Vendor]) -> dict[str, Vendor]:
+    return {v.pci_id: v for v in vendors}
+
+
+def sources(vendors: tuple[Vendor, ...]) -> tuple[Source, ...]:
+    """Every source, in order, for these vendors (their own sources in the vendors' order)."""
+    ids = by_pci_id(vendors)
+    return (
+        pci.source(ids),
+        gpus.source(ids),
+        system.versions(ids),
+        *(s for v in vendors for s in v.sources),
+        vgpu.SOURCE,
+        runtime.SOURCE,
+        system.source(ids),
+    )
+
+
+GPU_VENDORS = by_pci_id(VENDORS)  # PCI vendor id -> vendor
+SOURCES = sources(VENDORS)

@@ -16,7 +16,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from nfd_gpu.discovery.nvidia.replay import DEVICE_FUNCTIONS, SYSTEM_FUNCTIONS
+from nfd_gpu.discovery.nvidia.replay import DEVICE_FUNCTIONS, HANDLE_FUNCTIONS, SYSTEM_FUNCTIONS
 
 CONSTANT_PREFIXES = ("NVML_", "c_nvmlGpuFabricInfo_t")
 
@@ -189,18 +189,7 @@ class Recording:
 
 # pynvml functions that are methods of Recording, always wrapped (the fabric info only
 # when the library has it; nvmlShutdown is passed through)
-_METHODS = (
-    "nvmlInit",
-    "nvmlDeviceGetCount",
-    "nvmlDeviceGetHandleByIndex",
-    "nvmlDeviceGetMigDeviceHandleByIndex",
-    "nvmlDeviceGetGpuInstanceProfileInfo",
-    "nvmlDeviceGetGpuInstanceById",
-    "nvmlGpuInstanceGetInfo",
-    "nvmlGpuInstanceGetComputeInstanceById",
-    "nvmlComputeInstanceGetInfo",
-    "nvmlGpuInstanceGetComputeInstanceProfileInfo",
-)
+_METHODS = ("nvmlInit", *HANDLE_FUNCTIONS)
 
 
 def wrap(lib: types.ModuleType) -> Recording:

@@ -253,10 +253,9 @@ class _Replay:
         return 0
 
 
-# pynvml functions that are methods of _Replay (besides the system and device ones)
-_METHODS = (
-    "nvmlInit",
-    "nvmlShutdown",
+# pynvml functions of handles, MIG devices and GPU / compute instances that the replay (and
+# the recorder, record.py) implement one by one, besides the system and device ones above
+HANDLE_FUNCTIONS = (
     "nvmlDeviceGetCount",
     "nvmlDeviceGetHandleByIndex",
     "nvmlDeviceGetMigDeviceHandleByIndex",
@@ -266,8 +265,8 @@ _METHODS = (
     "nvmlGpuInstanceGetComputeInstanceById",
     "nvmlComputeInstanceGetInfo",
     "nvmlGpuInstanceGetComputeInstanceProfileInfo",
-    "nvmlDeviceGetGpuFabricInfo",
 )
+_METHODS = ("nvmlInit", "nvmlShutdown", *HANDLE_FUNCTIONS, "nvmlDeviceGetGpuFabricInfo")
 
 
 def build(recording: dict[str, Any]) -> types.ModuleType:
