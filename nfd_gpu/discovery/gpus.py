@@ -6,8 +6,9 @@ A GPU is a PCI *physical function* of a GPU vendor whose class is display
 * class 0x03 of a registered GPU vendor (``discovery/registry.py``: NVIDIA, AMD, Intel)
   is a GPU;
 * class 0x12 is a GPU only when the vendor table knows the device (AMD
-  Instinct boards are 0x1200; Intel's 0x12 NPUs are not GPUs), or for AMD
-  (vendor 1002 only makes GPUs in that class);
+  Instinct boards are 0x1200; Intel's 0x12 NPUs are not GPUs), or for a vendor whose
+  every 0x12 function is one (``Vendor.accelerators_are_gpus``: AMD, vendor 1002 only
+  makes GPUs in that class);
 * BMC / virtual VGA (ASPEED, Matrox, QEMU, virtio, Cirrus, VMware) are other
   vendors, NVSwitch bridges are class 0x0680 and GPU audio is 0x0403: never GPUs;
 * a function with a ``physfn`` link is an SR-IOV VF of a PF on this host and is
@@ -37,7 +38,7 @@ def is_gpu_function(dev: PciDevice, gpu_vendors: Mapping[str, Vendor]) -> bool:
     if base == "03":
         return True
     if base == "12":
-        return vendor.name == "amd" or tables.lookup(vendor.name, dev.device) is not None
+        return vendor.accelerators_are_gpus or tables.lookup(vendor.name, dev.device) is not None
     return False
 
 

@@ -73,6 +73,9 @@ class Vendor:
     modules: tuple[str, ...]  # kernel modules whose version is reported (sys/module/<m>/version)
     sources: tuple[Source, ...]  # the vendor's own steps, in order; they run after ``gpus``
     sriov_host_drivers: tuple[str, ...] = ()  # host drivers handing VFs to VMs: "vf-passthrough"
+    # every processing-accelerator (class 0x12) function is a GPU; else only those the
+    # vendor's model table lists (Intel's 0x12 NPUs are not GPUs)
+    accelerators_are_gpus: bool = False
 
 
 def wanted(source: Source, snap: Snapshot) -> bool:

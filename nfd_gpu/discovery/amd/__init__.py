@@ -17,4 +17,5 @@ VENDOR = Vendor(
     modules=("amdgpu", "gim"),
     sources=(amdgpuinfo.SOURCE, sysfs.SOURCE),
     sriov_host_drivers=("gim",),  # AMD MxGPU
+    accelerators_are_gpus=True,  # vendor 1002 makes no other class-0x12 device
 )

@@ -213,6 +213,7 @@ def enrich(
 def _enrich_one(
     host: HostRoot, g: Gpu, nodes: list[KfdNode], node_slot: dict[int, str]
 ) -> tuple[Gpu, list[Partition]]:
+    """One AMD GPU completed from the model table, amdgpu sysfs and its KFD ``nodes``."""
     dev = f"sys/bus/pci/devices/{g.address}"
     sources = dict(g.sources)
     info = tables.lookup("amd", g.device_id, g.revision)
@@ -231,23 +232,27 @@ def _enrich_one(
     if not nodes:
         return dataclasses.replace(g, sources=sources), []
     g = _with_kfd(g, nodes, node_slot, sources)
-    parts: list[Partition] = []
-    if len(nodes) > 1:
-        profile = g.amd.partition_compute or f"{len(nodes)}x"
-        parts = [
-            Partition(
-                parent=g.address,
-                kind="amd",
-                profile=profile,
-                index=i,
-                memory_mib=n.memory_bytes // MIB if n.memory_bytes else None,
-                compute_units=n.compute_units,
-                uuid=n.unique_id,
-                simd_count=n.simd_count,
-            )
-            for i, n in enumerate(nodes)
-        ]
-    return dataclasses.replace(g, sources=sources), parts
+    return dataclasses.replace(g, sources=sources), _partitions(g, nodes)
+
+
+def _partitions(g: Gpu, nodes: list[KfdNode]) -> list[Partition]:
+    """One partition per KFD node of a partitioned GPU (none for a single node)."""
+    if len(nodes) < 2:
+        return []
+    profile = g.amd.partition_compute or f"{len(nodes)}x"
+    return [
+        Partition(
+            parent=g.address,
+            kind="amd",
+            profile=profile,
+            index=i,
+            memory_mib=n.memory_bytes // MIB if n.memory_bytes else None,
+            compute_units=n.compute_units,
+            uuid=n.unique_id,
+            simd_count=n.simd_count,
+        )
+        for i, n in enumerate(nodes)
+    ]
 
 
 def _amdgpu_attributes(host: HostRoot, dev: str, amd: AmdGpu, sources: dict[str, str]) -> AmdGpu:
@@ -302,11 +307,10 @@ def _with_kfd(
     peers.discard(None)
     peers.discard(own)
     interconnects = tuple(sorted({*g.interconnects, "xgmi"})) if peers else g.interconnects
+    bank0 = first.bank0_bytes
     amd = dataclasses.replace(
         amd,
-        kfd_vram_mib=first.bank0_bytes // MIB
-        if first.bank0_bytes is not None
-        else amd.kfd_vram_mib,
+        kfd_vram_mib=bank0 // MIB if bank0 is not None else amd.kfd_vram_mib,
         simd_count=sum(n.simd_count for n in nodes),
         gfx=gfx,
         xcc_count=_sum_known(n.num_xcc for n in nodes) or amd.xcc_count,
