@@ -183,7 +183,8 @@ def nvml_recording(gpus: int, mig: bool) -> dict:  # type: ignore[type-arg]
 
 
 def nvml_rows(runs: int) -> list[tuple[str, float, str]]:
-    from nfd_gpu.discovery import nvml, nvml_replay
+    from nfd_gpu.discovery.nvidia import nvml
+    from nfd_gpu.discovery.nvidia import replay as nvml_replay
 
     rows = []
     for mig in (False, True):

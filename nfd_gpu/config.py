@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from nfd_gpu.discovery.nvidia.session import NVML_MODES
 from nfd_gpu.labels import registry
 from nfd_gpu.labels.nvidia import MIG_STRATEGIES
 from nfd_gpu.labels.options import check
@@ -35,7 +36,6 @@ from nfd_gpu.settings import (
 
 __all__ = ["OUTPUTS", "Config", "ConfigError", "hostname_node_name", "load", "split_address"]
 
-NVML_MODES = ("auto", "on", "off")  # nfd_gpu.discovery.nvml_session.NVML_MODES
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 DRY_RUN_NAMESPACE = "nfd-gpu"  # the namespace deploy/ installs into
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 SCHEMA_VERSION = 1
 
@@ -90,8 +93,55 @@ class Partition:
 
 
 @dataclass(frozen=True, slots=True)
+class NvidiaGpu:
+    """NVIDIA facts of a GPU (procfs, NVML, the model table, the vGPU capability).
+
+    Empty (every fact unknown) on the GPUs of other vendors."""
+
+    compute_major: int | None = None  # CUDA compute capability
+    compute_minor: int | None = None
+    mig_capable: bool | None = None
+    mig_enabled: bool | None = None
+    # NVML virtualization mode: none | passthrough (a VM with the GPU passed through) |
+    # vgpu-guest | vgpu-host; None when unknown (no NVML)
+    virtualization: str | None = None
+    clique: str | None = None  # NVLink fabric "<clusterUUID>.<cliqueId>" (NVML fabric info)
+    # vGPU guest: the host's vGPU manager version / branch (PCI vendor capability)
+    vgpu_host_driver_version: str | None = None
+    vgpu_host_driver_branch: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AmdGpu:
+    """AMD facts of a GPU (KFD, amdgpu sysfs, the model table). Empty on other vendors'."""
+
+    gfx: str | None = None  # ISA name, e.g. gfx90a
+    simd_count: int | None = None
+    xcc_count: int | None = None
+    board_product: str | None = None  # amdgpu sysfs product_name, verbatim
+    compute_partitions_available: tuple[str, ...] = ()
+    memory_partitions_available: tuple[str, ...] = ()
+    xgmi_peers: int | None = None
+    partition_compute: str | None = None  # current compute partition mode (cpx, spx, ...)
+    partition_memory: str | None = None  # current memory partition mode (nps1, ...)
+    kfd_vram_mib: int | None = None  # KFD mem_banks/0 size_in_bytes (0 on a VF guest)
+
+
+@dataclass(frozen=True, slots=True)
+class IntelGpu:
+    """Intel facts of a GPU (i915 / xe sysfs, the model table). Empty on other vendors'."""
+
+    tiles: int | None = None
+    local_memory_bytes: int | None = None  # lmem_total_bytes x tiles (i915), VRAM (xe)
+
+
+@dataclass(frozen=True, slots=True)
 class Gpu:
-    """A physical GPU (or, inside a VM, the passed-through VF / vGPU)."""
+    """A physical GPU (or, inside a VM, the passed-through VF / vGPU).
+
+    The facts every vendor has are fields here; each vendor's own facts are in its record
+    (``nvidia``, ``amd``, ``intel``), empty on the other vendors' GPUs. ``sources`` is the
+    provenance of the facts, apart from them. The JSON form is flat (:data:`GPU_JSON`)."""
 
     address: str
     vendor: str  # nvidia | amd | intel
@@ -104,21 +154,8 @@ class Gpu:
     product: str | None = None  # marketing name as the vendor library reports it
     family: str | None = None
     memory_mib: int | None = None
-    compute_major: int | None = None
-    compute_minor: int | None = None
-    gfx: str | None = None
     compute_units: int | None = None
-    # AMD / Intel depth (KFD, amdgpu and i915/xe sysfs)
-    simd_count: int | None = None
-    xcc_count: int | None = None
-    board_product: str | None = None  # amdgpu sysfs product_name, verbatim
-    compute_partitions_available: tuple[str, ...] = ()
-    memory_partitions_available: tuple[str, ...] = ()
     interconnects: tuple[str, ...] = ()  # "xgmi", "xe-link"
-    xgmi_peers: int | None = None
-    tiles: int | None = None
-    mig_capable: bool | None = None
-    mig_enabled: bool | None = None
     driver: str | None = None
     numa_node: int | None = None
     sriov_totalvfs: int | None = None
@@ -129,20 +166,84 @@ class Gpu:
     link: PcieLink | None = None
     drm: tuple[str, ...] = ()
     uuid: str | None = None
-    partition_compute: str | None = None
-    partition_memory: str | None = None
-    mode: str | None = None
-    # NVML virtualization mode: none | passthrough (a VM with the GPU passed through) |
-    # vgpu-guest | vgpu-host; None when unknown (no NVML, or not NVIDIA)
-    virtualization: str | None = None
-    clique: str | None = None  # NVLink fabric "<clusterUUID>.<cliqueId>" (NVML fabric info)
-    # NVIDIA vGPU guest: the host's vGPU manager version / branch (PCI vendor capability)
-    vgpu_host_driver_version: str | None = None
-    vgpu_host_driver_branch: str | None = None
+    mode: str | None = None  # container | pf-passthrough | vf-passthrough | vgpu-host | vgpu-guest
     # provenance of each fact: field name -> nvml | sysfs | procfs | pci.ids | table | kfd
     sources: dict[str, str] = field(default_factory=dict)
-    local_memory_bytes: int | None = None  # Intel: lmem_total_bytes x tiles (i915), VRAM (xe)
-    kfd_vram_mib: int | None = None  # AMD: KFD mem_banks/0 size_in_bytes (0 on a VF guest)
+    nvidia: NvidiaGpu = NvidiaGpu()
+    amd: AmdGpu = AmdGpu()
+    intel: IntelGpu = IntelGpu()
+
+
+# The flat JSON form of a Gpu (``to_json``, the scan JSON's ``gpus``: scan-v1.schema.json):
+# every key in order, and the record that holds it ("gpu": the Gpu itself). One row per fact:
+# a new fact is a field of its record and a row here (tests/test_model.py checks both ways).
+GPU_JSON: tuple[tuple[str, str], ...] = (
+    ("address", "gpu"),
+    ("vendor", "gpu"),
+    ("vendor_id", "gpu"),
+    ("device_id", "gpu"),
+    ("class_id", "gpu"),
+    ("subsystem_vendor_id", "gpu"),
+    ("subsystem_device_id", "gpu"),
+    ("revision", "gpu"),
+    ("product", "gpu"),
+    ("family", "gpu"),
+    ("memory_mib", "gpu"),
+    ("compute_major", "nvidia"),
+    ("compute_minor", "nvidia"),
+    ("gfx", "amd"),
+    ("compute_units", "gpu"),
+    ("simd_count", "amd"),
+    ("xcc_count", "amd"),
+    ("board_product", "amd"),
+    ("compute_partitions_available", "amd"),
+    ("memory_partitions_available", "amd"),
+    ("interconnects", "gpu"),
+    ("xgmi_peers", "amd"),
+    ("tiles", "intel"),
+    ("mig_capable", "nvidia"),
+    ("mig_enabled", "nvidia"),
+    ("driver", "gpu"),
+    ("numa_node", "gpu"),
+    ("sriov_totalvfs", "gpu"),
+    ("sriov_numvfs", "gpu"),
+    ("vfs", "gpu"),
+    ("vf_drivers", "gpu"),
+    ("guest_vf", "gpu"),
+    ("link", "gpu"),
+    ("drm", "gpu"),
+    ("uuid", "gpu"),
+    ("partition_compute", "amd"),
+    ("partition_memory", "amd"),
+    ("mode", "gpu"),
+    ("virtualization", "nvidia"),
+    ("clique", "nvidia"),
+    ("vgpu_host_driver_version", "nvidia"),
+    ("vgpu_host_driver_branch", "nvidia"),
+    ("sources", "gpu"),
+    ("local_memory_bytes", "intel"),
+    ("kfd_vram_mib", "amd"),
+)
+
+
+def gpu_to_dict(g: Gpu) -> dict[str, Any]:
+    """The flat JSON form of ``g`` (:data:`GPU_JSON`)."""
+    nested = dataclasses.asdict(g)  # {"address": ..., "nvidia": {"compute_major": ...}, ...}
+    return {key: (nested if rec == "gpu" else nested[rec])[key] for key, rec in GPU_JSON}
+
+
+def gpu_from_dict(d: dict[str, Any]) -> Gpu:
+    """A :class:`Gpu` from its flat JSON form; a missing key keeps its default."""
+    parts: dict[str, dict[str, Any]] = {"gpu": {}, "nvidia": {}, "amd": {}, "intel": {}}
+    for key, rec in GPU_JSON:
+        if key in d:
+            parts[rec][key] = _value(key, d[key])
+    return Gpu(
+        **parts["gpu"],
+        nvidia=NvidiaGpu(**parts["nvidia"]),
+        amd=AmdGpu(**parts["amd"]),
+        intel=IntelGpu(**parts["intel"]),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +301,7 @@ class Snapshot:
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
+        d["gpus"] = [gpu_to_dict(g) for g in self.gpus]
         d["schema"] = SCHEMA_VERSION
         return d
 
@@ -211,7 +313,7 @@ class Snapshot:
         return Snapshot(
             root=d["root"],
             pci=tuple(_load(PciDevice, x) for x in d.get("pci", ())),
-            gpus=tuple(_load(Gpu, x) for x in d.get("gpus", ())),
+            gpus=tuple(gpu_from_dict(x) for x in d.get("gpus", ())),
             nvswitches=tuple(d.get("nvswitches", ())),
             partitions=tuple(_load(Partition, x) for x in d.get("partitions", ())),
             loaded_modules=tuple(d.get("loaded_modules", ())),
@@ -228,22 +330,25 @@ class Snapshot:
         return cls.from_dict(json.loads(text))
 
 
-T = TypeVar("T")
+T = TypeVar("T", bound="DataclassInstance")
 
 
 def _load(cls: type[T], d: dict[str, Any]) -> T:
     """Build a record from its ``asdict`` form: lists back to tuples, nested links."""
     kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name not in d:
-            continue
-        v = d[f.name]
-        if f.name == "link" and v is not None:
-            v = PcieLink(**v)
-        elif isinstance(v, list):
-            v = tuple(tuple(x) if isinstance(x, list) else x for x in v)  # nfd_raw pairs
-        kwargs[f.name] = v
+    for f in dataclasses.fields(cls):
+        if f.name in d:
+            kwargs[f.name] = _value(f.name, d[f.name])
     return cls(**kwargs)
+
+
+def _value(name: str, v: Any) -> Any:
+    """A field's value from its JSON form: lists back to tuples, the PCIe link a record."""
+    if name == "link" and v is not None:
+        return PcieLink(**v)
+    if isinstance(v, list):
+        return tuple(tuple(x) if isinstance(x, list) else x for x in v)  # nfd_raw pairs
+    return v
 
 
 def _load_runtime(d: dict[str, Any] | None) -> Runtime | None:

@@ -12,9 +12,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from nfd_gpu import features as F
-from nfd_gpu.discovery.nvml_session import NvmlSession
+from nfd_gpu.discovery.nvidia.session import NvmlSession
 from nfd_gpu.discovery.registry import SOURCES
-from nfd_gpu.discovery.source import Context, wanted
+from nfd_gpu.discovery.source import Context, Source, wanted
 from nfd_gpu.featuremap import snapshot_features
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.labels.neutral import NAMESPACE
@@ -49,11 +49,15 @@ class ScanResult:
 
 
 def discover(
-    host: HostRoot, *, nvml_lib: ModuleType | None = None, nvml: NvmlSession | None = None
+    host: HostRoot,
+    *,
+    nvml_lib: ModuleType | None = None,
+    nvml: NvmlSession | None = None,
+    sources: Sequence[Source] = SOURCES,
 ) -> Snapshot:
     """Read the host into a :class:`Snapshot` (read-only; failures become warnings): each
-    source of :data:`~nfd_gpu.discovery.registry.SOURCES` in order, skipping those whose
-    vendors have no GPU here.
+    source of :data:`~nfd_gpu.discovery.registry.SOURCES` (or ``sources``) in order,
+    skipping those whose vendors have no GPU here.
 
     ``nvml_lib`` replaces the NVML library (``nfd-gpu snapshot`` records through it);
     ``nvml`` is the NVML session (mode, and the agent's state kept between passes)."""
@@ -61,7 +65,7 @@ def discover(
         nvml.status = "none"  # until NVIDIA GPUs ask it
     ctx = Context(host, nvml_lib=nvml_lib, nvml=nvml)
     snap = Snapshot(root=host.root)
-    for source in SOURCES:
+    for source in sources:
         if wanted(source, snap):
             snap = source.discover(ctx, snap)
     return dataclasses.replace(snap, warnings=tuple(host.warnings))
@@ -131,7 +135,7 @@ def run_scan(
     """Discover, label and apply custom rules. Hardware problems are warnings, never
     exceptions. ``nvml``: ``auto`` / ``on`` / ``off`` or the agent's session; with ``on``
     NVML not answering on a node with NVIDIA GPUs raises
-    :class:`~nfd_gpu.discovery.nvml_session.NvmlRequired`. An invalid rule file raises
+    :class:`~nfd_gpu.discovery.nvidia.session.NvmlRequired`. An invalid rule file raises
     :class:`nfd_gpu.rules.RuleError`, unless
     ``tolerant_rules`` (the agent): then broken rules are skipped and reported as
     warnings and rule errors while the valid ones still apply."""

@@ -20,7 +20,7 @@ readlink'd or tested is then copied from the root into DIR, and nothing else:
 * NVML: as ``scan --nvml auto`` asks it: a root that has an ``nvml.json`` (a fixture, an
   earlier snapshot) gets it copied as is (a regular file, at most 4 MiB); otherwise every
   answer the library (``pynvml``, or ``nvml_lib``) gave is recorded through
-  :mod:`nfd_gpu.discovery.nvml_record` into ``nvml.json`` (also under ``--root /host``).
+  :mod:`nfd_gpu.discovery.nvidia.record` into ``nvml.json`` (also under ``--root /host``).
 
 ``SNAPSHOT.json`` lists what was captured (files, links, skipped paths) for a bug report.
 Nothing is written outside DIR, and DIR must be empty (or missing).
@@ -37,9 +37,10 @@ from types import ModuleType
 from typing import Any
 
 from nfd_gpu import __version__
-from nfd_gpu.discovery import nvml, nvml_record
-from nfd_gpu.discovery.nvidia_facts import NVML_RECORDING
-from nfd_gpu.discovery.nvml_replay import MAX_RECORDING
+from nfd_gpu.discovery.nvidia import nvml
+from nfd_gpu.discovery.nvidia import record as nvml_record
+from nfd_gpu.discovery.nvidia.facts import NVML_RECORDING
+from nfd_gpu.discovery.nvidia.replay import MAX_RECORDING
 from nfd_gpu.discovery.pciids import MAX_PCI_IDS, PCI_IDS_PATHS
 from nfd_gpu.hostroot import _FLAGS, MAX_READ, HostRoot
 from nfd_gpu.model import Snapshot

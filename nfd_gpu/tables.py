@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,9 +56,14 @@ def _bool(v: str | None) -> bool | None:
     return None
 
 
+# Package data beside this module (pyproject.toml package-data), read as a file: importing
+# importlib.resources would cost every scan a few milliseconds of start-up.
+DATA = Path(__file__).with_name("data")
+
+
 def _rows(vendor: str) -> list[dict[str, str]]:
     try:
-        text = resources.files("nfd_gpu").joinpath(f"data/{vendor}.tsv").read_text("utf-8")
+        text = (DATA / f"{vendor}.tsv").read_text("utf-8")
     except FileNotFoundError:
         return []
     header: list[str] | None = None

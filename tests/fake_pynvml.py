@@ -2,7 +2,7 @@
 
 The module is a real file on ``sys.path``: ``import pynvml`` in a subprocess finds it the way
 it finds nvidia-ml-py on a GPU node. Its answers are the recorded NVML answers replayed by
-``nfd_gpu.discovery.nvml_replay``. With ``outage`` (a path), while that file exists
+``nfd_gpu.discovery.nvidia.replay``. With ``outage`` (a path), while that file exists
 ``nvmlInit`` raises ``DriverNotLoaded`` and every other NVML call ``Unknown``: NVML going
 away under a running agent (driver reload, library gone from the container).
 ``write_unimportable`` writes a ``pynvml.py`` whose import fails (nvidia-ml-py missing).
@@ -16,7 +16,7 @@ TEMPLATE = '''"""Fake pynvml: recorded NVML answers (tests/fake_pynvml.py)."""
 import json as _json
 import os as _os
 
-from nfd_gpu.discovery import nvml_replay as _replay
+from nfd_gpu.discovery.nvidia import replay as _replay
 
 with open({recording!r}, encoding="utf-8") as _f:
     _MOD = _replay.build(_json.load(_f))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import pytest
 
 from nfd_gpu.featuremap import snapshot_features
-from nfd_gpu.model import Snapshot
+from nfd_gpu.model import GPU_JSON, AmdGpu, Gpu, IntelGpu, NvidiaGpu, Snapshot, gpu_to_dict
 from nfd_gpu.scan import run_scan
 from tests.conftest import ALL_FIXTURES, fixture_root
 
@@ -16,6 +19,33 @@ def test_snapshot_json_round_trip(name: str) -> None:
     again = Snapshot.from_json(snap.to_json())
     assert again == snap
     assert snapshot_features(again) == snapshot_features(snap)
+
+
+RECORDS = {"nvidia": NvidiaGpu, "amd": AmdGpu, "intel": IntelGpu}
+
+
+def test_gpu_json_table_names_every_fact_once() -> None:
+    """GPU_JSON holds each field of Gpu (but the vendor records) and of each vendor record,
+    once and under the right record: a new fact without its row, or a row without its
+    field, fails here."""
+    rows = [key for key, _ in GPU_JSON]
+    assert len(rows) == len(set(rows))
+    own = [f.name for f in dataclasses.fields(Gpu) if f.name not in RECORDS]
+    assert sorted(k for k, rec in GPU_JSON if rec == "gpu") == sorted(own)
+    for rec, cls in RECORDS.items():
+        fields = [f.name for f in dataclasses.fields(cls)]
+        assert sorted(k for k, r in GPU_JSON if r == rec) == sorted(fields), rec
+    assert {rec for _, rec in GPU_JSON} == {"gpu", *RECORDS}
+
+
+def test_gpu_json_is_flat() -> None:
+    """The vendor records do not show in the JSON form: one flat object per GPU, every key
+    on every GPU, an NVIDIA GPU's AMD and Intel keys null."""
+    snap = run_scan(fixture_root("h200-vm")).snapshot
+    d = gpu_to_dict(snap.gpus[0])
+    assert list(d) == [k for k, _ in GPU_JSON]
+    assert d["mig_capable"] is True and d["gfx"] is None and d["tiles"] is None
+    assert json.loads(snap.to_json())["gpus"][0] == json.loads(json.dumps(d))
 
 
 def test_pci_device_in_nfd_shape() -> None:

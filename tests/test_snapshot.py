@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from nfd_gpu.cli import main
-from nfd_gpu.discovery import nvml_replay
+from nfd_gpu.discovery.nvidia import replay as nvml_replay
 from nfd_gpu.scan import run_scan
 from nfd_gpu.snapshot import SnapshotError, SnapshotReport, _Copier, take_snapshot
 from tests.conftest import ALL_FIXTURES, fixture_root

@@ -7,7 +7,7 @@ import os
 
 from nfd_gpu import __version__
 from nfd_gpu.config import Config
-from nfd_gpu.discovery.nvidia import NVML_RECORDING
+from nfd_gpu.discovery.nvidia.facts import NVML_RECORDING
 
 # Rules applied on every pass when --rules is not given (and the directory exists).
 DEFAULT_RULES_DIR = "/etc/nfd-gpu/rules.d"
@@ -19,7 +19,7 @@ def nvml_state(mode: str, root: str) -> str:
     own source afterwards ("NVIDIA facts from")."""
     if mode == "off":
         return "off"
-    from nfd_gpu.discovery import nvml  # lazy: the NVML adapter (ctypes) only when NVML is on
+    from nfd_gpu.discovery.nvidia import nvml  # lazy: the NVML adapter only when NVML is on
 
     rec = os.path.join(root, NVML_RECORDING)
     if os.path.isfile(rec):

@@ -43,7 +43,7 @@ def scan(
     nvml: Annotated[str, scan_option("nvml")] = Config.nvml,
 ) -> None:
     """Scan this host (or --root) and print labels, features and GPUs."""
-    from nfd_gpu.discovery.nvml_session import NVML_MODES, NvmlRequired  # lazy: scan code
+    from nfd_gpu.discovery.nvidia.session import NVML_MODES, NvmlRequired  # lazy: scan code
     from nfd_gpu.labels import registry  # lazy: label code, not for --help or version
     from nfd_gpu.labels.options import check  # lazy: as above
     from nfd_gpu.scan import run_scan  # lazy: as above

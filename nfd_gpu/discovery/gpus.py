@@ -3,10 +3,12 @@
 A GPU is a PCI *physical function* of a GPU vendor whose class is display
 (0x03) or processing accelerator (0x12) and that is identified as a GPU:
 
-* class 0x03 of NVIDIA, AMD or Intel is a GPU;
+* class 0x03 of a registered GPU vendor (``discovery/registry.py``: NVIDIA, AMD, Intel)
+  is a GPU;
 * class 0x12 is a GPU only when the vendor table knows the device (AMD
-  Instinct boards are 0x1200; Intel's 0x12 NPUs are not GPUs), or for AMD
-  (vendor 1002 only makes GPUs in that class);
+  Instinct boards are 0x1200; Intel's 0x12 NPUs are not GPUs), or for a vendor whose
+  every 0x12 function is one (``Vendor.accelerators_are_gpus``: AMD, vendor 1002 only
+  makes GPUs in that class);
 * BMC / virtual VGA (ASPEED, Matrox, QEMU, virtio, Cirrus, VMware) are other
   vendors, NVSwitch bridges are class 0x0680 and GPU audio is 0x0403: never GPUs;
 * a function with a ``physfn`` link is an SR-IOV VF of a PF on this host and is
@@ -16,34 +18,27 @@ A GPU is a PCI *physical function* of a GPU vendor whose class is display
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from nfd_gpu import tables
-from nfd_gpu.discovery.pci import GPU_VENDOR_IDS
 from nfd_gpu.discovery.pciids import PciIds, marketing_part
-from nfd_gpu.discovery.source import Context, Step
+from nfd_gpu.discovery.source import Context, Step, Vendor
 from nfd_gpu.model import Gpu, PciDevice, Snapshot
 
-# Drivers that give containers access to the GPU.
-VENDOR_DRIVERS = frozenset({"nvidia", "amdgpu", "i915", "xe", "nouveau", "radeon"})
-# Drivers that reserve the device for a VM.
+# Drivers that reserve the device for a VM (any vendor's).
 PASSTHROUGH_DRIVERS = frozenset({"vfio-pci", "pci-stub"})
-# Host-side SR-IOV drivers that hand VFs to VMs (AMD MxGPU).
-SRIOV_HOST_DRIVERS = frozenset({"gim"})
-
-_VENDOR_DISPLAY = {"nvidia": "NVIDIA", "amd": "AMD", "intel": "Intel"}
 
 
-def is_gpu_function(dev: PciDevice) -> bool:
+def is_gpu_function(dev: PciDevice, gpu_vendors: Mapping[str, Vendor]) -> bool:
     """True for a GPU function (PF or guest VF), before the VF-on-host check."""
-    vendor = GPU_VENDOR_IDS.get(dev.vendor)
+    vendor = gpu_vendors.get(dev.vendor)
     if vendor is None:
         return False
     base = dev.base_class
     if base == "03":
         return True
     if base == "12":
-        return vendor == "amd" or tables.lookup(vendor, dev.device) is not None
+        return vendor.accelerators_are_gpus or tables.lookup(vendor.name, dev.device) is not None
     return False
 
 
@@ -51,7 +46,9 @@ def is_nvswitch(dev: PciDevice) -> bool:
     return dev.vendor == "10de" and dev.class_id.startswith("0680")
 
 
-def classify(pci: Iterable[PciDevice]) -> tuple[list[PciDevice], list[PciDevice], list[str]]:
+def classify(
+    pci: Iterable[PciDevice], gpu_vendors: Mapping[str, Vendor]
+) -> tuple[list[PciDevice], list[PciDevice], list[str]]:
     """Split PCI functions into (GPU functions, host-side VFs of GPUs, NVSwitches)."""
     gpus: list[PciDevice] = []
     vfs: list[PciDevice] = []
@@ -59,65 +56,38 @@ def classify(pci: Iterable[PciDevice]) -> tuple[list[PciDevice], list[PciDevice]
     for dev in pci:
         if is_nvswitch(dev):
             switches.append(dev.address)
-        elif is_gpu_function(dev):
+        elif is_gpu_function(dev, gpu_vendors):
             (vfs if dev.is_vf else gpus).append(dev)
     return gpus, vfs, switches
 
 
-def gpu_mode(driver: str | None, numvfs: int | None, vf_drivers: Iterable[str]) -> str | None:
+def gpu_mode(
+    vendor: Vendor, driver: str | None, numvfs: int | None, vf_drivers: Iterable[str]
+) -> str | None:
     """How the GPU can be used, from driver binding and VF status."""
     vf_drivers = set(vf_drivers)
     if driver in PASSTHROUGH_DRIVERS:
         return "pf-passthrough"
-    if driver in SRIOV_HOST_DRIVERS:
+    if driver in vendor.sriov_host_drivers:
         return "vf-passthrough"
     if numvfs and vf_drivers & PASSTHROUGH_DRIVERS:
         return "vf-passthrough"
-    if driver in VENDOR_DRIVERS:
+    if driver in vendor.drivers:
         return "container"
     return None
 
 
-def build_gpu(dev: PciDevice, vfs: list[PciDevice], pciids: PciIds) -> Gpu:
-    """A :class:`Gpu` from its PCI function, the model table and pci.ids."""
-    vendor = GPU_VENDOR_IDS[dev.vendor]
-    info = tables.lookup(vendor, dev.device, dev.revision)
-    sources: dict[str, str] = {}
-
-    product: str | None = None
-    if info is not None and info.name:
-        product = info.name
-        sources["product"] = "table"
-    else:
-        raw = pciids.device_name(dev.vendor, dev.device)
-        if raw:
-            part = marketing_part(raw)
-            prefix = _VENDOR_DISPLAY[vendor]
-            product = part if part.lower().startswith(prefix.lower()) else f"{prefix} {part}"
-            sources["product"] = "pci.ids"
-        else:
-            product = f"{_VENDOR_DISPLAY[vendor]} Device {dev.device}"
-            sources["product"] = "pci"
-
-    def from_table(name: str, value: object) -> None:
+def build_gpu(dev: PciDevice, vfs: list[PciDevice], pciids: PciIds, vendor: Vendor) -> Gpu:
+    """A :class:`Gpu` from its PCI function, the model table and pci.ids: the facts every
+    vendor has (the vendor's own sources add theirs, table facts included)."""
+    info = tables.lookup(vendor.name, dev.device, dev.revision)
+    product, sources = _product(dev, vendor, info, pciids)
+    family = info.family if info else None
+    memory = info.memory_mib if info else None
+    units = info.compute_units if info else None
+    for name, value in (("family", family), ("memory_mib", memory), ("compute_units", units)):
         if value is not None:
             sources[name] = "table"
-
-    family = info.family if info else None
-    from_table("family", family)
-    memory = info.memory_mib if info else None
-    from_table("memory_mib", memory)
-    major = info.compute_major if info else None
-    minor = info.compute_minor if info else None
-    from_table("compute_capability", major)
-    units = info.compute_units if info else None
-    from_table("compute_units", units)
-    gfx = info.gfx if info else None
-    from_table("gfx", gfx)
-    mig_capable = info.mig_capable if (info and vendor == "nvidia") else None
-    if vendor == "nvidia" and mig_capable is None:
-        mig_capable = False
-    from_table("mig_capable", info.mig_capable if info else None)
 
     my_vfs = [v for v in vfs if v.physfn == dev.address] or [
         v for v in vfs if v.address in dev.virtfns
@@ -129,7 +99,7 @@ def build_gpu(dev: PciDevice, vfs: list[PciDevice], pciids: PciIds) -> Gpu:
 
     return Gpu(
         address=dev.address,
-        vendor=vendor,
+        vendor=vendor.name,
         vendor_id=dev.vendor,
         device_id=dev.device,
         class_id=dev.class_id,
@@ -139,11 +109,7 @@ def build_gpu(dev: PciDevice, vfs: list[PciDevice], pciids: PciIds) -> Gpu:
         product=product,
         family=family,
         memory_mib=memory,
-        compute_major=major,
-        compute_minor=minor,
-        gfx=gfx,
         compute_units=units,
-        mig_capable=mig_capable,
         driver=dev.driver,
         numa_node=dev.numa_node,
         sriov_totalvfs=dev.sriov_totalvfs,
@@ -153,16 +119,33 @@ def build_gpu(dev: PciDevice, vfs: list[PciDevice], pciids: PciIds) -> Gpu:
         guest_vf=bool(info and info.vf),
         link=dev.link,
         drm=dev.drm,
-        mode=gpu_mode(dev.driver, numvfs, vf_drivers),
+        mode=gpu_mode(vendor, dev.driver, numvfs, vf_drivers),
         sources=sources,
     )
 
 
-def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
-    gpu_fns, vfs, switches = classify(snap.pci)
-    ids = PciIds(ctx.host)
-    gpus = tuple(build_gpu(d, vfs, ids) for d in gpu_fns)
-    return dataclasses.replace(snap, gpus=gpus, nvswitches=tuple(switches))
+def _product(
+    dev: PciDevice, vendor: Vendor, info: tables.ModelInfo | None, pciids: PciIds
+) -> tuple[str, dict[str, str]]:
+    """The product name (model table, else pci.ids, else the ids) and its source."""
+    if info is not None and info.name:
+        return info.name, {"product": "table"}
+    raw = pciids.device_name(dev.vendor, dev.device)
+    if not raw:
+        return f"{vendor.display} Device {dev.device}", {"product": "pci"}
+    part = marketing_part(raw)
+    if part.lower().startswith(vendor.display.lower()):
+        return part, {"product": "pci.ids"}
+    return f"{vendor.display} {part}", {"product": "pci.ids"}
 
 
-SOURCE = Step("gpus", _discover)
+def source(gpu_vendors: Mapping[str, Vendor]) -> Step:
+    """The ``gpus`` source: a :class:`Gpu` per GPU function of ``gpu_vendors`` (by PCI id)."""
+
+    def run(ctx: Context, snap: Snapshot) -> Snapshot:
+        gpu_fns, vfs, switches = classify(snap.pci, gpu_vendors)
+        ids = PciIds(ctx.host)
+        gpus = tuple(build_gpu(d, vfs, ids, gpu_vendors[d.vendor]) for d in gpu_fns)
+        return dataclasses.replace(snap, gpus=gpus, nvswitches=tuple(switches))
+
+    return Step("gpus", run)

@@ -14,15 +14,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+from collections.abc import Collection
 
 from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import PciDevice, PcieLink, Snapshot
 
 PCI_DEVICES = "sys/bus/pci/devices"
-
-# Vendors whose display / accelerator functions can be GPUs (LABELS.md counting rules).
-GPU_VENDOR_IDS = {"10de": "nvidia", "1002": "amd", "8086": "intel"}
 
 # SR-IOV TotalVFs is a 16-bit field of the capability (PCIe base spec 9.3.3.6): no
 # function can have more VFs, so no loop over a count read from sysfs goes further.
@@ -96,10 +94,10 @@ def _pair(text: str | None) -> tuple[str | None, str | None]:
     return parse_hex_id(a, 4), parse_hex_id(b, 4)
 
 
-def _is_gpu_related(vendor: str, class_id: str) -> bool:
+def _is_gpu_related(vendor: str, class_id: str, gpu_vendor_ids: Collection[str]) -> bool:
     """Functions that get the full attribute read: GPU-vendor display / accelerator
     functions and NVIDIA bridges (NVSwitch)."""
-    if vendor not in GPU_VENDOR_IDS:
+    if vendor not in gpu_vendor_ids:
         return False
     return class_id[:2] in ("03", "12") or (vendor == "10de" and class_id[:4] == "0680")
 
@@ -140,41 +138,79 @@ def read_identity(
 
 
 def read_device(
-    host: HostRoot, address: str, *, full: bool | None = None, physfn: str | None = None
+    host: HostRoot,
+    address: str,
+    gpu_vendor_ids: Collection[str],
+    *,
+    full: bool | None = None,
+    physfn: str | None = None,
 ) -> PciDevice | None:
     """Read one PCI function. None (with a warning) when its identity is unreadable.
 
     Every function gets identity, driver and SR-IOV attributes (what NFD's
     ``pci.device`` needs; a VF given with ``physfn`` has no SR-IOV files to read).
-    GPU-related functions (``full``; by default decided by vendor and class) also get
+    GPU-related functions (``full``; by default decided by vendor and class: a function of
+    one of ``gpu_vendor_ids``, the registered vendors' PCI ids) also get
     revision, NUMA node, IOMMU group, ``physfn``, PCIe link and DRM nodes. Keeping the
     other thousands of functions (NIC VFs, bridges) to two reads each keeps a scan
     cheaper than ``lspci``.
     """
     base = f"{PCI_DEVICES}/{address}"
+    raw: dict[str, str] = {}  # NFD attributes the typed fields cannot hold
     ident = read_identity(host, address)
-    raw: dict[str, str] = {}
     if ident is None:
         # NFD's pci source skips a function only when an attribute file is unreadable; a
         # malformed value is kept as read. Such a function is no GPU: only NFD's view keeps it.
         nfd = _nfd_identity(host, base)
         if not nfd:
             return None
-        typed = {a: parse_hex_id(host.read_text(f"{base}/{a}"), 4) for a in NFD_MANDATORY[1:]}
-        typed["class"] = parse_hex_id(host.read_text(f"{base}/class"), 6)
-        raw = {a: v for a, v in nfd.items() if typed[a] is None}
-        ident = (
-            typed["class"] or "",
-            typed["vendor"] or "",
-            typed["device"] or "",
-            typed["subsystem_vendor"] or "",
-            typed["subsystem_device"] or "",
-            None,
-        )
+        ident = _typed_identity(host, base, nfd, raw)
     class_id, vendor, device, sub_vendor, sub_device, driver = ident
     if full is None:
-        full = _is_gpu_related(vendor, class_id)
+        full = _is_gpu_related(vendor, class_id, gpu_vendor_ids)
+    totalvfs, numvfs, virtfns = _sriov(host, base, physfn, raw)
+    basic = PciDevice(
+        address=address,
+        class_id=class_id,
+        vendor=vendor,
+        device=device,
+        subsystem_vendor=sub_vendor,
+        subsystem_device=sub_device,
+        driver=driver,
+        sriov_totalvfs=totalvfs,
+        sriov_numvfs=numvfs,
+        physfn=physfn,
+        virtfns=virtfns,
+        iommu_type=_nfd_value(host, f"{base}/iommu_group/type"),
+        intel_iommu_version=_nfd_value(host, f"{base}/iommu/intel-iommu/version"),
+        nfd_raw=tuple(sorted(raw.items())),
+    )
+    return _with_gpu_attributes(host, base, basic) if full else basic
 
+
+def _typed_identity(
+    host: HostRoot, base: str, nfd: dict[str, str], raw: dict[str, str]
+) -> tuple[str, str, str, str, str, None]:
+    """The identity of a function with malformed ids: "" where a value is not hex, the
+    value as NFD read it into ``raw``."""
+    typed = {a: parse_hex_id(host.read_text(f"{base}/{a}"), 4) for a in NFD_MANDATORY[1:]}
+    typed["class"] = parse_hex_id(host.read_text(f"{base}/class"), 6)
+    raw.update({a: v for a, v in nfd.items() if typed[a] is None})
+    return (
+        typed["class"] or "",
+        typed["vendor"] or "",
+        typed["device"] or "",
+        typed["subsystem_vendor"] or "",
+        typed["subsystem_device"] or "",
+        None,
+    )
+
+
+def _sriov(
+    host: HostRoot, base: str, physfn: str | None, raw: dict[str, str]
+) -> tuple[int | None, int | None, tuple[str, ...]]:
+    """(total VFs, enabled VFs, VF addresses), bounded whatever the files say; a negative
+    total is kept as read in ``raw`` (as NFD does)."""
     # A VF (``physfn`` known from its PF's virtfnN link) has no SR-IOV capability, so
     # no sriov_* files: not reading them saves a failed open per host-side VF.
     totalvfs = None if physfn else host.read_int(f"{base}/sriov_totalvfs")
@@ -197,26 +233,12 @@ def read_device(
         # bounded: numvfs <= totalvfs <= MAX_VFS, whatever the files say
         names = (host.readlink_name(f"{base}/virtfn{i}") for i in range(numvfs))
         virtfns = tuple(n for n in names if n)
+    return totalvfs, numvfs, virtfns
 
-    basic = PciDevice(
-        address=address,
-        class_id=class_id,
-        vendor=vendor,
-        device=device,
-        subsystem_vendor=sub_vendor,
-        subsystem_device=sub_device,
-        driver=driver,
-        sriov_totalvfs=totalvfs,
-        sriov_numvfs=numvfs,
-        physfn=physfn,
-        virtfns=virtfns,
-        iommu_type=_nfd_value(host, f"{base}/iommu_group/type"),
-        intel_iommu_version=_nfd_value(host, f"{base}/iommu/intel-iommu/version"),
-        nfd_raw=tuple(sorted(raw.items())),
-    )
-    if not full:
-        return basic
 
+def _with_gpu_attributes(host: HostRoot, base: str, basic: PciDevice) -> PciDevice:
+    """``basic`` with what only GPU-related functions get: revision, NUMA node, IOMMU group,
+    ``physfn``, PCIe link and DRM nodes."""
     numa = host.read_int(f"{base}/numa_node")
     link = None
     cur_speed = host.read_text(f"{base}/current_link_speed")
@@ -228,14 +250,14 @@ def read_device(
             max_width=parse_link_width(host.read_text(f"{base}/max_link_width")),
         )
     drm: tuple[str, ...] = ()
-    if class_id[:2] in ("03", "12"):
+    if basic.class_id[:2] in ("03", "12"):
         drm = tuple(n for n in host.listdir(f"{base}/drm") if n.startswith(("card", "render")))
     return dataclasses.replace(
         basic,
         revision=_hex_attr(host, f"{base}/revision", 2) or "",
         numa_node=numa if numa is not None and numa >= 0 else None,
         iommu_group=host.readlink_name(f"{base}/iommu_group"),
-        physfn=physfn or host.readlink_name(f"{base}/physfn"),
+        physfn=basic.physfn or host.readlink_name(f"{base}/physfn"),
         link=link,
         drm=drm,
     )
@@ -287,8 +309,9 @@ def list_addresses(host: HostRoot) -> list[str]:
     return out
 
 
-def discover(host: HostRoot) -> tuple[PciDevice, ...]:
-    """Every readable PCI function on the host, in address order.
+def discover(host: HostRoot, gpu_vendor_ids: Collection[str]) -> tuple[PciDevice, ...]:
+    """Every readable PCI function on the host, in address order; the functions of
+    ``gpu_vendor_ids`` (PCI vendor ids) that can be GPUs get the full read.
 
     A VF named by its PF's ``virtfnN`` link is recorded with ``physfn`` from that
     link (PFs sort before their VFs), so host-side VFs cost two reads each.
@@ -298,9 +321,9 @@ def discover(host: HostRoot) -> tuple[PciDevice, ...]:
     for address in list_addresses(host):
         parent = vf_parent.get(address)
         if parent is not None:
-            dev = read_device(host, address, full=False, physfn=parent)
+            dev = read_device(host, address, gpu_vendor_ids, full=False, physfn=parent)
         else:
-            dev = read_device(host, address)
+            dev = read_device(host, address, gpu_vendor_ids)
         if dev is None:
             continue
         for vf in dev.virtfns:
@@ -309,8 +332,10 @@ def discover(host: HostRoot) -> tuple[PciDevice, ...]:
     return tuple(devices)
 
 
-def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
-    return dataclasses.replace(snap, pci=discover(ctx.host))
+def source(gpu_vendor_ids: Collection[str]) -> Step:
+    """The ``pci`` source, reading the functions of ``gpu_vendor_ids`` in full."""
 
+    def run(ctx: Context, snap: Snapshot) -> Snapshot:
+        return dataclasses.replace(snap, pci=discover(ctx.host, gpu_vendor_ids))
 
-SOURCE = Step("pci", _discover)
+    return Step("pci", run)

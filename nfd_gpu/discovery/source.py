@@ -6,8 +6,13 @@ reads the host through ``ctx.host`` (a :class:`~nfd_gpu.hostroot.HostRoot`) and 
 snapshot with its facts added (the snapshot is frozen: ``dataclasses.replace``). Sources
 never raise for hardware problems: those are warnings on the host.
 
-The ordered list of sources is :data:`nfd_gpu.discovery.registry.SOURCES`; the order is
-part of the behaviour (later sources refine the GPU records earlier ones built).
+A GPU vendor is a :class:`Vendor`: its PCI id, names and drivers (what the shared steps need
+to recognise its GPUs) and its own sources. Each vendor package (``discovery/nvidia/``,
+``discovery/amd/``, ``discovery/intel/``) defines one ``VENDOR``.
+
+The vendors and the ordered list of sources are in :mod:`nfd_gpu.discovery.registry`
+(``VENDORS``, ``SOURCES``); the order is part of the behaviour (later sources refine the
+GPU records earlier ones built).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Snapshot
 
 if TYPE_CHECKING:
-    from nfd_gpu.discovery.nvml_session import NvmlSession
+    from nfd_gpu.discovery.nvidia.session import NvmlSession
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,22 @@ class Step:
 
     def discover(self, ctx: Context, snap: Snapshot) -> Snapshot:
         return self.run(ctx, snap)
+
+
+@dataclass(frozen=True)
+class Vendor:
+    """One GPU vendor: what the shared steps need to know of it, and its own sources."""
+
+    name: str  # Gpu.vendor, the model table nfd_gpu/data/<name>.tsv
+    pci_id: str  # PCI vendor id, 4 lower-case hex digits
+    display: str  # prefix of a product name made from pci.ids ("NVIDIA H100")
+    drivers: tuple[str, ...]  # kernel drivers that give containers the GPU (mode "container")
+    modules: tuple[str, ...]  # kernel modules whose version is reported (sys/module/<m>/version)
+    sources: tuple[Source, ...]  # the vendor's own steps, in order; they run after ``gpus``
+    sriov_host_drivers: tuple[str, ...] = ()  # host drivers handing VFs to VMs: "vf-passthrough"
+    # every processing-accelerator (class 0x12) function is a GPU; else only those the
+    # vendor's model table lists (Intel's 0x12 NPUs are not GPUs)
+    accelerators_are_gpus: bool = False
 
 
 def wanted(source: Source, snap: Snapshot) -> bool:

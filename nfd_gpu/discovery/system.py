@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Mapping
 
-from nfd_gpu.discovery.source import Context, Step
+from nfd_gpu.discovery.source import Context, Step, Vendor
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Snapshot
 
-# Kernel modules whose version is reported (``sys/module/<name>/version``).
-GPU_MODULES = ("nvidia", "amdgpu", "i915", "xe", "gim")
+
+def gpu_modules(vendors: Iterable[Vendor]) -> tuple[str, ...]:
+    """The vendors' kernel modules, whose version is reported (``sys/module/<name>/version``)."""
+    return tuple(m for v in vendors for m in v.modules)
 
 
 def loaded_modules(host: HostRoot) -> tuple[str, ...]:
@@ -25,7 +28,7 @@ def loaded_modules(host: HostRoot) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def builtin_modules(host: HostRoot) -> tuple[str, ...]:
+def builtin_modules(host: HostRoot, gpu_modules: tuple[str, ...]) -> tuple[str, ...]:
     """Modules built into the kernel (Talos builds i915/xe in: no ``proc/modules`` line).
 
     ``lib/modules/<proc/sys/kernel/osrelease>/modules.builtin`` (``.ko`` paths, as NFD's
@@ -41,11 +44,11 @@ def builtin_modules(host: HostRoot) -> tuple[str, ...]:
                 if name and name.replace("_", "").replace("-", "").isalnum():
                     names.add(name)
     loaded = set(loaded_modules(host))
-    names.update(m for m in GPU_MODULES if m not in loaded and host.exists(f"sys/module/{m}"))
+    names.update(m for m in gpu_modules if m not in loaded and host.exists(f"sys/module/{m}"))
     return tuple(sorted(names - loaded))
 
 
-def module_versions(host: HostRoot, modules: tuple[str, ...] = GPU_MODULES) -> dict[str, str]:
+def module_versions(host: HostRoot, modules: tuple[str, ...]) -> dict[str, str]:
     """``sys/module/<m>/version`` for the GPU driver modules that have one."""
     out = {}
     for m in modules:
@@ -65,18 +68,26 @@ def machine(host: HostRoot) -> str | None:
     return v or None
 
 
-def _versions(ctx: Context, snap: Snapshot) -> Snapshot:
-    return dataclasses.replace(snap, driver_versions=module_versions(ctx.host))
+def versions(gpu_vendors: Mapping[str, Vendor]) -> Step:
+    """The ``module-versions`` source: early, the vendor sources add to the versions."""
+    modules = gpu_modules(gpu_vendors.values())
+
+    def run(ctx: Context, snap: Snapshot) -> Snapshot:
+        return dataclasses.replace(snap, driver_versions=module_versions(ctx.host, modules))
+
+    return Step("module-versions", run)
 
 
-def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
-    return dataclasses.replace(
-        snap,
-        loaded_modules=loaded_modules(ctx.host),
-        builtin_modules=builtin_modules(ctx.host),
-        machine=machine(ctx.host),
-    )
+def source(gpu_vendors: Mapping[str, Vendor]) -> Step:
+    """The ``system`` source: loaded and built-in modules, the machine name."""
+    modules = gpu_modules(gpu_vendors.values())
 
+    def run(ctx: Context, snap: Snapshot) -> Snapshot:
+        return dataclasses.replace(
+            snap,
+            loaded_modules=loaded_modules(ctx.host),
+            builtin_modules=builtin_modules(ctx.host, modules),
+            machine=machine(ctx.host),
+        )
 
-VERSIONS = Step("module-versions", _versions)  # early: vendor sources add to them
-SOURCE = Step("system", _discover)
+    return Step("system", run)

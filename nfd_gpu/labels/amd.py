@@ -146,12 +146,12 @@ def _units(gpu: Gpu, parts: list[Partition], vf_ids: list[str]) -> list[dict[str
         return [{"device-id": v} for v in vf_ids]
     if gpu.mode != "container":
         return [base]
-    raw = gpu.board_product or gpu.product
+    raw = gpu.amd.board_product or gpu.product
     if raw:
         name = product_name(raw)
         if name:
             base["product-name"] = name
-    family = GFX_FAMILY.get(gpu.gfx or "")
+    family = GFX_FAMILY.get(gpu.amd.gfx or "")
     if family:
         base["family"] = family
     sources: list[Gpu | Partition] = list(parts)
@@ -161,11 +161,12 @@ def _units(gpu: Gpu, parts: list[Partition], vf_ids: list[str]) -> list[dict[str
     for i, src in enumerate(sources):
         u = dict(base) if i == 0 else {}
         # KFD mem_banks/0 only, as the labeller (not mem_info_vram_total)
-        mib = src.memory_mib if parts else gpu.kfd_vram_mib
+        mib = src.memory_mib if parts else gpu.amd.kfd_vram_mib
         if mib is not None:
             u["vram"] = vram_label(mib)
-        if src.simd_count:
-            u["simd-count"] = str(src.simd_count)
+        simd = src.simd_count if isinstance(src, Partition) else src.amd.simd_count
+        if simd:
+            u["simd-count"] = str(simd)
         if src.compute_units:
             u["cu-count"] = str(src.compute_units)
         out.append(u)
@@ -212,9 +213,9 @@ def amd_labels(snap: Snapshot, options: frozenset[str] = frozenset()) -> dict[st
         # one combination over the devices that have both modes (partitions carry their
         # GPU's); devices missing either are skipped, as UniquePartitionConfigCount does
         combos = {
-            f"{g.partition_compute}_{g.partition_memory}"
+            f"{g.amd.partition_compute}_{g.amd.partition_memory}"
             for g in container
-            if g.partition_compute and g.partition_memory
+            if g.amd.partition_compute and g.amd.partition_memory
         }
         if len(combos) == 1:
             out[f"{PREFIX}/gpu.compute-memory-partition"] = combos.pop()

@@ -93,8 +93,8 @@ def intel_labels(snap: Snapshot) -> dict[str, str]:
         out[f"{PREFIX}/device.count"] = str(
             sum(1 for d in fns if d.class_id[:4] == "0380" and d.device in ids)
         )
-    out[f"{PREFIX}/memory.max"] = str(sum(g.local_memory_bytes or 0 for g in gpus))
-    out[f"{PREFIX}/tiles"] = str(sum(g.tiles or 1 for g in gpus))
+    out[f"{PREFIX}/memory.max"] = str(sum(g.intel.local_memory_bytes or 0 for g in gpus))
+    out[f"{PREFIX}/tiles"] = str(sum(g.intel.tiles or 1 for g in gpus))
     return out
 
 

@@ -185,14 +185,14 @@ def neutral_attributes(snap: Snapshot) -> dict[str, str]:
         out["memory-mib"] = str(mem)
 
     nv = [g for g in gpus if g.vendor == "nvidia"]
-    ccs = [(g.compute_major, g.compute_minor) for g in nv]
+    ccs = [(g.nvidia.compute_major, g.nvidia.compute_minor) for g in nv]
     if ccs and all(a is not None and b is not None for a, b in ccs):
         major, minor = min((a or 0, b or 0) for a, b in ccs)
         out["compute.major"] = str(major)
         out["compute.minor"] = str(minor)
 
     amd = [g for g in gpus if g.vendor == "amd"]
-    gfx = _summary(g.gfx for g in amd)
+    gfx = _summary(g.amd.gfx for g in amd)
     if gfx:
         out["amd.gfx"] = gfx
 
@@ -212,15 +212,15 @@ def neutral_attributes(snap: Snapshot) -> dict[str, str]:
     modes = [g.mode for g in gpus if g.mode]
     if modes:
         out["mode"] = modes[0] if len(set(modes)) == 1 else MIXED
-    virt = _summary(g.virtualization for g in gpus)
+    virt = _summary(g.nvidia.virtualization for g in gpus)
     if virt:
         out["virtualization"] = virt
 
     if nv:
-        out["mig.capable"] = "true" if any(g.mig_capable for g in nv) else "false"
-        if any(g.mig_enabled for g in nv):
+        out["mig.capable"] = "true" if any(g.nvidia.mig_capable for g in nv) else "false"
+        if any(g.nvidia.mig_enabled for g in nv):
             out["mig.enabled"] = "true"
-        elif all(g.mig_enabled is False for g in nv):
+        elif all(g.nvidia.mig_enabled is False for g in nv):
             out["mig.enabled"] = "false"
         cuda = snap.driver_versions.get("cuda", "")
         cmaj, _, cmin = cuda.partition(".")
@@ -248,8 +248,8 @@ def neutral_attributes(snap: Snapshot) -> dict[str, str]:
     if any("xe-link" in g.interconnects for g in gpus if g.vendor == "intel"):
         out["interconnect.xelink"] = "true"
     for key, get in (
-        ("partition.compute", lambda g: g.partition_compute),
-        ("partition.memory", lambda g: g.partition_memory),
+        ("partition.compute", lambda g: g.amd.partition_compute),
+        ("partition.memory", lambda g: g.amd.partition_memory),
     ):
         known = [v for v in map(get, amd) if v]
         if known:

@@ -33,7 +33,7 @@ MPS with MIG-enabled GPUs is a warning and no label at all (GFD fails its pass).
 fixes it once at start, as GFD does): off by default because a value that changes on every
 restart rewrites the node object. ``vgpu.present`` / ``vgpu.host-driver-version`` /
 ``vgpu.host-driver-branch`` from the GPUs' vGPU-guest facts
-(:mod:`nfd_gpu.discovery.nvidia_vgpu`).
+(:mod:`nfd_gpu.discovery.nvidia.vgpu`).
 """
 
 from __future__ import annotations
@@ -109,10 +109,10 @@ class NvidiaOptions:
 
 def strategy(gpus: list[Gpu], parts: list[Partition]) -> str:
     """The strategy ``auto`` picks: none without MIG, single when uniform, else mixed."""
-    if not any(g.mig_enabled for g in gpus):
+    if not any(g.nvidia.mig_enabled for g in gpus):
         return "none"
     profiles = {p.profile for p in parts}
-    if all(g.mig_enabled for g in gpus) and len(profiles) == 1:
+    if all(g.nvidia.mig_enabled for g in gpus) and len(profiles) == 1:
         return "single"
     return "mixed"
 
@@ -120,9 +120,9 @@ def strategy(gpus: list[Gpu], parts: list[Partition]) -> str:
 def single_is_valid(gpus: list[Gpu], parts: list[Partition]) -> str | None:
     """None when strategy ``single`` is valid here, else why not (GFD's four conditions)."""
     with_parts = {p.parent for p in parts}
-    if any(g.mig_enabled and g.address not in with_parts for g in gpus):
+    if any(g.nvidia.mig_enabled and g.address not in with_parts for g in gpus):
         return "a MIG-enabled GPU has no MIG devices"
-    if any(not g.mig_enabled for g in gpus):
+    if any(not g.nvidia.mig_enabled for g in gpus):
         return "MIG-enabled and MIG-disabled GPUs on one node"
     if len({p.profile for p in parts}) != 1:
         return "more than one MIG profile on the node"
@@ -139,7 +139,7 @@ def _sharing(opts: NvidiaOptions, resource: str) -> tuple[str, str, bool]:
 
 def clique(gpus: list[Gpu], warnings: list[str] | None = None) -> str | None:
     """``gpu.clique``: one cluster UUID and clique id for every fabric-attached GPU, else None."""
-    cliques = {g.clique for g in gpus if g.clique}
+    cliques = {g.nvidia.clique for g in gpus if g.nvidia.clique}
     if len(cliques) == 1:
         return cliques.pop()
     if len(cliques) > 1 and warnings is not None:
@@ -165,10 +165,10 @@ def vgpu_labels(gpus: list[Gpu]) -> dict[str, str] | None:
         guests = [g for g in gpus if g.sources.get("mode") == "pci-config"]
         out["vgpu.present"] = "true" if guests else "false"
         for g in guests:
-            if g.vgpu_host_driver_version is None:
+            if g.nvidia.vgpu_host_driver_version is None:
                 return None
-            out["vgpu.host-driver-version"] = g.vgpu_host_driver_version
-            out["vgpu.host-driver-branch"] = g.vgpu_host_driver_branch or ""
+            out["vgpu.host-driver-version"] = g.nvidia.vgpu_host_driver_version
+            out["vgpu.host-driver-branch"] = g.nvidia.vgpu_host_driver_branch or ""
     elif any(g.mode == "vgpu-guest" for g in gpus):
         out["vgpu.present"] = "true"
     return out
@@ -197,7 +197,7 @@ def gfd_gpus(snap: Snapshot, warnings: list[str] | None = None) -> list[Gpu]:
 def product_model(gpus: list[Gpu]) -> str:
     """The model ``gpu.*`` describes: a full-GPU model when there is one (GFD writes those
     last), the most numerous of them, on a tie the first in sorted order."""
-    full = [g for g in gpus if not g.mig_enabled] or gpus
+    full = [g for g in gpus if not g.nvidia.mig_enabled] or gpus
     names = Counter(gfd_sanitise(g.product or "") for g in full)
     return sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
 
@@ -236,7 +236,7 @@ def nvidia_labels(
 
     name = product_model(gpus)
     mine = [g for g in gpus if gfd_sanitise(g.product or "") == name]
-    full = [g for g in mine if not g.mig_enabled]
+    full = [g for g in mine if not g.nvidia.mig_enabled]
     dev = (full or mine)[-1]  # GFD keeps the last device of each name
     out["gpu.count"] = str(len(mine))
     replicas, sharing, shared = _sharing(opts, GPU_RESOURCE) if full else ("0", "none", False)
@@ -245,17 +245,17 @@ def nvidia_labels(
     out["gpu.product"] = name + ("-SHARED" if shared else "")
     if dev.memory_mib:
         out["gpu.memory"] = str(dev.memory_mib)
-    if dev.compute_major:
-        out["gpu.family"] = _family(dev.compute_major, dev.compute_minor or 0)
-        out["gpu.compute.major"] = str(dev.compute_major)
-        out["gpu.compute.minor"] = str(dev.compute_minor or 0)
+    if dev.nvidia.compute_major:
+        out["gpu.family"] = _family(dev.nvidia.compute_major, dev.nvidia.compute_minor or 0)
+        out["gpu.compute.major"] = str(dev.nvidia.compute_major)
+        out["gpu.compute.minor"] = str(dev.nvidia.compute_minor or 0)
     classes = {g.class_id[:6] for g in gpus}
     out["gpu.mode"] = {"030000": "graphics", "030200": "compute"}.get(
         classes.pop() if len(classes) == 1 else "", "unknown"
     )
-    out["mig.capable"] = "true" if any(g.mig_capable for g in gpus) else "false"
+    out["mig.capable"] = "true" if any(g.nvidia.mig_capable for g in gpus) else "false"
     mps = opts.sharing == "mps" and any(n > 1 for n in opts.replicas.values())
-    if mps and any(g.mig_enabled for g in gpus):
+    if mps and any(g.nvidia.mig_enabled for g in gpus):
         # GFD isMPSCapable fails its whole labelling pass: no nvidia.com label at all
         if warnings is not None:
             warnings.append(
@@ -272,14 +272,14 @@ def nvidia_labels(
     strat = opts.mig_strategy if opts.mig_strategy != "auto" else strategy(gpus, parts)
     if strat != "none":
         out["mig.strategy"] = strat
-    if strat == "single" and not any(g.mig_enabled for g in gpus):
+    if strat == "single" and not any(g.nvidia.mig_enabled for g in gpus):
         return {f"{PREFIX}/{k}": v for k, v in out.items()}  # single without MIG: as none
     if strat == "single":
         why = single_is_valid(gpus, parts)
         if why is not None:
             if warnings is not None:
                 warnings.append(f"nvidia: invalid MIG strategy single: {why}")
-            first_mig = next(g for g in gpus if g.mig_enabled)  # GFD: migEnabledDevices[0]
+            first_mig = next(g for g in gpus if g.nvidia.mig_enabled)  # GFD: migEnabledDevices[0]
             out.update(
                 {
                     "gpu.product": f"{gfd_sanitise(first_mig.product or '')}-MIG-INVALID",

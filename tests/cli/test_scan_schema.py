@@ -4,7 +4,6 @@ shipped JSON Schema (nfd_gpu/data/scan-v1.schema.json) for every fixture."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 from importlib import resources
 from typing import Any
@@ -52,10 +51,11 @@ def test_yaml_output_is_the_same_document(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_schema_gpu_fields_match_the_model() -> None:
-    """Every Gpu field is described (and required), and nothing else: additionalProperties
+    """Every key of a GPU's flat JSON form (model.GPU_JSON, the Gpu fields and its vendor
+    records' fields) is described (and required), and nothing else: additionalProperties
     is false, so a new model field fails here until the schema names it."""
     gpu = _schema()["$defs"]["gpu"]
-    fields = [f.name for f in dataclasses.fields(model.Gpu)]
+    fields = [key for key, _ in model.GPU_JSON]
     assert sorted(gpu["properties"]) == sorted(fields)
     assert sorted(gpu["required"]) == sorted(fields)
     assert gpu["additionalProperties"] is False

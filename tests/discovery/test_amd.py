@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nfd_gpu.discovery import amd, amdgpuinfo
+from nfd_gpu.discovery.amd import amdgpuinfo
+from nfd_gpu.discovery.amd import sysfs as amd
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.labels.amd import product_name, vram_label
 from nfd_gpu.model import Gpu
@@ -115,13 +116,13 @@ def test_mi210_kfd_capture() -> None:
 def test_mi210_snapshot() -> None:
     snap = discover(HostRoot(fixture_root("mi210-8x")))
     for g in snap.gpus:
-        assert g.simd_count == 416
+        assert g.amd.simd_count == 416
         assert g.compute_units == 104
         assert g.memory_mib == 65536
         assert g.sources["memory_mib"] == "sysfs"
-        assert g.board_product == "Instinct MI210"
+        assert g.amd.board_product == "Instinct MI210"
         assert g.interconnects == ("xgmi",)
-        assert g.xgmi_peers == 3  # two XGMI islands of four
+        assert g.amd.xgmi_peers == 3  # two XGMI islands of four
         assert g.uuid
     assert snap.partitions == ()
 

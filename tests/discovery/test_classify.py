@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nfd_gpu.discovery.gpus import classify, gpu_mode, is_gpu_function
+from nfd_gpu.discovery.registry import GPU_VENDORS
 from nfd_gpu.model import PciDevice
 
 
@@ -40,7 +41,7 @@ def dev(vendor: str, device: str, cls: str, **kw: object) -> PciDevice:
     ],
 )
 def test_counting_rules(vendor: str, device: str, cls: str, is_gpu: bool) -> None:
-    assert is_gpu_function(dev(vendor, device, cls)) is is_gpu
+    assert is_gpu_function(dev(vendor, device, cls), GPU_VENDORS) is is_gpu
 
 
 def test_host_vfs_are_vfs_not_gpus() -> None:
@@ -55,29 +56,34 @@ def test_host_vfs_are_vfs_not_gpus() -> None:
     )
     vf = dev("8086", "56c0", "038000", address="0000:4d:00.1", physfn="0000:4d:00.0")
     switch = dev("10de", "22a3", "068000", address="0000:05:00.0")
-    gpus, vfs, switches = classify([pf, vf, switch])
+    gpus, vfs, switches = classify([pf, vf, switch], GPU_VENDORS)
     assert gpus == [pf] and vfs == [vf] and switches == ["0000:05:00.0"]
 
 
 def test_guest_vf_without_physfn_is_the_gpu() -> None:
     vf = dev("1002", "74b5", "120000")  # MI300X VF inside a VM
-    gpus, vfs, _ = classify([vf])
+    gpus, vfs, _ = classify([vf], GPU_VENDORS)
     assert gpus == [vf] and vfs == []
 
 
 @pytest.mark.parametrize(
-    ("driver", "numvfs", "vf_drivers", "mode"),
+    ("vendor", "driver", "numvfs", "vf_drivers", "mode"),
     [
-        ("nvidia", None, (), "container"),
-        ("amdgpu", 0, (), "container"),
-        ("vfio-pci", None, (), "pf-passthrough"),
-        ("gim", 4, ("vfio-pci",), "vf-passthrough"),
-        ("i915", 8, ("vfio-pci",), "vf-passthrough"),
-        ("i915", 8, ("i915",), "container"),
-        (None, None, (), None),
+        ("10de", "nvidia", None, (), "container"),
+        ("1002", "amdgpu", 0, (), "container"),
+        ("10de", "vfio-pci", None, (), "pf-passthrough"),
+        ("1002", "gim", 4, ("vfio-pci",), "vf-passthrough"),
+        ("8086", "i915", 8, ("vfio-pci",), "vf-passthrough"),
+        ("8086", "i915", 8, ("i915",), "container"),
+        ("8086", None, None, (), None),
+        ("8086", "amdgpu", None, (), None),  # another vendor's driver gives no mode
     ],
 )
 def test_mode(
-    driver: str | None, numvfs: int | None, vf_drivers: tuple[str, ...], mode: str | None
+    vendor: str,
+    driver: str | None,
+    numvfs: int | None,
+    vf_drivers: tuple[str, ...],
+    mode: str | None,
 ) -> None:
-    assert gpu_mode(driver, numvfs, vf_drivers) == mode
+    assert gpu_mode(GPU_VENDORS[vendor], driver, numvfs, vf_drivers) == mode

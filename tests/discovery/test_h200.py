@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from nfd_gpu.discovery import nvml_replay
+from nfd_gpu.discovery.nvidia import replay as nvml_replay
 from nfd_gpu.scan import run_scan
 from tests.conftest import DATA, REPO, fixture_root, nfd_gpu_cmd
 from tests.fake_pynvml import write_fake_pynvml, write_unimportable
@@ -82,7 +82,7 @@ def test_recording_from_another_nvml_py_version_replays() -> None:
     for size in (8, 16, 80, 128):
         raw = (uuid + [0] * size)[:size]
         fabric.update(clusterUuid=raw, state=3, status=0, cliqueId=7)
-        from nfd_gpu.discovery import nvml
+        from nfd_gpu.discovery.nvidia import nvml
 
         facts = nvml.query(nvml_replay.build(rec))
         assert facts is not None
@@ -163,7 +163,7 @@ MODELS = {
 
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_mig_names_from_the_profile_table(model: str) -> None:
-    from nfd_gpu.discovery.nvml import mig_memory_gb, profile_name
+    from nfd_gpu.discovery.nvidia.nvml import mig_memory_gb, profile_name
 
     total_mib, names = MODELS[model]
     total = total_mib * 2**20
@@ -177,7 +177,7 @@ def test_mig_names_from_the_profile_table(model: str) -> None:
 
 def test_mig_names_from_nvml_answers_on_the_h200() -> None:
     """NVML's own profile names and sizes (mig-profiles.txt) through the adapter's formula."""
-    from nfd_gpu.discovery.nvml import GI_PROFILES, mig_memory_gb, profile_name
+    from nfd_gpu.discovery.nvidia.nvml import GI_PROFILES, mig_memory_gb, profile_name
 
     total = 150754820096
     seen = 0
@@ -201,7 +201,7 @@ def eval_dict(text: str) -> dict[str, object]:
 
 def test_mig_names_from_the_fixture_recordings() -> None:
     """A100-40GB and H100-80GB MIG devices recorded in fixtures, named by the adapter."""
-    from nfd_gpu.discovery import nvml
+    from nfd_gpu.discovery.nvidia import nvml
 
     for name, expect in (
         ("dgx-a100-mig-mixed", {"1g.5gb", "1g.5gb+me", "2g.10gb", "3g.20gb", "4g.20gb"}),
@@ -216,7 +216,7 @@ def test_mig_names_from_the_fixture_recordings() -> None:
 
 
 def test_round_half_away_from_zero() -> None:
-    from nfd_gpu.discovery.nvml import round_half_away
+    from nfd_gpu.discovery.nvidia.nvml import round_half_away
 
     assert [round_half_away(n, 2) for n in (1, 3, 5, -1, -3)] == [1, 2, 3, -1, -2]
     assert round_half_away(4 * 141, 8) == 71  # Python's round(70.5) is 70

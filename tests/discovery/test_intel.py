@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nfd_gpu.discovery import intel
+from nfd_gpu.discovery.intel import sysfs as intel
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.labels import intel as intel_profile
 from nfd_gpu.labels.validate import check_label
@@ -41,7 +41,7 @@ def test_max1550_on_xe_tiles_and_vram() -> None:
     assert r.warnings == []
     gpus = r.snapshot.gpus
     assert len(gpus) == 4  # the ASPEED BMC VGA is not an Intel GPU
-    assert {g.tiles for g in gpus} == {2}
+    assert {g.intel.tiles for g in gpus} == {2}
     assert {g.sources["tiles"] for g in gpus} == {"sysfs"}
     assert {g.memory_mib for g in gpus} == {131072}  # 2 tiles x 64 GiB
     assert {g.driver for g in gpus} == {"xe"}
@@ -62,8 +62,8 @@ def test_arc_a770_on_i915() -> None:
     r = run_scan(fixture_root("arc-a770"), profiles=("neutral", "intel"))
     assert r.warnings == []
     (gpu,) = r.snapshot.gpus
-    assert gpu.tiles == 1  # drm/card0/gt/gt0
-    assert gpu.local_memory_bytes == 16 << 30
+    assert gpu.intel.tiles == 1  # drm/card0/gt/gt0
+    assert gpu.intel.local_memory_bytes == 16 << 30
     assert r.labels[f"{G}/memory-mib"] == "16384"
     assert r.labels[f"{G}/driver"] == "i915"
     assert r.labels[f"{IN}/device-id.0300-56a0.count"] == "1"
@@ -99,8 +99,8 @@ def test_i915_multi_tile_lmem_and_xe_link(tmp_path: Path) -> None:
     (dev / "i915.iaf.0/iaf_fabric_id").write_text("0x1\n")
     r = run_scan(root, profiles=("neutral", "intel"))
     (gpu,) = r.snapshot.gpus
-    assert gpu.tiles == 2
-    assert gpu.local_memory_bytes == 16 << 30
+    assert gpu.intel.tiles == 2
+    assert gpu.intel.local_memory_bytes == 16 << 30
     assert "xe-link" in gpu.interconnects
     assert r.labels[f"{G}/interconnect.xelink"] == "true"
     assert r.labels[f"{IN}/tiles"] == "2"
@@ -120,8 +120,8 @@ def test_tiles_without_tile_dirs(tmp_path: Path) -> None:
     for d in (root / "sys/devices").glob("pci*/0000:*:00.0/tile*"):
         shutil.rmtree(d)
     r = run_scan(root, profiles=("intel",))
-    assert {g.tiles for g in r.snapshot.gpus} == {1}
-    assert {g.local_memory_bytes for g in r.snapshot.gpus} == {None}
+    assert {g.intel.tiles for g in r.snapshot.gpus} == {1}
+    assert {g.intel.local_memory_bytes for g in r.snapshot.gpus} == {None}
     assert r.labels[f"{IN}/memory.max"] == "0"
 
     gpu = Gpu(
@@ -132,7 +132,7 @@ def test_tiles_without_tile_dirs(tmp_path: Path) -> None:
         class_id="038000",
     )
     (unbound,) = intel.enrich(HostRoot(tmp_path / "empty"), (gpu,))
-    assert unbound.tiles == 2
+    assert unbound.intel.tiles == 2
     assert unbound.sources["tiles"] == "table"
 
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from nfd_gpu.discovery import nvidia, nvml, nvml_replay
+from nfd_gpu.discovery.nvidia import nvml, procfs
+from nfd_gpu.discovery.nvidia import replay as nvml_replay
+from nfd_gpu.discovery.nvidia.facts import normalize_bdf
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.scan import run_scan
 from tests.conftest import fixture_root
@@ -26,19 +28,19 @@ OPEN = (
 
 
 def test_version_file_both_formats() -> None:
-    assert nvidia.parse_version_file(PROPRIETARY) == ("440.82", "proprietary")
-    assert nvidia.parse_version_file(OPEN) == ("565.77", "open")
+    assert procfs.parse_version_file(PROPRIETARY) == ("440.82", "proprietary")
+    assert procfs.parse_version_file(OPEN) == ("565.77", "open")
     assert (
-        nvidia.parse_version_file(
+        procfs.parse_version_file(
             "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release Build"
         )[0]
         == "580.95.05"
     )
-    assert nvidia.parse_version_file("garbage") == (None, None)
+    assert procfs.parse_version_file("garbage") == (None, None)
 
 
 def test_information_file_with_tabs() -> None:
-    info = nvidia.parse_information(
+    info = procfs.parse_information(
         "Model: \t\t NVIDIA A10G\nGPU UUID: \t GPU-82523fd8-3897-f599-d088-ccd04ae45ec1\n"
         "Bus Location: \t 0000:00:1e.0\nDevice Minor: \t 3\n"
     )
@@ -48,7 +50,7 @@ def test_information_file_with_tabs() -> None:
 
 
 def test_read_procfs_fixture() -> None:
-    facts = nvidia.read_procfs(HostRoot(fixture_root("dgx-a100-mig-mixed")))
+    facts = procfs.read_procfs(HostRoot(fixture_root("dgx-a100-mig-mixed")))
     assert facts.driver_version == "550.54.15"
     assert facts.kernel_module == "open"
     assert len(facts.gpus) == 8
@@ -60,8 +62,8 @@ def test_read_procfs_fixture() -> None:
 
 
 def test_normalize_bdf() -> None:
-    assert nvidia.normalize_bdf("00000000:18:00.0") == "0000:18:00.0"
-    assert nvidia.normalize_bdf("0000:AF:00.0") == "0000:af:00.0"
+    assert normalize_bdf("00000000:18:00.0") == "0000:18:00.0"
+    assert normalize_bdf("0000:AF:00.0") == "0000:af:00.0"
 
 
 @pytest.mark.parametrize(

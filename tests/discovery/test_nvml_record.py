@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from nfd_gpu.discovery import nvml, nvml_record, nvml_replay
+from nfd_gpu.discovery.nvidia import nvml
+from nfd_gpu.discovery.nvidia import record as nvml_record
+from nfd_gpu.discovery.nvidia import replay as nvml_replay
 from nfd_gpu.scan import run_scan
 from nfd_gpu.snapshot import take_snapshot
 from tests.conftest import fixture_root

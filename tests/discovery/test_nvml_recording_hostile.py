@@ -18,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nfd_gpu.discovery import nvml, nvml_replay
+from nfd_gpu.discovery.nvidia import nvml
+from nfd_gpu.discovery.nvidia import replay as nvml_replay
 from tests.conftest import REPO, fixture_root, no_nvml_dir
 from tests.memory import run_cli_with_peak
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from nfd_gpu.discovery import pci
+from nfd_gpu.discovery.registry import GPU_VENDORS
 from nfd_gpu.hostroot import HostRoot
 from tests.conftest import fixture_root
 
@@ -62,7 +63,7 @@ def test_hex_ids(text: str, digits: int, out: str | None) -> None:
 
 
 def test_fixture_device_fields() -> None:
-    devs = {d.address: d for d in pci.discover(HostRoot(fixture_root("hgx-h100")))}
+    devs = {d.address: d for d in pci.discover(HostRoot(fixture_root("hgx-h100")), GPU_VENDORS)}
     gpu = devs["0000:18:00.0"]
     assert (gpu.vendor, gpu.device, gpu.class_id) == ("10de", "2330", "030200")
     assert (gpu.subsystem_vendor, gpu.subsystem_device, gpu.revision) == ("10de", "16c1", "a1")
@@ -77,7 +78,10 @@ def test_fixture_device_fields() -> None:
 
 
 def test_drm_nodes_and_old_link_format() -> None:
-    devs = {d.address: d for d in pci.discover(HostRoot(fixture_root("workstation-rtx4090")))}
+    devs = {
+        d.address: d
+        for d in pci.discover(HostRoot(fixture_root("workstation-rtx4090")), GPU_VENDORS)
+    }
     assert devs["0000:01:00.0"].drm == ("card1", "renderD129")
     link = devs["0000:01:00.0"].link
     assert link is not None and link.current_gen == 4  # "16 GT/s"
@@ -89,7 +93,7 @@ def test_attribute_files_used_without_uevent(tmp_path: Path) -> None:
     uevent = root / "sys/devices/pci0000:18/0000:18:00.0/uevent"
     uevent.unlink()
     host = HostRoot(root)
-    dev = pci.read_device(host, "0000:18:00.0")
+    dev = pci.read_device(host, "0000:18:00.0", GPU_VENDORS)
     assert dev is not None
     assert (dev.vendor, dev.device, dev.class_id, dev.driver) == (
         "10de",
@@ -151,7 +155,7 @@ def test_vfs_of_a_seen_pf_skip_the_sriov_reads(name: str) -> None:
     host = HostRoot(fixture_root(name))
     seen: list[str] = []
     host.set_recorder(seen.append)
-    devices = pci.discover(host)
+    devices = pci.discover(host, GPU_VENDORS)
     vfs = [d for d in devices if d.physfn]
     assert vfs, "fixture has no host-side VFs"
     for d in vfs:
@@ -159,7 +163,7 @@ def test_vfs_of_a_seen_pf_skip_the_sriov_reads(name: str) -> None:
     assert any(p.endswith("/sriov_totalvfs") for p in seen)  # PFs still read theirs
     plain = HostRoot(fixture_root(name))
     for d in vfs:
-        alone = pci.read_device(plain, d.address, full=False)
+        alone = pci.read_device(plain, d.address, GPU_VENDORS, full=False)
         assert alone is not None
         assert (alone.sriov_totalvfs, alone.sriov_numvfs, alone.virtfns) == (
             d.sriov_totalvfs,

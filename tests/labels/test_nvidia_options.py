@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nfd_gpu.cli import main
-from nfd_gpu.discovery import nvml_replay
+from nfd_gpu.discovery.nvidia import replay as nvml_replay
 from nfd_gpu.labels.nvidia import NvidiaOptions, load_sharing_config
 from nfd_gpu.scan import run_scan
 from nfd_gpu.snapshot import take_snapshot
@@ -128,7 +128,7 @@ def test_clique_from_fabric_info(tmp_path: Path) -> None:
     root = _fabric_fixture(tmp_path, [(CLUSTER, 7), (CLUSTER, 7)])
     r = run_scan(root, profiles=["nvidia"])
     assert r.labels[f"{NV}/gpu.clique"] == "01020304-0506-0708-090a-0b0c0d0e0f10.7"
-    assert {g.clique for g in r.snapshot.gpus} == {"01020304-0506-0708-090a-0b0c0d0e0f10.7"}
+    assert {g.nvidia.clique for g in r.snapshot.gpus} == {"01020304-0506-0708-090a-0b0c0d0e0f10.7"}
     # recorded through the adapter (fabric struct filled by the fake) and replayed
     dest = tmp_path / "snap"
     take_snapshot(dest, root, nvml_lib=nvml_replay.load(str(root / "nvml.json")))

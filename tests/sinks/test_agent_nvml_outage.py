@@ -88,7 +88,7 @@ def test_nvml_outage_keeps_labels_and_says_so(tmp_path: Path, k8s_server: FakeKu
 def test_nvml_outage_with_other_gpus_is_not_masked(tmp_path: Path) -> None:
     """The cache only stands for the same GPUs and driver: another driver version in procfs
     means the kept facts are dropped (procfs facts, no stale)."""
-    from nfd_gpu.discovery.nvml_session import NvmlSession
+    from nfd_gpu.discovery.nvidia.session import NvmlSession
     from nfd_gpu.scan import run_scan
 
     root = tmp_path / "root"

@@ -156,21 +156,25 @@ def apply(
         if not readable:
             out.append(g)
             continue
-        sources = dict(g.sources)
-        if others_whole:
-            sources["vgpu_capability"] = "pci-config"
-        changes: dict[str, object] = {"sources": sources}
-        if is_vgpu(cap):
-            assert cap is not None
-            changes["mode"] = "vgpu-guest"
-            changes["virtualization"] = "vgpu-guest"
-            sources["mode"] = sources["virtualization"] = "pci-config"
-            info = host_driver(cap)
-            if info is not None:
-                changes["vgpu_host_driver_version"] = info[0]
-                changes["vgpu_host_driver_branch"] = info[1]
-        out.append(dataclasses.replace(g, **changes))  # type: ignore[arg-type]
+        out.append(_with_capability(g, cap, others_whole))
     return tuple(out)
+
+
+def _with_capability(g: Gpu, cap: bytes | None, others_whole: bool) -> Gpu:
+    """``g`` marked with what its (readable) capability says."""
+    sources = dict(g.sources)
+    if others_whole:
+        sources["vgpu_capability"] = "pci-config"
+    if cap is None or not is_vgpu(cap):
+        return dataclasses.replace(g, sources=sources)
+    sources["mode"] = sources["virtualization"] = "pci-config"
+    nvidia = dataclasses.replace(g.nvidia, virtualization="vgpu-guest")
+    info = host_driver(cap)
+    if info is not None:
+        nvidia = dataclasses.replace(
+            nvidia, vgpu_host_driver_version=info[0], vgpu_host_driver_branch=info[1]
+        )
+    return dataclasses.replace(g, mode="vgpu-guest", nvidia=nvidia, sources=sources)
 
 
 def _discover(ctx: Context, snap: Snapshot) -> Snapshot:

@@ -28,10 +28,13 @@ import contextlib
 import ctypes
 import json
 import types
+from collections.abc import Callable
 from typing import Any, ClassVar
 
-# Functions of one device handle (physical GPU or MIG device) whose answers are recorded
-# (nvml_record) and replayed as is: one list, so the two can never disagree.
+# System-level functions and functions of one device handle (physical GPU or MIG device)
+# whose answers are recorded (record.py) and replayed as is: one list each, so the two can
+# never disagree.
+SYSTEM_FUNCTIONS = ("nvmlSystemGetDriverVersion", "nvmlSystemGetCudaDriverVersion")
 DEVICE_FUNCTIONS = (
     "nvmlDeviceGetName",
     "nvmlDeviceGetUUID",
@@ -143,61 +146,60 @@ def _check_error(v: Any) -> None:
         _raise(str(v["error"]))
 
 
-def build(recording: dict[str, Any]) -> types.ModuleType:
-    """A module with pynvml's API answering from ``recording``."""
-    mod = types.ModuleType("pynvml")
-    mod.__dict__["NVMLError"] = NVMLError
-    for name, cls in ERROR_CLASSES.items():
-        mod.__dict__[f"NVMLError_{name}"] = cls
-    mod.__dict__.update(
-        NVML_DEVICE_MIG_DISABLE=0,
-        NVML_DEVICE_MIG_ENABLE=1,
-        NVML_ERROR_NOT_FOUND=6,
-        NVML_ERROR_NOT_SUPPORTED=3,
-    )
-    devices = [Handle(d) for d in recording.get("devices", [])]
-    state = {"init": 0}
+class _Replay:
+    """The replaying library: the recording, its device handles and the ``nvmlInit`` count.
 
-    def need_init() -> None:
-        if state["init"] <= 0:
+    Its methods named like pynvml's functions become the module's functions (:func:`build`)."""
+
+    def __init__(self, recording: dict[str, Any]) -> None:
+        self.recording = recording
+        self.devices = [Handle(d) for d in recording.get("devices", [])]
+        self.init = 0
+
+    def need_init(self) -> None:
+        if self.init <= 0:
             _raise("Uninitialized")
 
-    def nvmlInit() -> None:
-        _check_error(recording.get("nvmlInit"))
-        state["init"] += 1
+    def system(self, fn: str) -> Callable[[], Any]:
+        """The replayed system-level function ``fn`` (no handle)."""
 
-    def nvmlShutdown() -> None:
-        need_init()
-        state["init"] -= 1
-
-    def system(fn: str) -> Any:
         def call() -> Any:
-            need_init()
-            return _answer(recording, fn)
+            self.need_init()
+            return _answer(self.recording, fn)
 
         call.__name__ = fn
         return call
 
-    def nvmlDeviceGetCount() -> int:
-        need_init()
-        return len(devices)
+    def device(self, fn: str) -> Callable[..., Any]:
+        """The replayed per-handle function ``fn``: the answer recorded under its name."""
 
-    def nvmlDeviceGetHandleByIndex(i: int) -> Handle:
-        need_init()
-        if not 0 <= i < len(devices):
-            _raise("InvalidArgument")
-        return devices[i]
-
-    def device(fn: str) -> Any:
         def call(h: Handle, *args: Any) -> Any:
-            need_init()
+            self.need_init()
             return _answer(h.data, fn)
 
         call.__name__ = fn
         return call
 
-    def nvmlDeviceGetMigDeviceHandleByIndex(h: Handle, j: int) -> Handle:
-        need_init()
+    def nvmlInit(self) -> None:
+        _check_error(self.recording.get("nvmlInit"))
+        self.init += 1
+
+    def nvmlShutdown(self) -> None:
+        self.need_init()
+        self.init -= 1
+
+    def nvmlDeviceGetCount(self) -> int:
+        self.need_init()
+        return len(self.devices)
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> Handle:
+        self.need_init()
+        if not 0 <= i < len(self.devices):
+            _raise("InvalidArgument")
+        return self.devices[i]
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, h: Handle, j: int) -> Handle:
+        self.need_init()
         if "error" in h.data:
             _raise(str(h.data["error"]))
         migs = h.data.get("migDevices", [])
@@ -205,73 +207,89 @@ def build(recording: dict[str, Any]) -> types.ModuleType:
             _raise("NotFound")
         return Handle(migs[j], h)
 
-    def nvmlDeviceGetGpuInstanceProfileInfo(h: Handle, p: int, version: int = 2) -> Any:
-        need_init()
+    def nvmlDeviceGetGpuInstanceProfileInfo(self, h: Handle, p: int, version: int = 2) -> Any:
+        self.need_init()
         info = h.data.get("gpuInstanceProfiles", {}).get(str(p))
         if info is None:
             _raise("NotSupported")
         return _struct(info)
 
-    def nvmlDeviceGetGpuInstanceById(h: Handle, gi: int) -> Handle:
-        need_init()
+    def nvmlDeviceGetGpuInstanceById(self, h: Handle, gi: int) -> Handle:
+        self.need_init()
         data = h.data.get("gpuInstances", {}).get(str(gi))
         if data is None:
             _raise("NotFound")
         return Handle(data, h)
 
-    def nvmlGpuInstanceGetInfo(gi: Handle) -> Any:
-        need_init()
+    def nvmlGpuInstanceGetInfo(self, gi: Handle) -> Any:
+        self.need_init()
         return types.SimpleNamespace(profileId=gi.data["profileId"])
 
-    def nvmlGpuInstanceGetComputeInstanceById(gi: Handle, ci: int) -> Handle:
-        need_init()
+    def nvmlGpuInstanceGetComputeInstanceById(self, gi: Handle, ci: int) -> Handle:
+        self.need_init()
         data = gi.data.get("computeInstances", {}).get(str(ci))
         if data is None:
             _raise("NotFound")
         return Handle(data, gi)
 
-    def nvmlComputeInstanceGetInfo(ci: Handle) -> Any:
-        need_init()
+    def nvmlComputeInstanceGetInfo(self, ci: Handle) -> Any:
+        self.need_init()
         return types.SimpleNamespace(profileId=ci.data["profileId"])
 
     def nvmlGpuInstanceGetComputeInstanceProfileInfo(
-        gi: Handle, p: int, eng: int, version: int = 2
+        self, gi: Handle, p: int, eng: int, version: int = 2
     ) -> Any:
-        need_init()
+        self.need_init()
         dev = gi.parent
         info = (dev.data if dev else {}).get("computeInstanceProfiles", {}).get(str(p))
         if info is None:
             _raise("NotSupported")
         return _struct(info)
 
-    def nvmlDeviceGetGpuFabricInfo(h: Handle, ref: Any) -> int:
-        need_init()
+    def nvmlDeviceGetGpuFabricInfo(self, h: Handle, ref: Any) -> int:
+        self.need_init()
         data = _answer(h.data, "nvmlDeviceGetGpuFabricInfo")
         fill_struct(getattr(ref, "_obj", ref), vars(data))  # ctypes.byref(struct) or struct
         return 0
 
+
+# pynvml functions of handles, MIG devices and GPU / compute instances that the replay (and
+# the recorder, record.py) implement one by one, besides the system and device ones above
+HANDLE_FUNCTIONS = (
+    "nvmlDeviceGetCount",
+    "nvmlDeviceGetHandleByIndex",
+    "nvmlDeviceGetMigDeviceHandleByIndex",
+    "nvmlDeviceGetGpuInstanceProfileInfo",
+    "nvmlDeviceGetGpuInstanceById",
+    "nvmlGpuInstanceGetInfo",
+    "nvmlGpuInstanceGetComputeInstanceById",
+    "nvmlComputeInstanceGetInfo",
+    "nvmlGpuInstanceGetComputeInstanceProfileInfo",
+)
+_METHODS = ("nvmlInit", "nvmlShutdown", *HANDLE_FUNCTIONS, "nvmlDeviceGetGpuFabricInfo")
+
+
+def build(recording: dict[str, Any]) -> types.ModuleType:
+    """A module with pynvml's API answering from ``recording``."""
+    replay = _Replay(recording)
+    mod = types.ModuleType("pynvml")
     mod.__dict__.update(
+        NVMLError=NVMLError,
         c_nvmlGpuFabricInfo_t=c_nvmlGpuFabricInfo_t,
-        nvmlDeviceGetGpuFabricInfo=nvmlDeviceGetGpuFabricInfo,
+        NVML_DEVICE_MIG_DISABLE=0,
+        NVML_DEVICE_MIG_ENABLE=1,
+        NVML_ERROR_NOT_FOUND=6,
+        NVML_ERROR_NOT_SUPPORTED=3,
         NVML_GPU_FABRIC_STATE_COMPLETED=3,
     )
-    for fn in ("nvmlSystemGetDriverVersion", "nvmlSystemGetCudaDriverVersion"):
-        mod.__dict__[fn] = system(fn)
+    for name, cls in ERROR_CLASSES.items():
+        mod.__dict__[f"NVMLError_{name}"] = cls
+    for fn in SYSTEM_FUNCTIONS:
+        mod.__dict__[fn] = replay.system(fn)
     for fn in DEVICE_FUNCTIONS:
-        mod.__dict__[fn] = device(fn)
-    mod.__dict__.update(
-        nvmlInit=nvmlInit,
-        nvmlShutdown=nvmlShutdown,
-        nvmlDeviceGetCount=nvmlDeviceGetCount,
-        nvmlDeviceGetHandleByIndex=nvmlDeviceGetHandleByIndex,
-        nvmlDeviceGetMigDeviceHandleByIndex=nvmlDeviceGetMigDeviceHandleByIndex,
-        nvmlDeviceGetGpuInstanceProfileInfo=nvmlDeviceGetGpuInstanceProfileInfo,
-        nvmlDeviceGetGpuInstanceById=nvmlDeviceGetGpuInstanceById,
-        nvmlGpuInstanceGetInfo=nvmlGpuInstanceGetInfo,
-        nvmlGpuInstanceGetComputeInstanceById=nvmlGpuInstanceGetComputeInstanceById,
-        nvmlComputeInstanceGetInfo=nvmlComputeInstanceGetInfo,
-        nvmlGpuInstanceGetComputeInstanceProfileInfo=nvmlGpuInstanceGetComputeInstanceProfileInfo,
-    )
+        mod.__dict__[fn] = replay.device(fn)
+    for fn in _METHODS:
+        mod.__dict__[fn] = getattr(replay, fn)
     return mod
 
 

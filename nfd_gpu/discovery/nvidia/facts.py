@@ -1,8 +1,9 @@
-"""The common shape of NVIDIA facts: what procfs (:mod:`nfd_gpu.discovery.nvidia`) and NVML
-(:mod:`nfd_gpu.discovery.nvml`) both return, so either merges into the GPU records the same way.
+"""The common shape of NVIDIA facts: what procfs (:mod:`~nfd_gpu.discovery.nvidia.procfs`) and
+NVML (:mod:`~nfd_gpu.discovery.nvidia.nvml`) both return, so either merges into the GPU records
+the same way (:mod:`~nfd_gpu.discovery.nvidia.driver`).
 
 Its own module so that the NVML adapter and session import it without importing the
-procfs reader (which asks the session: no import cycle).
+driver source (which asks the session: no import cycle).
 """
 
 from __future__ import annotations

@@ -23,9 +23,10 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from nfd_gpu import tables
 from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
-from nfd_gpu.model import Gpu, Partition, Snapshot
+from nfd_gpu.model import AmdGpu, Gpu, Partition, Snapshot
 
 KFD_NODES = "sys/class/kfd/kfd/topology/nodes"
 IO_LINK_XGMI = 11
@@ -212,84 +213,112 @@ def enrich(
 def _enrich_one(
     host: HostRoot, g: Gpu, nodes: list[KfdNode], node_slot: dict[int, str]
 ) -> tuple[Gpu, list[Partition]]:
+    """One AMD GPU completed from the model table, amdgpu sysfs and its KFD ``nodes``."""
     dev = f"sys/bus/pci/devices/{g.address}"
     sources = dict(g.sources)
-    changes: dict[str, object] = {}
-
+    info = tables.lookup("amd", g.device_id, g.revision)
+    amd = AmdGpu(gfx=info.gfx if info else None)
+    if amd.gfx is not None:
+        sources["gfx"] = "table"
+    memory = g.memory_mib
     vram = host.read_int(f"{dev}/mem_info_vram_total")
     if vram and vram > 0:
-        changes["memory_mib"] = vram // MIB
+        memory = vram // MIB
         sources["memory_mib"] = "sysfs"
-    elif nodes:
-        mem = _sum_known(n.memory_bytes for n in nodes)
-        if mem:
-            changes["memory_mib"] = mem // MIB
-            sources["memory_mib"] = "kfd"
+    elif nodes and (kfd_memory := _sum_known(n.memory_bytes for n in nodes)):
+        memory = kfd_memory // MIB
+        sources["memory_mib"] = "kfd"
+    g = dataclasses.replace(g, memory_mib=memory, amd=_amdgpu_attributes(host, dev, amd, sources))
+    if not nodes:
+        return dataclasses.replace(g, sources=sources), []
+    g = _with_kfd(g, nodes, node_slot, sources)
+    return dataclasses.replace(g, sources=sources), _partitions(g, nodes)
 
-    board = host.read_text(f"{dev}/product_name")
+
+def _partitions(g: Gpu, nodes: list[KfdNode]) -> list[Partition]:
+    """One partition per KFD node of a partitioned GPU (none for a single node)."""
+    if len(nodes) < 2:
+        return []
+    profile = g.amd.partition_compute or f"{len(nodes)}x"
+    return [
+        Partition(
+            parent=g.address,
+            kind="amd",
+            profile=profile,
+            index=i,
+            memory_mib=n.memory_bytes // MIB if n.memory_bytes else None,
+            compute_units=n.compute_units,
+            uuid=n.unique_id,
+            simd_count=n.simd_count,
+        )
+        for i, n in enumerate(nodes)
+    ]
+
+
+def _amdgpu_attributes(host: HostRoot, dev: str, amd: AmdGpu, sources: dict[str, str]) -> AmdGpu:
+    """Board name and partition modes from the amdgpu attributes of the PCI device."""
+    board = host.read_text(f"{dev}/product_name") or None
     if board:
-        changes["board_product"] = board
         sources["board_product"] = "sysfs"
-
     compute = parse_partition_mode(host.read_text(f"{dev}/current_compute_partition"))
     memory = parse_partition_mode(host.read_text(f"{dev}/current_memory_partition"))
     if compute:
-        changes["partition_compute"] = compute
         sources["partition_compute"] = "sysfs"
     if memory:
-        changes["partition_memory"] = memory
         sources["partition_memory"] = "sysfs"
+    available: dict[str, tuple[str, ...]] = {}
     for kind in ("compute", "memory"):
         path = f"{dev}/available_{kind}_partition"
         if host.exists(path):  # the file exists: partitioning is supported (the labeller)
-            changes[f"{kind}_partitions_available"] = parse_partition_list(host.read_text(path))
+            available[kind] = parse_partition_list(host.read_text(path))
             sources[f"{kind}_partitions_available"] = "sysfs"
+    return dataclasses.replace(
+        amd,
+        board_product=board,
+        partition_compute=compute,
+        partition_memory=memory,
+        compute_partitions_available=available.get("compute", ()),
+        memory_partitions_available=available.get("memory", ()),
+    )
 
-    parts: list[Partition] = []
-    if nodes:
-        first = nodes[0]
-        if first.bank0_bytes is not None:
-            changes["kfd_vram_mib"] = first.bank0_bytes // MIB
-        simd = sum(n.simd_count for n in nodes)
-        changes["simd_count"] = simd
-        sources["simd_count"] = "kfd"
-        cus = _sum_known(n.compute_units for n in nodes)
-        if cus:
-            changes["compute_units"] = cus
-            sources["compute_units"] = "kfd"
-        if first.gfx:
-            changes["gfx"] = first.gfx
-            sources["gfx"] = "kfd"
-        xcc = _sum_known(n.num_xcc for n in nodes)
-        if xcc:
-            changes["xcc_count"] = xcc
-        if first.unique_id and not g.uuid:
-            changes["uuid"] = first.unique_id
-            sources["uuid"] = "kfd"
-        own = slot_of(g.address)
-        peers = {node_slot.get(p) for n in nodes for p in n.xgmi_peers}
-        peers.discard(None)
-        peers.discard(own)
-        if peers:
-            changes["interconnects"] = tuple(sorted({*g.interconnects, "xgmi"}))
-            changes["xgmi_peers"] = len(peers)
-        if len(nodes) > 1:
-            profile = compute or f"{len(nodes)}x"
-            for i, n in enumerate(nodes):
-                parts.append(
-                    Partition(
-                        parent=g.address,
-                        kind="amd",
-                        profile=profile,
-                        index=i,
-                        memory_mib=n.memory_bytes // MIB if n.memory_bytes else None,
-                        compute_units=n.compute_units,
-                        uuid=n.unique_id,
-                        simd_count=n.simd_count,
-                    )
-                )
-    changes["sources"] = sources
-    return dataclasses.replace(g, **changes), parts  # type: ignore[arg-type]
+
+def _with_kfd(
+    g: Gpu, nodes: list[KfdNode], node_slot: dict[int, str], sources: dict[str, str]
+) -> Gpu:
+    """``g`` completed from its KFD nodes (one per partition): SIMDs, CUs, ISA, XCCs,
+    unique id and XGMI peers (other GPUs' slots)."""
+    first = nodes[0]
+    amd = g.amd
+    sources["simd_count"] = "kfd"
+    units = g.compute_units
+    if cus := _sum_known(n.compute_units for n in nodes):
+        units = cus
+        sources["compute_units"] = "kfd"
+    gfx = amd.gfx
+    if first.gfx:
+        gfx = first.gfx
+        sources["gfx"] = "kfd"
+    uuid = g.uuid
+    if first.unique_id and not g.uuid:
+        uuid = first.unique_id
+        sources["uuid"] = "kfd"
+    own = slot_of(g.address)
+    peers = {node_slot.get(p) for n in nodes for p in n.xgmi_peers}
+    peers.discard(None)
+    peers.discard(own)
+    interconnects = tuple(sorted({*g.interconnects, "xgmi"})) if peers else g.interconnects
+    bank0 = first.bank0_bytes
+    amd = dataclasses.replace(
+        amd,
+        kfd_vram_mib=bank0 // MIB if bank0 is not None else amd.kfd_vram_mib,
+        simd_count=sum(n.simd_count for n in nodes),
+        gfx=gfx,
+        xcc_count=_sum_known(n.num_xcc for n in nodes) or amd.xcc_count,
+        xgmi_peers=len(peers) if peers else amd.xgmi_peers,
+    )
+    return dataclasses.replace(
+        g, compute_units=units, uuid=uuid, interconnects=interconnects, amd=amd
+    )
 
 
 def _discover(ctx: Context, snap: Snapshot) -> Snapshot:

@@ -1,6 +1,6 @@
 """NVML adapter: the only module that imports ``pynvml`` (nvidia-ml-py), lazily.
 
-:func:`query` returns :class:`~nfd_gpu.discovery.nvidia.NvidiaFacts` or ``None`` when NVML
+:func:`query` returns :class:`~nfd_gpu.discovery.nvidia.facts.NvidiaFacts` or ``None`` when NVML
 cannot be initialised (library missing, driver not loaded): the caller then falls back to
 procfs. Nothing is cached, so a later pass retries ``nvmlInit`` (GFD never retries: its
 issues #71 / #75).
@@ -24,7 +24,7 @@ import uuid
 from types import ModuleType
 from typing import Any
 
-from nfd_gpu.discovery.nvidia_facts import GpuFacts, NvidiaFacts, normalize_bdf
+from nfd_gpu.discovery.nvidia.facts import GpuFacts, NvidiaFacts, normalize_bdf
 from nfd_gpu.model import Partition
 
 # GPU instance profile enum index -> (slices, attribute suffix); pynvml NVML_GPU_INSTANCE_PROFILE_*.

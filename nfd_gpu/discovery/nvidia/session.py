@@ -27,7 +27,7 @@ import dataclasses
 from types import ModuleType
 from typing import Any
 
-from nfd_gpu.discovery.nvidia_facts import NVML_RECORDING, NvidiaFacts
+from nfd_gpu.discovery.nvidia.facts import NVML_RECORDING, NvidiaFacts
 from nfd_gpu.hostroot import HostRoot
 
 NVML_MODES = ("auto", "on", "off")
@@ -75,7 +75,7 @@ class NvmlSession:
 
     def query(self, host: HostRoot, procfs: NvidiaFacts) -> NvidiaFacts | None:
         """NVML facts for this pass, or None (procfs facts only). Warnings go to ``host``."""
-        from nfd_gpu.discovery import nvml  # lazy: the NVML adapter (ctypes) only when asked
+        from nfd_gpu.discovery.nvidia import nvml  # lazy: the NVML adapter (ctypes) only when asked
 
         self.reason = None
         if self.mode == "off":
@@ -107,7 +107,7 @@ class NvmlSession:
     # -- the agent's kept library -----------------------------------------------------------
 
     def _kept_query(self, host: HostRoot, procfs: NvidiaFacts) -> NvidiaFacts | None:
-        from nfd_gpu.discovery import nvml  # lazy: the NVML adapter (ctypes) only when asked
+        from nfd_gpu.discovery.nvidia import nvml  # lazy: the NVML adapter (ctypes) only when asked
 
         if self._lib is None:
             lib = self._explicit or nvml.load_library()
@@ -155,19 +155,19 @@ class NvmlSession:
         return None
 
     def _load_recording(self, host: HostRoot) -> ModuleType | None:
-        from nfd_gpu.discovery import nvml_replay  # lazy: only for a recording
+        from nfd_gpu.discovery.nvidia import replay  # lazy: only for a recording
 
-        data = host.read_bytes(NVML_RECORDING, limit=nvml_replay.MAX_RECORDING)
+        data = host.read_bytes(NVML_RECORDING, limit=replay.MAX_RECORDING)
         if data is None:
             self.reason = "recording unreadable"
             return None
-        if len(data) >= nvml_replay.MAX_RECORDING:
-            self.reason = f"recording larger than {nvml_replay.MAX_RECORDING} bytes"
+        if len(data) >= replay.MAX_RECORDING:
+            self.reason = f"recording larger than {replay.MAX_RECORDING} bytes"
             host.warn(f"/{NVML_RECORDING}: {self.reason}; using procfs facts")
             return None
         try:
-            return nvml_replay.loads(data)
-        except nvml_replay.RecordingError as exc:
+            return replay.loads(data)
+        except replay.RecordingError as exc:
             self.reason = f"bad recording: {exc}"
             host.warn(f"/{NVML_RECORDING}: bad NVML recording ({exc}); using procfs facts")
             return None

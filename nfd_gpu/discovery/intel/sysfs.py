@@ -25,7 +25,7 @@ import re
 from nfd_gpu import tables
 from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
-from nfd_gpu.model import Gpu, Snapshot
+from nfd_gpu.model import Gpu, IntelGpu, Snapshot
 
 MIB = 1024 * 1024
 INTEL_DRIVERS = ("i915", "xe")
@@ -62,7 +62,6 @@ def enrich(host: HostRoot, gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
 def _enrich_one(host: HostRoot, g: Gpu) -> Gpu:
     dev = f"sys/bus/pci/devices/{g.address}"
     sources = dict(g.sources)
-    changes: dict[str, object] = {}
     entries = host.listdir(dev)
 
     xe_tiles = sorted((n for n in entries if _TILE.match(n)), key=lambda n: int(n[4:]))
@@ -85,8 +84,6 @@ def _enrich_one(host: HostRoot, g: Gpu) -> Gpu:
         if info is not None and info.tiles:
             tiles = info.tiles
             sources["tiles"] = "table"
-    if tiles is not None:
-        changes["tiles"] = tiles
 
     memory: int | None = None
     if xe_tiles:
@@ -98,17 +95,23 @@ def _enrich_one(host: HostRoot, g: Gpu) -> Gpu:
             memory = sum(known)
     if memory is None and lmem:
         memory = lmem * (tiles or 1)
+    memory_mib = g.memory_mib
     if memory:
-        changes["local_memory_bytes"] = memory
-        changes["memory_mib"] = memory // MIB
+        memory_mib = memory // MIB
         sources["memory_mib"] = "sysfs"
 
+    interconnects = g.interconnects
     if any(_IAF.match(n) and host.exists(f"{dev}/{n}/iaf_fabric_id") for n in entries):
-        changes["interconnects"] = tuple(sorted({*g.interconnects, "xe-link"}))
+        interconnects = tuple(sorted({*g.interconnects, "xe-link"}))
         sources["interconnects"] = "sysfs"
 
-    changes["sources"] = sources
-    return dataclasses.replace(g, **changes)  # type: ignore[arg-type]
+    return dataclasses.replace(
+        g,
+        memory_mib=memory_mib,
+        interconnects=interconnects,
+        intel=IntelGpu(tiles=tiles, local_memory_bytes=memory or None),
+        sources=sources,
+    )
 
 
 def _discover(ctx: Context, snap: Snapshot) -> Snapshot:

@@ -85,14 +85,14 @@ def apply(gpus: tuple[Gpu, ...], infos: dict[str, AmdgpuInfo]) -> tuple[Gpu, ...
             out.append(g)
             continue
         sources = dict(g.sources)
-        changes: dict[str, Any] = {}
+        product, memory = g.product, g.memory_mib
         if info.name:
-            changes["product"] = info.name
+            product = info.name
             sources["product"] = MODULE
         if info.vram_bytes:
-            changes["memory_mib"] = info.vram_bytes // (1024 * 1024)
+            memory = info.vram_bytes // (1024 * 1024)
             sources["memory_mib"] = MODULE
-        out.append(dataclasses.replace(g, **changes, sources=sources))
+        out.append(dataclasses.replace(g, product=product, memory_mib=memory, sources=sources))
     return tuple(out)
 
 

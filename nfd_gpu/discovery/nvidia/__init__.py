@@ -1,0 +1,24 @@
+"""NVIDIA GPUs: driver facts from procfs and NVML, NVML recording and replay, vGPU guests.
+
+* ``procfs.py``: facts without a library (``proc/driver/nvidia``, ``sys/module``, ``dev``);
+* ``nvml.py``: the NVML adapter, the only module that imports ``pynvml``;
+* ``session.py``: which NVML a scan asks (``--nvml``), the agent's state between passes;
+* ``replay.py`` / ``record.py``: NVML answers replayed from / recorded into ``nvml.json``;
+* ``facts.py``: the shape procfs and NVML both return;
+* ``driver.py``: the ``nvidia`` source, those facts merged into the GPU records;
+* ``vgpu.py``: the ``nvidia-vgpu`` source, the PCI vendor capability of vGPU guests.
+"""
+
+from __future__ import annotations
+
+from nfd_gpu.discovery.nvidia import driver, vgpu
+from nfd_gpu.discovery.source import Vendor
+
+VENDOR = Vendor(
+    name="nvidia",
+    pci_id="10de",
+    display="NVIDIA",
+    drivers=("nvidia", "nouveau"),
+    modules=("nvidia",),
+    sources=(driver.SOURCE, vgpu.SOURCE),
+)

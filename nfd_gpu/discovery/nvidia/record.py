@@ -1,0 +1,196 @@
+"""Record NVML answers while the real adapter runs, in the replay format of ``replay``.
+
+:func:`wrap` returns a module with pynvml's API that forwards every call to the wrapped
+library (real ``pynvml``, or a fake one in tests) and writes each answer, or the error it
+raised, into :attr:`Recording.data`. Saved as ``nvml.json`` in a snapshot, it makes
+``nfd-gpu scan --root DIR`` give the same NVML facts without NVML.
+
+Errors are recorded by class name (``NVMLError_GpuIsLost`` -> ``{"error": "GpuIsLost"}``); a
+failed profile-info probe is left out (the replay answers ``NotSupported`` for it, which the
+adapter treats like ``InvalidArgument``: profile not supported).
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any
+
+from nfd_gpu.discovery.nvidia.replay import DEVICE_FUNCTIONS, HANDLE_FUNCTIONS, SYSTEM_FUNCTIONS
+
+CONSTANT_PREFIXES = ("NVML_", "c_nvmlGpuFabricInfo_t")
+
+
+def encode(v: Any, depth: int = 0) -> Any:
+    """A JSON value for a pynvml answer: ctypes structs -> dicts, bytes -> str, tuples -> lists."""
+    if depth > 8:
+        return None
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, (list, tuple)):
+        return [encode(x, depth + 1) for x in v]
+    fields = getattr(v, "_fields_", None)
+    if fields is not None:
+        return {f[0]: encode(getattr(v, f[0], None), depth + 1) for f in fields}
+    if isinstance(v, types.SimpleNamespace):
+        return {k: encode(x, depth + 1) for k, x in vars(v).items()}
+    value = getattr(v, "value", None)  # ctypes scalars
+    if isinstance(value, (int, float, bytes, str)):
+        return encode(value, depth + 1)
+    try:
+        return [encode(x, depth + 1) for x in v]  # ctypes arrays
+    except TypeError:
+        return str(v)
+
+
+def error_name(exc: BaseException) -> str:
+    name = type(exc).__name__
+    return name.removeprefix("NVMLError_") if name.startswith("NVMLError_") else "Unknown"
+
+
+class Handle:
+    """A wrapped handle: the library's own handle plus where its answers are recorded."""
+
+    __slots__ = ("data", "parent", "real")
+
+    def __init__(self, real: Any, data: dict[str, Any], parent: Handle | None = None) -> None:
+        self.real = real
+        self.data = data
+        self.parent = parent
+
+
+class Recording:
+    """The recorded answers (``data``) and the wrapping module (``module``).
+
+    Its methods named like pynvml's functions become the module's functions (``_build``);
+    each forwards to the wrapped library and records the answer where the replay looks."""
+
+    def __init__(self, lib: types.ModuleType) -> None:
+        self.lib = lib
+        self.data: dict[str, Any] = {}
+        self.module = self._build()
+
+    def _call(self, where: dict[str, Any], key: str, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            value = fn(*args)
+        except self.lib.NVMLError as exc:
+            where[key] = {"error": error_name(exc)}
+            raise
+        where[key] = encode(value)
+        return value
+
+    def _build(self) -> types.ModuleType:
+        lib = self.lib
+        mod = types.ModuleType("pynvml")
+        for name, value in vars(lib).items():
+            if name.startswith(CONSTANT_PREFIXES) or name.startswith("NVMLError"):
+                mod.__dict__[name] = value
+        for fn in SYSTEM_FUNCTIONS:
+            if hasattr(lib, fn):
+                mod.__dict__[fn] = self._system(fn)
+        for fn in DEVICE_FUNCTIONS:
+            if hasattr(lib, fn):
+                mod.__dict__[fn] = self._device(fn)
+        if hasattr(lib, "nvmlDeviceGetGpuFabricInfo"):
+            mod.__dict__["nvmlDeviceGetGpuFabricInfo"] = self.nvmlDeviceGetGpuFabricInfo
+        for fn in _METHODS:
+            mod.__dict__[fn] = getattr(self, fn)
+        mod.__dict__["nvmlShutdown"] = lib.nvmlShutdown
+        return mod
+
+    def _system(self, fn: str) -> Callable[[], Any]:
+        def call() -> Any:
+            return self._call(self.data, fn, getattr(self.lib, fn))
+
+        call.__name__ = fn
+        return call
+
+    def _device(self, fn: str) -> Callable[..., Any]:
+        def call(h: Handle, *args: Any) -> Any:
+            return self._call(h.data, fn, getattr(self.lib, fn), h.real, *args)
+
+        call.__name__ = fn
+        return call
+
+    def nvmlInit(self) -> None:
+        try:
+            self.lib.nvmlInit()
+        except self.lib.NVMLError as exc:
+            self.data["nvmlInit"] = {"error": error_name(exc)}
+            raise
+
+    def nvmlDeviceGetCount(self) -> int:
+        n = int(self.lib.nvmlDeviceGetCount())
+        self.data["devices"] = [{} for _ in range(n)]
+        return n
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> Handle:
+        data = self.data.setdefault("devices", [])
+        while len(data) <= i:
+            data.append({})
+        try:
+            real = self.lib.nvmlDeviceGetHandleByIndex(i)
+        except self.lib.NVMLError as exc:
+            data[i]["error"] = error_name(exc)
+            raise
+        return Handle(real, data[i])
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, h: Handle, j: int) -> Handle:
+        migs: list[Any] = h.data.setdefault("migDevices", [])
+        while len(migs) <= j:
+            migs.append(None)
+        real = self.lib.nvmlDeviceGetMigDeviceHandleByIndex(h.real, j)
+        migs[j] = {}
+        return Handle(real, migs[j], h)
+
+    def nvmlDeviceGetGpuInstanceProfileInfo(self, h: Handle, p: int, *args: Any) -> Any:
+        info = self.lib.nvmlDeviceGetGpuInstanceProfileInfo(h.real, p, *args)
+        h.data.setdefault("gpuInstanceProfiles", {})[str(p)] = encode(info)
+        return info
+
+    def nvmlDeviceGetGpuInstanceById(self, h: Handle, gi: int) -> Handle:
+        real = self.lib.nvmlDeviceGetGpuInstanceById(h.real, gi)
+        data = h.data.setdefault("gpuInstances", {}).setdefault(str(gi), {})
+        return Handle(real, data, h)
+
+    def nvmlGpuInstanceGetInfo(self, gi: Handle) -> Any:
+        info = self.lib.nvmlGpuInstanceGetInfo(gi.real)
+        gi.data["profileId"] = int(info.profileId)
+        return info
+
+    def nvmlGpuInstanceGetComputeInstanceById(self, gi: Handle, ci: int) -> Handle:
+        real = self.lib.nvmlGpuInstanceGetComputeInstanceById(gi.real, ci)
+        data = gi.data.setdefault("computeInstances", {}).setdefault(str(ci), {})
+        return Handle(real, data, gi)
+
+    def nvmlComputeInstanceGetInfo(self, ci: Handle) -> Any:
+        info = self.lib.nvmlComputeInstanceGetInfo(ci.real)
+        ci.data["profileId"] = int(info.profileId)
+        return info
+
+    def nvmlGpuInstanceGetComputeInstanceProfileInfo(self, gi: Handle, p: int, *args: Any) -> Any:
+        info = self.lib.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi.real, p, *args)
+        dev = gi.parent.data if gi.parent is not None else gi.data
+        dev.setdefault("computeInstanceProfiles", {})[str(p)] = encode(info)
+        return info
+
+    def nvmlDeviceGetGpuFabricInfo(self, h: Handle, ref: Any) -> Any:
+        fn = "nvmlDeviceGetGpuFabricInfo"
+        try:
+            ret = self.lib.nvmlDeviceGetGpuFabricInfo(h.real, ref)
+        except self.lib.NVMLError as exc:
+            h.data[fn] = {"error": error_name(exc)}
+            raise
+        h.data[fn] = encode(getattr(ref, "_obj", ref))  # the struct NVML filled in
+        return ret
+
+
+# pynvml functions that are methods of Recording, always wrapped (the fabric info only
+# when the library has it; nvmlShutdown is passed through)
+_METHODS = ("nvmlInit", *HANDLE_FUNCTIONS)
+
+
+def wrap(lib: types.ModuleType) -> Recording:
+    return Recording(lib)

@@ -1,0 +1,83 @@
+"""Adding a vendor is one package and one line in ``registry.VENDORS``: the worked example of
+docs/architecture.md ("acme", PCI vendor id 1e3e), run through the registry's own code.
+
+The two definitions below are what ``nfd_gpu/discovery/acme/sysfs.py`` and
+``nfd_gpu/discovery/acme/__init__.py`` would hold; ``registry.sources`` with ``VENDOR``
+added is what ``SOURCES`` becomes with the line ``acme.VENDOR,`` in ``VENDORS``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from nfd_gpu.discovery import registry
+from nfd_gpu.discovery.source import Context, Step, Vendor
+from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.model import Gpu, Snapshot
+from nfd_gpu.scan import discover, label
+
+
+# discovery/acme/sysfs.py
+def _with_cores(host: HostRoot, g: Gpu) -> Gpu:
+    cores = host.read_int(f"sys/bus/pci/devices/{g.address}/acme/cores")
+    if cores is None:
+        return g
+    sources = {**g.sources, "compute_units": "sysfs"}
+    return dataclasses.replace(g, compute_units=cores, sources=sources)
+
+
+def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
+    gpus = tuple(_with_cores(ctx.host, g) if g.vendor == "acme" else g for g in snap.gpus)
+    return dataclasses.replace(snap, gpus=gpus)
+
+
+SOURCE = Step("acme", _discover, needs=("acme",))
+
+# discovery/acme/__init__.py
+VENDOR = Vendor(
+    name="acme",
+    pci_id="1e3e",
+    display="ACME",
+    drivers=("acme",),
+    modules=("acme",),
+    sources=(SOURCE,),
+)
+
+
+def _host(tmp_path: Path) -> HostRoot:
+    """One ACME display controller bound to its driver, with 64 cores, module 1.2.3."""
+    root = tmp_path / "root"
+    dev = root / "sys/devices/pci0000:01/0000:01:00.0"
+    (dev / "acme").mkdir(parents=True)
+    (dev / "acme/cores").write_text("64\n")
+    (dev / "uevent").write_text(
+        "DRIVER=acme\nPCI_CLASS=30200\nPCI_ID=1E3E:2000\nPCI_SUBSYS_ID=1E3E:0001\n"
+    )
+    (dev / "revision").write_text("0x01\n")
+    (root / "sys/bus/pci/devices").mkdir(parents=True)
+    (root / "sys/bus/pci/devices/0000:01:00.0").symlink_to(
+        "../../../devices/pci0000:01/0000:01:00.0"
+    )
+    (root / "sys/module/acme").mkdir(parents=True)
+    (root / "sys/module/acme/version").write_text("1.2.3\n")
+    return HostRoot(root)
+
+
+def test_a_new_vendor_is_one_package_and_one_registry_line(tmp_path: Path) -> None:
+    snap = discover(_host(tmp_path), sources=registry.sources((*registry.VENDORS, VENDOR)))
+    assert snap.warnings == ()
+    (g,) = snap.gpus
+    assert (g.vendor, g.device_id, g.driver) == ("acme", "2000", "acme")
+    assert g.product == "ACME Device 2000"  # Vendor.display; no model table, no pci.ids
+    assert g.mode == "container"  # Vendor.drivers
+    assert g.compute_units == 64 and g.sources["compute_units"] == "sysfs"  # its own source
+    assert snap.driver_versions == {"acme": "1.2.3"}  # Vendor.modules
+    labels, _ = label(snap, profiles=("neutral",))
+    assert labels["gpu.feature.node.kubernetes.io/count"] == "1"
+
+
+def test_without_the_registry_line_the_gpu_is_not_seen(tmp_path: Path) -> None:
+    snap = discover(_host(tmp_path))
+    assert snap.gpus == () and snap.driver_versions == {}
+    assert [d.vendor for d in snap.pci] == ["1e3e"]
