@@ -402,7 +402,8 @@ class Agent:
         """MIG strategy and sharing config; the file is re-read every pass (a bad one warns).
 
         ``gfd.timestamp`` (``gfd_timestamp``) is the agent's start time, the same every pass."""
-        from nfd_gpu.labels.nvidia import NvidiaOptions, load_sharing_config
+        from nfd_gpu.labels.nvidia import NvidiaOptions
+        from nfd_gpu.sharing_config import load_sharing_config
 
         strategy = self.cfg.mig_strategy if self.cfg.mig_strategy != "none" else None
         stamp = self.started if self.cfg.gfd_timestamp else None

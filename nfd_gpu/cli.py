@@ -254,7 +254,8 @@ def snapshot(
 def _nvidia_options(
     mig_strategy: str | None, sharing_config: str | None, timestamp: int | None = None
 ) -> Any:
-    from nfd_gpu.labels.nvidia import MIG_STRATEGIES, NvidiaOptions, load_sharing_config
+    from nfd_gpu.labels.nvidia import MIG_STRATEGIES, NvidiaOptions
+    from nfd_gpu.sharing_config import load_sharing_config
 
     if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES:
         raise fail(f"--mig-strategy {mig_strategy}: expected none, single, mixed or auto")

@@ -26,6 +26,7 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
             "nfd_gpu.sinks",
             "nfd_gpu.metrics",
             "nfd_gpu.snapshot",
+            "nfd_gpu.sharing_config",
         ),
         False,
     ),

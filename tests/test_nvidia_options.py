@@ -10,8 +10,9 @@ import pytest
 
 from nfd_gpu.cli import main
 from nfd_gpu.discovery import nvml_replay
-from nfd_gpu.labels.nvidia import NvidiaOptions, load_sharing_config
+from nfd_gpu.labels.nvidia import NvidiaOptions
 from nfd_gpu.scan import run_scan
+from nfd_gpu.sharing_config import load_sharing_config
 from nfd_gpu.snapshot import take_snapshot
 from tests.conftest import GOLDEN, SHARED, fixture_root
 from tests.nvidia_cases import OPTION_CASES, SHARING

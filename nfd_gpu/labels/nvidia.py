@@ -21,7 +21,8 @@ has MIG on and all MIG devices share one profile, ``mixed`` otherwise.
 MIG devices carry ``memory``, ``multiprocessors``, ``slices.gi/ci`` and
 ``engines.copy/decoder/encoder/jpeg/ofa`` from NVML's MIG device attributes.
 
-Sharing (``--sharing-config``, the device plugin's config file): ``gpu.replicas`` and
+Sharing (``--sharing-config``, the device plugin's config file, read into
+:class:`NvidiaOptions` by :mod:`nfd_gpu.sharing_config`): ``gpu.replicas`` and
 ``gpu.sharing-strategy`` (``time-slicing`` or ``mps``; as the device plugin's
 ``api/config/v1/sharing.go``: the strategy is MPS when the ``mps`` block has replicas, and
 the replicas come from the ``mps`` block whenever there is one),
@@ -307,74 +308,6 @@ def nvidia_labels(
             if value is not None and (value or label.startswith(("engines", "slices"))):
                 out[f"{base}.{label}"] = str(value)
     return {f"{PREFIX}/{k}": v for k, v in out.items()}
-
-
-def load_sharing_config(
-    path: str, mig_strategy: str | None = None, timestamp: int | None = None
-) -> NvidiaOptions:
-    """:class:`NvidiaOptions` from a device-plugin / GFD config file (YAML or JSON, ``v1``).
-
-    Reads ``sharing.timeSlicing`` / ``sharing.mps`` (``renameByDefault``, ``resources``:
-    ``name`` + ``replicas``) and ``flags.migStrategy``; ``mig_strategy`` (a flag or the
-    environment) wins over the file. Raises ``ValueError`` with a one-line message.
-    """
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
-    except OSError as exc:
-        raise ValueError(f"{path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not YAML/JSON ({' '.join(str(exc).split())})") from None
-    if doc is None:
-        doc = {}
-    if not isinstance(doc, dict):
-        raise ValueError(f"{path}: expected a mapping at the top level")
-    version = doc.get("version", "v1")
-    if version != "v1":
-        raise ValueError(f"{path}: unknown version {version!r} (expected v1)")
-    flags = doc.get("flags") or {}
-    if not isinstance(flags, dict):
-        raise ValueError(f"{path}: flags: expected a mapping")
-    strat = mig_strategy or flags.get("migStrategy") or "none"
-    if strat not in MIG_STRATEGIES:
-        raise ValueError(f"{path}: flags.migStrategy: {strat!r} is not none, single or mixed")
-    sharing = doc.get("sharing") or {}
-    if not isinstance(sharing, dict):
-        raise ValueError(f"{path}: sharing: expected a mapping")
-    found: dict[str, tuple[dict[str, int], bool]] = {}
-    for key, strategy_name in (("timeSlicing", "time-slicing"), ("mps", "mps")):
-        block = sharing.get(key)
-        if block is None:
-            continue
-        if not isinstance(block, dict):
-            raise ValueError(f"{path}: sharing.{key}: expected a mapping")
-        if not block.get("resources"):
-            raise ValueError(f"{path}: sharing.{key}: no resources specified")
-        replicas: dict[str, int] = {}
-        for i, r in enumerate(block["resources"]):
-            where = f"{path}: sharing.{key}.resources[{i}]"
-            if not isinstance(r, dict) or not isinstance(r.get("name"), str):
-                raise ValueError(f"{where}: expected name and replicas")
-            n = r.get("replicas", 0)
-            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-                raise ValueError(f"{where}.replicas: expected a non-negative integer")
-            replicas[r["name"]] = n
-        found[strategy_name] = (replicas, bool(block.get("renameByDefault", False)))
-
-    # The device plugin's api/config/v1/sharing.go: the strategy is MPS when the mps block
-    # has replicas > 1, else time-slicing when that block has; the replicas are the mps
-    # block's whenever it exists (an unreplicated mps block gives 1 replica, no -SHARED).
-    def replicated(name: str) -> bool:
-        return name in found and any(n > 1 for n in found[name][0].values())
-
-    active = "mps" if "mps" in found else "time-slicing"
-    strategy_name = next((n for n in ("mps", "time-slicing") if replicated(n)), "")
-    if not strategy_name or active not in found:
-        return NvidiaOptions(mig_strategy=strat, timestamp=timestamp)
-    replicas, rename = found[active]
-    return NvidiaOptions(strat, strategy_name, replicas, rename, timestamp)
 
 
 PROFILE = LabelProfile(
