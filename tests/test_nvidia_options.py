@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,7 @@ from nfd_gpu.scan import run_scan
 from nfd_gpu.sharing_config import load_sharing_config
 from nfd_gpu.snapshot import take_snapshot
 from tests.conftest import GOLDEN, SHARED, fixture_root
-from tests.nvidia_cases import OPTION_CASES, SHARING
+from tests.nvidia_cases import OPTION_CASES, SHARING, fabric_fixture
 
 NV = "nvidia.com"
 
@@ -108,27 +106,11 @@ def test_cli_options(
     assert err.count("\n") == 1 and "unknown version" in err
 
 
-def _fabric_fixture(tmp_path: Path, cliques: list[tuple[bytes, int]]) -> Path:
-    """h100-mig-single with NVML fabric info on each GPU."""
-    root = tmp_path / "root"
-    shutil.copytree(fixture_root("h100-mig-single"), root, symlinks=True)
-    rec = json.loads((root / "nvml.json").read_text())
-    for dev, (cluster, clique) in zip(rec["devices"], cliques, strict=True):
-        dev["nvmlDeviceGetGpuFabricInfo"] = {
-            "clusterUuid": list(cluster),
-            "cliqueId": clique,
-            "state": 3,
-            "status": 0,
-        }
-    (root / "nvml.json").write_text(json.dumps(rec))
-    return root
-
-
 CLUSTER = bytes(range(1, 17))
 
 
 def test_clique_from_fabric_info(tmp_path: Path) -> None:
-    root = _fabric_fixture(tmp_path, [(CLUSTER, 7), (CLUSTER, 7)])
+    root = fabric_fixture(tmp_path, [(CLUSTER, 7), (CLUSTER, 7)])
     r = run_scan(root, profiles=["nvidia"])
     assert r.labels[f"{NV}/gpu.clique"] == "01020304-0506-0708-090a-0b0c0d0e0f10.7"
     assert {g.clique for g in r.snapshot.gpus} == {"01020304-0506-0708-090a-0b0c0d0e0f10.7"}
@@ -139,7 +121,7 @@ def test_clique_from_fabric_info(tmp_path: Path) -> None:
 
 
 def test_no_clique_when_gpus_disagree_or_fabric_incomplete(tmp_path: Path) -> None:
-    r = run_scan(_fabric_fixture(tmp_path, [(CLUSTER, 7), (CLUSTER, 8)]), profiles=["nvidia"])
+    r = run_scan(fabric_fixture(tmp_path, [(CLUSTER, 7), (CLUSTER, 8)]), profiles=["nvidia"])
     assert f"{NV}/gpu.clique" not in r.labels
     assert any("several fabric cliques" in w for w in r.warnings)
     r = run_scan(fixture_root("h100-mig-single"), profiles=["nvidia"])

@@ -7,7 +7,7 @@ the ``gpu.node`` attribute feature); ``neutral_labels`` adds the namespace.
 
 from __future__ import annotations
 
-from nfd_gpu.labels.profile import LabelDoc, LabelProfile, table_rows
+from nfd_gpu.labels.profile import LabelDoc, LabelProfile, in_table, table_rows
 from nfd_gpu.model import Snapshot
 from nfd_gpu.summary import node_summary
 
@@ -132,7 +132,7 @@ def neutral_labels(snap: Snapshot, namespace: str = NAMESPACE) -> dict[str, str]
 
 def documented(key: str) -> bool:
     """True when an unprefixed neutral key matches an entry of LABEL_TABLE."""
-    return any(d.regex().match(key) for d in LABEL_TABLE)
+    return in_table(LABEL_TABLE, key)
 
 
 def render_docs() -> str:
