@@ -1,6 +1,8 @@
 """The ``nvidia`` compatibility profile: GPU Feature Discovery's keys and value formats.
 
-Keys under ``nvidia.com/`` as GFD v0.20.0 writes them (shared/reference/nvidia.md §1).
+Keys under ``nvidia.com/`` as GFD v0.20.0 writes them (shared/reference/nvidia.md §1),
+documented in :data:`LABEL_TABLE` (docs/labels-nvidia.md). As GFD's ``internal/lm``, the
+labels are small labelers merged in order (:data:`LABELERS`).
 
 GPUs: those NVML enumerates (bound to ``nvidia``, answered by NVML). As GFD, nothing is
 emitted when NVML does not answer (no driver, a vfio-only host: GFD exits with
