@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from nfd_gpu import features as F
-from nfd_gpu.labels.neutral import neutral_attributes
 from nfd_gpu.model import Gpu, PciDevice, Runtime, Snapshot
+from nfd_gpu.summary import node_summary
 
 
 def _s(v: object) -> str | None:
@@ -148,7 +148,7 @@ def snapshot_features(snap: Snapshot) -> F.Features:
     )
     if snap.runtime is not None:
         F.add_flags(feats, "gpu.runtime", runtime_flags(snap.runtime))
-    F.add_attributes(feats, "gpu.node", neutral_attributes(snap))
+    F.add_attributes(feats, "gpu.node", node_summary(snap))
     F.add_instances(feats, "pci.device", (pci_instance(d) for d in snap.pci))
     F.add_flags(feats, "kernel.loadedmodule", snap.loaded_modules)
     # NFD: enabledmodule = loaded + built in (modules.builtin)

@@ -27,9 +27,10 @@ from nfd_gpu.agent.startup import DEFAULT_RULES_DIR, startup_line
 from nfd_gpu.agent.udev import UdevTrigger
 from nfd_gpu.config import Config, split_address
 from nfd_gpu.discovery.nvidia.session import NvmlSession
-from nfd_gpu.labels.nvidia import NvidiaOptions, load_sharing_config
+from nfd_gpu.labels.nvidia import NvidiaOptions
 from nfd_gpu.metrics import MetricsServer
 from nfd_gpu.scan import ScanResult, run_scan
+from nfd_gpu.sharing_config import load_sharing_config
 from nfd_gpu.sinks import Publication, Sink, SinkError
 
 # SIGTERM/SIGINT: the process ends within this many seconds, whatever it is waiting for.

@@ -125,7 +125,8 @@ def _print(result: ScanResult, fmt: Format) -> None:
 def _nvidia_options(
     mig_strategy: str | None, sharing_config: str | None, timestamp: int | None = None
 ) -> Any:
-    from nfd_gpu.labels.nvidia import NvidiaOptions, load_sharing_config  # lazy: label code
+    from nfd_gpu.labels.nvidia import NvidiaOptions  # lazy: label code
+    from nfd_gpu.sharing_config import load_sharing_config  # lazy: reads YAML
 
     strategies = choices("mig_strategy")
     if mig_strategy is not None and mig_strategy not in strategies:

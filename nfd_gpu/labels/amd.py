@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections import Counter
 
 from nfd_gpu.labels.options import of
-from nfd_gpu.labels.profile import LabelDoc, LabelProfile, table_rows
+from nfd_gpu.labels.profile import LabelDoc, LabelProfile, in_table, table_rows
 from nfd_gpu.model import Gpu, Partition, Snapshot
 
 PREFIX = "amd.com"
@@ -235,7 +235,7 @@ def amd_labels(snap: Snapshot, options: frozenset[str] = frozenset()) -> dict[st
 def documented(key: str) -> bool:
     """True when an ``amd.com/...`` key matches LABEL_TABLE."""
     name = key.removeprefix(f"{PREFIX}/")
-    return any(d.regex().match(name) for d in LABEL_TABLE)
+    return in_table(LABEL_TABLE, name)
 
 
 def render_docs() -> str:

@@ -24,7 +24,7 @@ the last rule in the file winning).
 from __future__ import annotations
 
 from nfd_gpu import tables
-from nfd_gpu.labels.profile import LabelDoc, LabelProfile, table_rows
+from nfd_gpu.labels.profile import LabelDoc, LabelProfile, in_table, table_rows
 from nfd_gpu.model import Gpu, Snapshot
 
 PREFIX = "gpu.intel.com"
@@ -103,7 +103,7 @@ def documented(key: str) -> bool:
     if key == FEATURE_LABEL:
         return True
     name = key.removeprefix(f"{PREFIX}/")
-    return name != key and any(d.regex().match(name) for d in LABEL_TABLE)
+    return name != key and in_table(LABEL_TABLE, name)
 
 
 def render_docs() -> str:

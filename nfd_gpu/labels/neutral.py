@@ -1,21 +1,17 @@
 """The vendor-neutral label profile (the public contract of LABELS.md).
 
-``neutral_attributes(snapshot)`` computes the values without a prefix; they are
-also published as the ``gpu.node`` attribute feature. ``neutral_labels`` adds
-the namespace. ``LABEL_TABLE`` documents every key and generates docs/labels.md.
+The values are the node summary (:func:`nfd_gpu.summary.node_summary`, also published as
+the ``gpu.node`` attribute feature); ``neutral_labels`` adds the namespace.
+``LABEL_TABLE`` documents every key and generates docs/labels.md.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterable
-
-from nfd_gpu.labels.profile import LabelDoc, LabelProfile, table_rows
-from nfd_gpu.labels.validate import NAME_MAX, sanitize_value
-from nfd_gpu.model import Gpu, Runtime, Snapshot
+from nfd_gpu.labels.profile import LabelDoc, LabelProfile, in_table, table_rows
+from nfd_gpu.model import Snapshot
+from nfd_gpu.summary import node_summary
 
 NAMESPACE = "gpu.feature.node.kubernetes.io"
-MIXED = "mixed"
 
 
 LABEL_TABLE: tuple[LabelDoc, ...] = (
@@ -129,193 +125,14 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
     LabelDoc("runtime.level-zero", "`true`", "The Level Zero loader `libze_loader.so` found."),
 )
 
-# Kernel modules whose version is the vendor's driver version, in order of preference.
-_VENDOR_MODULE: dict[str, tuple[str, ...]] = {
-    "nvidia": ("nvidia",),
-    "amd": ("amdgpu",),
-    "intel": ("i915", "xe"),
-}
-
-
-def _summary(values: Iterable[str | None]) -> str | None:
-    """The common value, ``mixed`` when they differ, None when any is unknown."""
-    vals = list(values)
-    if not vals or any(v is None for v in vals):
-        return None
-    distinct = set(vals)
-    return vals[0] if len(distinct) == 1 else MIXED
-
-
-def _min_known(gpus: Iterable[Gpu], get: Callable[[Gpu], int | None]) -> int | None:
-    """Minimum over GPUs, only when every GPU knows the value."""
-    vals = [get(g) for g in gpus]
-    if not vals or any(v is None for v in vals):
-        return None
-    return min(v for v in vals if v is not None)
-
-
-def product_value(gpu: Gpu) -> str:
-    return sanitize_value(gpu.product or "") or f"{gpu.vendor_id}-{gpu.device_id}"
-
-
-def neutral_attributes(snap: Snapshot) -> dict[str, str]:
-    """Neutral label values keyed without namespace. Empty when there is no GPU."""
-    gpus = snap.gpus
-    if not gpus:
-        return {}
-    out: dict[str, str] = {"present": "true", "count": str(len(gpus))}
-
-    vendors = Counter(g.vendor for g in gpus)
-    out["vendor"] = next(iter(vendors)) if len(vendors) == 1 else MIXED
-    for v, n in sorted(vendors.items()):
-        out[f"{v}.count"] = str(n)
-
-    products = Counter(product_value(g) for g in gpus)
-    out["product"] = next(iter(products)) if len(products) == 1 else MIXED
-    room = NAME_MAX - len("product.") - len(".count")
-    for p, n in sorted(products.items()):
-        out[f"product.{sanitize_value(p, room)}.count"] = str(n)
-
-    family = _summary(g.family for g in gpus)
-    if family:
-        out["family"] = family
-
-    mem = _min_known(gpus, lambda g: g.memory_mib)
-    if mem is not None:
-        out["memory-mib"] = str(mem)
-
-    nv = [g for g in gpus if g.vendor == "nvidia"]
-    ccs = [(g.nvidia.compute_major, g.nvidia.compute_minor) for g in nv]
-    if ccs and all(a is not None and b is not None for a, b in ccs):
-        major, minor = min((a or 0, b or 0) for a, b in ccs)
-        out["compute.major"] = str(major)
-        out["compute.minor"] = str(minor)
-
-    amd = [g for g in gpus if g.vendor == "amd"]
-    gfx = _summary(g.amd.gfx for g in amd)
-    if gfx:
-        out["amd.gfx"] = gfx
-
-    units = _min_known(gpus, lambda g: g.compute_units)
-    if units is not None:
-        out["compute-units"] = str(units)
-
-    out["driver"] = _summary(g.driver or "none" for g in gpus) or "none"
-    for vendor in sorted(vendors):
-        version = _driver_version(snap, vendor)
-        if version:
-            out[f"{vendor}.driver.version"] = version
-            drv_major = version.split(".", 1)[0]
-            if drv_major.isdigit():
-                out[f"{vendor}.driver.major"] = drv_major
-
-    modes = [g.mode for g in gpus if g.mode]
-    if modes:
-        out["mode"] = modes[0] if len(set(modes)) == 1 else MIXED
-    virt = _summary(g.nvidia.virtualization for g in gpus)
-    if virt:
-        out["virtualization"] = virt
-
-    if nv:
-        out["mig.capable"] = "true" if any(g.nvidia.mig_capable for g in nv) else "false"
-        if any(g.nvidia.mig_enabled for g in nv):
-            out["mig.enabled"] = "true"
-        elif all(g.nvidia.mig_enabled is False for g in nv):
-            out["mig.enabled"] = "false"
-        cuda = snap.driver_versions.get("cuda", "")
-        cmaj, _, cmin = cuda.partition(".")
-        if cmaj.isdigit() and cmin.isdigit():
-            out["nvidia.cuda.major"] = cmaj
-            out["nvidia.cuda.minor"] = cmin
-    if snap.partitions:  # MIG devices and AMD partitions, counted once
-        out["partitions"] = str(len(snap.partitions))
-        profiles = Counter(
-            sanitize_value(p.profile.replace("+", ".")) for p in snap.partitions if p.kind == "mig"
-        )
-        for prof, n in sorted(profiles.items()):
-            out[f"mig.{prof}.count"] = str(n)
-
-    pfs = [g for g in gpus if not g.guest_vf]
-    capable = any((g.sriov_totalvfs or 0) > 0 for g in pfs)
-    out["sriov.capable"] = "true" if capable else "false"
-    if capable:
-        out["sriov.vfs"] = str(sum(g.sriov_numvfs or 0 for g in pfs))
-
-    if snap.nvswitches and nv:
-        out["interconnect.nvswitch"] = "true"
-    if any("xgmi" in g.interconnects for g in amd):
-        out["interconnect.xgmi"] = "true"
-    if any("xe-link" in g.interconnects for g in gpus if g.vendor == "intel"):
-        out["interconnect.xelink"] = "true"
-    for key, get in (
-        ("partition.compute", lambda g: g.amd.partition_compute),
-        ("partition.memory", lambda g: g.amd.partition_memory),
-    ):
-        known = [v for v in map(get, amd) if v]
-        if known:
-            out[key] = known[0] if len(set(known)) == 1 else MIXED
-
-    links = [g.link for g in gpus if g.link is not None]
-    gens = [lk.current_gen for lk in links if lk.current_gen]
-    widths = [lk.current_width for lk in links if lk.current_width]
-    if gens:
-        out["pcie.gen"] = str(min(gens))
-    if widths:
-        out["pcie.width"] = str(min(widths))
-    if any(lk.degraded for lk in links):
-        out["pcie.degraded"] = "true"
-
-    if snap.machine:
-        m = sanitize_value(snap.machine)
-        if m:
-            out["machine"] = m
-    if snap.runtime is not None:
-        out.update(runtime_attributes(snap.runtime))
-    return out
-
-
-def runtime_attributes(rt: Runtime) -> dict[str, str]:
-    """The ``runtime.*`` and ``devices.ready`` values (only on nodes with GPUs)."""
-    out: dict[str, str] = {}
-    if rt.devices_ready is not None:
-        out["devices.ready"] = "true" if rt.devices_ready else "false"
-    if rt.nvidia_toolkit_config or rt.nvidia_runtime_binary:
-        out["runtime.nvidia-container-toolkit"] = "true"
-    if rt.cdi_kinds:
-        out["runtime.cdi"] = "true"
-        for kind in rt.cdi_kinds:
-            vendor = sanitize_value(kind.split("/", 1)[0], NAME_MAX - len("runtime.cdi."))
-            if vendor:
-                out[f"runtime.cdi.{vendor}"] = "true"
-    if rt.rocm_version:
-        out["runtime.rocm.version"] = sanitize_value(rt.rocm_version)
-        out["runtime.rocm.major"] = rt.rocm_version.split(".", 1)[0]
-    if rt.opencl_icds:
-        out["runtime.opencl"] = "true"
-        for icd in rt.opencl_icds:
-            name = sanitize_value(icd, NAME_MAX - len("runtime.opencl."))
-            if name:
-                out[f"runtime.opencl.{name}"] = "true"
-    if rt.level_zero:
-        out["runtime.level-zero"] = "true"
-    return out
-
-
-def _driver_version(snap: Snapshot, vendor: str) -> str | None:
-    for m in _VENDOR_MODULE.get(vendor, ()):
-        v = snap.driver_versions.get(m)
-        if v:
-            return sanitize_value(v) or None
-    return None
-
 
 def neutral_labels(snap: Snapshot, namespace: str = NAMESPACE) -> dict[str, str]:
-    return {f"{namespace}/{k}": v for k, v in neutral_attributes(snap).items()}
+    return {f"{namespace}/{k}": v for k, v in node_summary(snap).items()}
 
 
 def documented(key: str) -> bool:
     """True when an unprefixed neutral key matches an entry of LABEL_TABLE."""
-    return any(d.regex().match(key) for d in LABEL_TABLE)
+    return in_table(LABEL_TABLE, key)
 
 
 def render_docs() -> str:

@@ -1,6 +1,8 @@
 """The ``nvidia`` compatibility profile: GPU Feature Discovery's keys and value formats.
 
-Keys under ``nvidia.com/`` as GFD v0.20.0 writes them (docs/migration.md, tests/data/nvidia/).
+Keys under ``nvidia.com/`` as GFD v0.20.0 writes them (docs/migration.md, tests/data/nvidia/),
+documented in :data:`LABEL_TABLE` (docs/labels-nvidia.md). As GFD's ``internal/lm``, the
+labels are small labelers merged in order (:data:`LABELERS`).
 
 GPUs: those NVML enumerates (bound to ``nvidia``, answered by NVML). As GFD, nothing is
 emitted when NVML does not answer (no driver, a vfio-only host: GFD exits with
@@ -21,7 +23,8 @@ has MIG on and all MIG devices share one profile, ``mixed`` otherwise.
 MIG devices carry ``memory``, ``multiprocessors``, ``slices.gi/ci`` and
 ``engines.copy/decoder/encoder/jpeg/ofa`` from NVML's MIG device attributes.
 
-Sharing (``--sharing-config``, the device plugin's config file): ``gpu.replicas`` and
+Sharing (``--sharing-config``, the device plugin's config file, read into
+:class:`NvidiaOptions` by :mod:`nfd_gpu.sharing_config`): ``gpu.replicas`` and
 ``gpu.sharing-strategy`` (``time-slicing`` or ``mps``; as the device plugin's
 ``api/config/v1/sharing.go``: the strategy is MPS when the ``mps`` block has replicas, and
 the replicas come from the ``mps`` block whenever there is one),
@@ -40,9 +43,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from nfd_gpu.labels.profile import LabelProfile
+from nfd_gpu.labels.profile import LabelDoc, LabelProfile, in_table, table_rows
 from nfd_gpu.model import Gpu, Partition, Snapshot
 
 PREFIX = "nvidia.com"
@@ -63,13 +67,14 @@ def _family(major: int, minor: int) -> str:
             10: "blackwell", 12: "blackwell", 13: "rubin"}.get(major, "undefined")  # fmt: skip
 
 
-def _version_labels(prefix: str, version: str, names: tuple[str, str, str]) -> dict[str, str]:
+def _version_labels(prefix: str, version: str, rev: str = "") -> dict[str, str]:
+    """``<prefix>.major`` / ``.minor`` (and ``.<rev>``) of an ``X.Y[.Z]`` version."""
     parts = version.split(".")
     if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts):
         return {}
     out = {f"{prefix}.major": parts[0], f"{prefix}.minor": parts[1]}
-    if names[2]:
-        out[f"{prefix}.{names[2]}"] = parts[2] if len(parts) == 3 else ""
+    if rev:
+        out[f"{prefix}.{rev}"] = parts[2] if len(parts) == 3 else ""
     return out
 
 
@@ -77,17 +82,23 @@ GFD_MIG_STRATEGIES = ("none", "single", "mixed")  # GFD's --mig-strategy; none: 
 MIG_STRATEGIES = ("auto", *GFD_MIG_STRATEGIES)  # auto: nfd-gpu's own (module docstring)
 SHARING_STRATEGIES = ("time-slicing", "mps")
 GPU_RESOURCE = "nvidia.com/gpu"
+# MIG device labels: (label, Partition field, what it is: NVML's MIG device attribute)
 _MIG_ATTRS = (
-    ("memory", "memory_mib"),
-    ("multiprocessors", "compute_units"),
-    ("slices.gi", "slices_gi"),
-    ("slices.ci", "slices_ci"),
-    ("engines.copy", "engines_copy"),
-    ("engines.decoder", "engines_decoder"),
-    ("engines.encoder", "engines_encoder"),
-    ("engines.jpeg", "engines_jpeg"),
-    ("engines.ofa", "engines_ofa"),
+    ("memory", "memory_mib", "memory in MiB (`memorySizeMB`)"),
+    ("multiprocessors", "compute_units", "multiprocessors (`multiprocessorCount`)"),
+    ("slices.gi", "slices_gi", "GPU instance slices (`gpuInstanceSliceCount`)"),
+    ("slices.ci", "slices_ci", "compute instance slices (`computeInstanceSliceCount`)"),
+    ("engines.copy", "engines_copy", "copy engines (`sharedCopyEngineCount`)"),
+    ("engines.decoder", "engines_decoder", "video decoders (`sharedDecoderCount`)"),
+    ("engines.encoder", "engines_encoder", "video encoders (`sharedEncoderCount`)"),
+    ("engines.jpeg", "engines_jpeg", "JPEG decoders (`sharedJpegCount`)"),
+    ("engines.ofa", "engines_ofa", "optical flow accelerators (`sharedOfaCount`)"),
 )
+
+
+def _zero_written(label: str) -> bool:
+    """Slice and engine counts are written when 0; memory and multiprocessors are not."""
+    return label.startswith(("engines", "slices"))
 
 
 @dataclass(frozen=True)
@@ -202,185 +213,357 @@ def product_model(gpus: list[Gpu]) -> str:
     return sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
 
 
-def nvidia_labels(
-    snap: Snapshot, opts: NvidiaOptions | None = None, warnings: list[str] | None = None
-) -> dict[str, str]:
-    opts = opts or NvidiaOptions()
-    gpus = gfd_gpus(snap, warnings)
-    if not gpus:
-        return {}
-    out: dict[str, str] = {}
-    if opts.timestamp is not None:
-        out["gfd.timestamp"] = str(opts.timestamp)
-    vgpu = vgpu_labels([g for g in snap.gpus if g.vendor == "nvidia"])
+@dataclass(frozen=True)
+class _Pass:
+    """What the labelers of one labelling pass share."""
+
+    snap: Snapshot
+    opts: NvidiaOptions
+    gpus: list[Gpu]  # the GPUs GFD labels (gfd_gpus)
+    model: str  # the model gpu.* describes (product_model)
+    parts: list[Partition]  # the MIG devices of those GPUs
+    strategy: str  # the MIG strategy, auto resolved
+
+
+class _Refused(Exception):
+    """A labeler fails GFD's whole labelling pass: no ``nvidia.com`` label, a warning."""
+
+
+def _timestamp(p: _Pass, warnings: list[str]) -> dict[str, str]:
+    return {} if p.opts.timestamp is None else {"gfd.timestamp": str(p.opts.timestamp)}
+
+
+def _vgpu(p: _Pass, warnings: list[str]) -> dict[str, str]:
+    vgpu = vgpu_labels([g for g in p.snap.gpus if g.vendor == "nvidia"])
     if vgpu is None:
-        if warnings is not None:
-            warnings.append(
-                "nvidia: a vGPU capability without its host driver record: no nvidia.com "
-                "labels (GFD's labelling fails)"
-            )
-        return {}
-    out.update(vgpu)
-    driver = snap.driver_versions.get("nvidia", "")
-    for key in ("cuda.driver", "cuda.driver-version"):
-        rev = "rev" if key == "cuda.driver" else "revision"
-        out.update(_version_labels(key, driver, ("major", "minor", rev)))
+        raise _Refused(
+            "a vGPU capability without its host driver record: no nvidia.com labels "
+            "(GFD's labelling fails)"
+        )
+    return vgpu
+
+
+def _versions(p: _Pass, warnings: list[str]) -> dict[str, str]:
+    """``cuda.driver*`` (the driver version) and ``cuda.runtime*`` (CUDA driver API)."""
+    driver = p.snap.driver_versions.get("nvidia", "")
+    out = _version_labels("cuda.driver", driver, "rev")
+    out.update(_version_labels("cuda.driver-version", driver, "revision"))
     if driver and "cuda.driver-version.major" in out:
         out["cuda.driver-version.full"] = driver
-    cuda = snap.driver_versions.get("cuda", "")
-    for key in ("cuda.runtime", "cuda.runtime-version"):
-        out.update(_version_labels(key, cuda, ("major", "minor", "")))
+    cuda = p.snap.driver_versions.get("cuda", "")
+    out.update(_version_labels("cuda.runtime", cuda))
+    out.update(_version_labels("cuda.runtime-version", cuda))
     if "cuda.runtime-version.major" in out:
         out["cuda.runtime-version.full"] = cuda
-    out["gpu.machine"] = gfd_sanitise(snap.machine or "") or "unknown"
+    return out
 
-    name = product_model(gpus)
-    mine = [g for g in gpus if gfd_sanitise(g.product or "") == name]
+
+def _machine(p: _Pass, warnings: list[str]) -> dict[str, str]:
+    return {"gpu.machine": gfd_sanitise(p.snap.machine or "") or "unknown"}
+
+
+def _gpu(p: _Pass, warnings: list[str]) -> dict[str, str]:
+    """``gpu.*`` of the model: count, sharing, product, memory, architecture."""
+    mine = [g for g in p.gpus if gfd_sanitise(g.product or "") == p.model]
     full = [g for g in mine if not g.nvidia.mig_enabled]
     dev = (full or mine)[-1]  # GFD keeps the last device of each name
-    out["gpu.count"] = str(len(mine))
-    replicas, sharing, shared = _sharing(opts, GPU_RESOURCE) if full else ("0", "none", False)
-    out["gpu.replicas"] = replicas
-    out["gpu.sharing-strategy"] = sharing
-    out["gpu.product"] = name + ("-SHARED" if shared else "")
+    replicas, sharing, shared = _sharing(p.opts, GPU_RESOURCE) if full else ("0", "none", False)
+    out = {
+        "gpu.count": str(len(mine)),
+        "gpu.replicas": replicas,
+        "gpu.sharing-strategy": sharing,
+        "gpu.product": p.model + ("-SHARED" if shared else ""),
+    }
     if dev.memory_mib:
         out["gpu.memory"] = str(dev.memory_mib)
     if dev.nvidia.compute_major:
         out["gpu.family"] = _family(dev.nvidia.compute_major, dev.nvidia.compute_minor or 0)
         out["gpu.compute.major"] = str(dev.nvidia.compute_major)
         out["gpu.compute.minor"] = str(dev.nvidia.compute_minor or 0)
-    classes = {g.class_id[:6] for g in gpus}
-    out["gpu.mode"] = {"030000": "graphics", "030200": "compute"}.get(
-        classes.pop() if len(classes) == 1 else "", "unknown"
-    )
-    out["mig.capable"] = "true" if any(g.nvidia.mig_capable for g in gpus) else "false"
-    mps = opts.sharing == "mps" and any(n > 1 for n in opts.replicas.values())
-    if mps and any(g.nvidia.mig_enabled for g in gpus):
-        # GFD isMPSCapable fails its whole labelling pass: no nvidia.com label at all
-        if warnings is not None:
-            warnings.append(
-                "nvidia: MPS sharing is not supported for MIG devices: no nvidia.com labels"
-            )
-        return {}
-    out["mps.capable"] = "true" if mps else "false"
-    cl = clique(gpus, warnings)
-    if cl:
-        out["gpu.clique"] = cl
+    return out
 
-    addrs = {g.address for g in gpus}
-    parts = [p for p in snap.partitions if p.kind == "mig" and p.parent in addrs]
-    strat = opts.mig_strategy if opts.mig_strategy != "auto" else strategy(gpus, parts)
-    if strat != "none":
-        out["mig.strategy"] = strat
-    if strat == "single" and not any(g.nvidia.mig_enabled for g in gpus):
-        return {f"{PREFIX}/{k}": v for k, v in out.items()}  # single without MIG: as none
-    if strat == "single":
-        why = single_is_valid(gpus, parts)
+
+def _mode(p: _Pass, warnings: list[str]) -> dict[str, str]:
+    classes = {g.class_id[:6] for g in p.gpus}
+    return {
+        "gpu.mode": {"030000": "graphics", "030200": "compute"}.get(
+            classes.pop() if len(classes) == 1 else "", "unknown"
+        )
+    }
+
+
+def _mig_capable(p: _Pass, warnings: list[str]) -> dict[str, str]:
+    return {"mig.capable": "true" if any(g.nvidia.mig_capable for g in p.gpus) else "false"}
+
+
+def _mps(p: _Pass, warnings: list[str]) -> dict[str, str]:
+    mps = p.opts.sharing == "mps" and any(n > 1 for n in p.opts.replicas.values())
+    if mps and any(g.nvidia.mig_enabled for g in p.gpus):
+        # GFD isMPSCapable fails its whole labelling pass: no nvidia.com label at all
+        raise _Refused("MPS sharing is not supported for MIG devices: no nvidia.com labels")
+    return {"mps.capable": "true" if mps else "false"}
+
+
+def _clique(p: _Pass, warnings: list[str]) -> dict[str, str]:
+    cl = clique(p.gpus, warnings)
+    return {"gpu.clique": cl} if cl else {}
+
+
+def _mig_strategy(p: _Pass, warnings: list[str]) -> dict[str, str]:
+    return {} if p.strategy == "none" else {"mig.strategy": p.strategy}
+
+
+def _mig_devices(p: _Pass, warnings: list[str]) -> dict[str, str]:
+    """Strategy single: ``gpu.*`` of the MIG devices (``-MIG-INVALID`` when the node does not
+    allow it); mixed: ``mig-<profile>.*`` per MIG profile."""
+    if p.strategy == "none":
+        return {}
+    if p.strategy == "single":
+        if not any(g.nvidia.mig_enabled for g in p.gpus):
+            return {}  # single without MIG: as none
+        why = single_is_valid(p.gpus, p.parts)
         if why is not None:
-            if warnings is not None:
-                warnings.append(f"nvidia: invalid MIG strategy single: {why}")
-            first_mig = next(g for g in gpus if g.nvidia.mig_enabled)  # GFD: migEnabledDevices[0]
-            out.update(
-                {
-                    "gpu.product": f"{gfd_sanitise(first_mig.product or '')}-MIG-INVALID",
-                    "gpu.count": "0",
-                    "gpu.replicas": "0",
-                    "gpu.sharing-strategy": "",
-                    "gpu.memory": "0",
-                }
-            )
-            return {f"{PREFIX}/{k}": v for k, v in out.items()}
+            warnings.append(f"nvidia: invalid MIG strategy single: {why}")
+            first_mig = next(g for g in p.gpus if g.nvidia.mig_enabled)  # GFD: migEnabledDevices[0]
+            return {
+                "gpu.product": f"{gfd_sanitise(first_mig.product or '')}-MIG-INVALID",
+                "gpu.count": "0",
+                "gpu.replicas": "0",
+                "gpu.sharing-strategy": "",
+                "gpu.memory": "0",
+            }
     by_profile: dict[str, list[Partition]] = {}
-    for p in parts:
-        by_profile.setdefault(p.profile.replace("+", "."), []).append(p)
-    model = {g.address: gfd_sanitise(g.product or "") for g in gpus}
-    for prof, ps in sorted(by_profile.items()) if strat != "none" else ():
-        base = "gpu" if strat == "single" else f"mig-{prof}"
-        resource = GPU_RESOURCE if strat == "single" else f"{PREFIX}/mig-{prof}"
-        replicas, sharing, shared = _sharing(opts, resource)
+    for part in p.parts:
+        by_profile.setdefault(part.profile.replace("+", "."), []).append(part)
+    model = {g.address: gfd_sanitise(g.product or "") for g in p.gpus}
+    out: dict[str, str] = {}
+    for prof, ps in sorted(by_profile.items()):
+        base = "gpu" if p.strategy == "single" else f"mig-{prof}"
+        resource = GPU_RESOURCE if p.strategy == "single" else f"{PREFIX}/mig-{prof}"
+        replicas, sharing, shared = _sharing(p.opts, resource)
         product = f"{model[ps[0].parent]}-MIG-{prof}" + ("-SHARED" if shared else "")
         out[f"{base}.product"] = product
         out[f"{base}.count"] = str(len(ps))
         out[f"{base}.replicas"] = replicas
         out[f"{base}.sharing-strategy"] = sharing
-        for label, attr in _MIG_ATTRS:
+        for label, attr, _ in _MIG_ATTRS:
             value = getattr(ps[0], attr)
-            if value is not None and (value or label.startswith(("engines", "slices"))):
+            if value is not None and (value or _zero_written(label)):
                 out[f"{base}.{label}"] = str(value)
+    return out
+
+
+# GFD's labelers (internal/lm), merged in this order: a later key wins.
+LABELERS: tuple[Callable[[_Pass, list[str]], dict[str, str]], ...] = (
+    _timestamp,
+    _vgpu,
+    _versions,
+    _machine,
+    _gpu,
+    _mode,
+    _mig_capable,
+    _mps,
+    _clique,
+    _mig_strategy,
+    _mig_devices,
+)
+
+
+def nvidia_labels(
+    snap: Snapshot, opts: NvidiaOptions | None = None, warnings: list[str] | None = None
+) -> dict[str, str]:
+    """GFD's labels of the node (:data:`LABELERS` merged in order); empty where GFD writes
+    none, with the reason in ``warnings``."""
+    opts = opts or NvidiaOptions()
+    warnings = [] if warnings is None else warnings
+    gpus = gfd_gpus(snap, warnings)
+    if not gpus:
+        return {}
+    addrs = {g.address for g in gpus}
+    parts = [p for p in snap.partitions if p.kind == "mig" and p.parent in addrs]
+    strat = opts.mig_strategy if opts.mig_strategy != "auto" else strategy(gpus, parts)
+    labelling = _Pass(snap, opts, gpus, product_model(gpus), parts, strat)
+    out: dict[str, str] = {}
+    try:
+        for labeler in LABELERS:
+            out.update(labeler(labelling, warnings))
+    except _Refused as exc:
+        warnings.append(f"nvidia: {exc}")
+        return {}
     return {f"{PREFIX}/{k}": v for k, v in out.items()}
 
 
-def load_sharing_config(
-    path: str, mig_strategy: str | None = None, timestamp: int | None = None
-) -> NvidiaOptions:
-    """:class:`NvidiaOptions` from a device-plugin / GFD config file (YAML or JSON, ``v1``).
+def _omitted(label: str) -> str:
+    return "" if _zero_written(label) else " Omitted when 0 or unknown."
 
-    Reads ``sharing.timeSlicing`` / ``sharing.mps`` (``renameByDefault``, ``resources``:
-    ``name`` + ``replicas``) and ``flags.migStrategy``; ``mig_strategy`` (a flag or the
-    environment) wins over the file. Raises ``ValueError`` with a one-line message.
-    """
-    import yaml
 
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
-    except OSError as exc:
-        raise ValueError(f"{path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not YAML/JSON ({' '.join(str(exc).split())})") from None
-    if doc is None:
-        doc = {}
-    if not isinstance(doc, dict):
-        raise ValueError(f"{path}: expected a mapping at the top level")
-    version = doc.get("version", "v1")
-    if version != "v1":
-        raise ValueError(f"{path}: unknown version {version!r} (expected v1)")
-    flags = doc.get("flags") or {}
-    if not isinstance(flags, dict):
-        raise ValueError(f"{path}: flags: expected a mapping")
-    strat = mig_strategy or flags.get("migStrategy") or "none"
-    if strat not in MIG_STRATEGIES:
-        gfd = GFD_MIG_STRATEGIES
-        raise ValueError(
-            f"{path}: flags.migStrategy: {strat!r} is not {', '.join(gfd[:-1])} or {gfd[-1]}"
-        )
-    sharing = doc.get("sharing") or {}
-    if not isinstance(sharing, dict):
-        raise ValueError(f"{path}: sharing: expected a mapping")
-    found: dict[str, tuple[dict[str, int], bool]] = {}
-    for key, strategy_name in (("timeSlicing", "time-slicing"), ("mps", "mps")):
-        block = sharing.get(key)
-        if block is None:
-            continue
-        if not isinstance(block, dict):
-            raise ValueError(f"{path}: sharing.{key}: expected a mapping")
-        if not block.get("resources"):
-            raise ValueError(f"{path}: sharing.{key}: no resources specified")
-        replicas: dict[str, int] = {}
-        for i, r in enumerate(block["resources"]):
-            where = f"{path}: sharing.{key}.resources[{i}]"
-            if not isinstance(r, dict) or not isinstance(r.get("name"), str):
-                raise ValueError(f"{where}: expected name and replicas")
-            n = r.get("replicas", 0)
-            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-                raise ValueError(f"{where}.replicas: expected a non-negative integer")
-            replicas[r["name"]] = n
-        found[strategy_name] = (replicas, bool(block.get("renameByDefault", False)))
+LABEL_TABLE: tuple[LabelDoc, ...] = (
+    LabelDoc(
+        "gfd.timestamp",
+        "Unix seconds",
+        "Opt-in (`--gfd-timestamp`): the scan's start; the agent's start, the same every "
+        "pass (as GFD).",
+    ),
+    LabelDoc(
+        "vgpu.present",
+        "`true` `false`",
+        "An NVIDIA PCI function carries the vGPU vendor capability (id 0x09, signature `VF`). "
+        "Only where the whole config space of every NVIDIA PCI function was read (root); "
+        "else only `true`, from NVML virtualization mode `VGPU`.",
+    ),
+    LabelDoc(
+        "vgpu.host-driver-version",
+        "e.g. `550.54.16`",
+        "The hypervisor's vGPU manager, from the capability's host-driver record.",
+    ),
+    LabelDoc("vgpu.host-driver-branch", "e.g. `r550_40`", "Its branch, from the same record."),
+    LabelDoc("cuda.driver-version.major", "integer", "Driver version, first part (`550`)."),
+    LabelDoc("cuda.driver-version.minor", "digits", "Second part, as written (`54`, `06`)."),
+    LabelDoc("cuda.driver-version.revision", "digits or empty", "Third part; empty for `X.Y`."),
+    LabelDoc("cuda.driver-version.full", "e.g. `550.54.15`", "The driver version."),
+    LabelDoc("cuda.driver.major", "integer", "As `cuda.driver-version.major` (GFD's old key)."),
+    LabelDoc("cuda.driver.minor", "digits", "As `cuda.driver-version.minor`."),
+    LabelDoc("cuda.driver.rev", "digits or empty", "As `cuda.driver-version.revision`."),
+    LabelDoc(
+        "cuda.runtime-version.major",
+        "integer",
+        "CUDA driver API version major (NVML; without NVML from the driver branch, "
+        "docs/nvidia.md).",
+    ),
+    LabelDoc("cuda.runtime-version.minor", "integer", "CUDA driver API version minor."),
+    LabelDoc("cuda.runtime-version.full", "e.g. `12.4`", "CUDA driver API version."),
+    LabelDoc("cuda.runtime.major", "integer", "As `cuda.runtime-version.major` (old key)."),
+    LabelDoc("cuda.runtime.minor", "integer", "As `cuda.runtime-version.minor` (old key)."),
+    LabelDoc(
+        "gpu.machine",
+        "sanitised DMI product name or `unknown`",
+        "`sys/class/dmi/id/product_name`, characters outside `[A-Za-z0-9-_. ]` dropped, "
+        "spaces as `-`.",
+    ),
+    LabelDoc(
+        "gpu.product",
+        "sanitised NVML name, e.g. `NVIDIA-A100-SXM4-40GB`",
+        "The model `gpu.*` describes: a full GPU's model before a MIG-enabled one, the most "
+        "numerous, on a tie the first in sorted order. `-SHARED` appended when the sharing "
+        "config replicates it (unless `renameByDefault`). Strategy single: "
+        "`<model>-MIG-<profile>`, or `<model>-MIG-INVALID` when the node does not allow it.",
+    ),
+    LabelDoc(
+        "gpu.count",
+        "integer",
+        "GPUs of that model, MIG-enabled or not. Strategy single: MIG devices; invalid: `0`.",
+    ),
+    LabelDoc(
+        "gpu.replicas",
+        "integer",
+        "Replicas of `nvidia.com/gpu` in the sharing config, `1` without one; `0` when every "
+        "GPU of the model has MIG on, and for an invalid strategy single.",
+    ),
+    LabelDoc(
+        "gpu.sharing-strategy",
+        "`none` `time-slicing` `mps` or empty",
+        "`none` unless replicas > 1; empty for an invalid strategy single.",
+    ),
+    LabelDoc(
+        "gpu.memory",
+        "integer (MiB)",
+        "Memory of the model's last GPU; strategy single: of the MIG devices; `0` for "
+        "an invalid strategy single. Omitted when 0 or unknown.",
+    ),
+    LabelDoc(
+        "gpu.family",
+        "`tesla` `fermi` `kepler` `maxwell` `pascal` `volta` `turing` `ampere` "
+        "`ada-lovelace` `hopper` `blackwell` `rubin` `undefined`",
+        "Architecture from the compute capability; omitted without it.",
+    ),
+    LabelDoc("gpu.compute.major", "integer", "Compute capability major."),
+    LabelDoc("gpu.compute.minor", "integer", "Compute capability minor."),
+    LabelDoc(
+        "gpu.mode",
+        "`compute` `graphics` `unknown`",
+        "PCI class of the GPUs (`0302`, `0300`); `unknown` when they differ or for another class.",
+    ),
+    LabelDoc("mig.capable", "`true` `false`", "Any GPU supports MIG."),
+    LabelDoc(
+        "mps.capable",
+        "`true` `false`",
+        "The sharing config shares GPUs through MPS (replicas > 1). MPS on a node with MIG "
+        "enabled: no `nvidia.com/` label at all, and a warning.",
+    ),
+    LabelDoc(
+        "gpu.clique",
+        "`<cluster UUID>.<clique id>`",
+        "NVLink fabric clique, when every fabric-attached GPU reports the same one (NVML).",
+    ),
+    LabelDoc(
+        "mig.strategy",
+        "`single` `mixed`",
+        "The MIG strategy (`--mig-strategy`, `flags.migStrategy`; `auto` resolved); "
+        "absent for `none`.",
+    ),
+    *(
+        LabelDoc(f"gpu.{label}", "integer", f"Strategy single: the MIG devices' {what}.")
+        for label, _, what in _MIG_ATTRS
+        if label != "memory"
+    ),
+    LabelDoc(
+        "mig-<profile>.product",
+        "`<model>-MIG-<profile>`, `-SHARED` appended when replicated",
+        "Strategy mixed: one set of `mig-<profile>.*` keys per MIG profile (`+` written "
+        "`.`: `mig-1g.5gb.me`).",
+    ),
+    LabelDoc("mig-<profile>.count", "integer", "MIG devices of that profile."),
+    LabelDoc(
+        "mig-<profile>.replicas",
+        "integer",
+        "Replicas of `nvidia.com/mig-<profile>` in the sharing config, `1` without.",
+    ),
+    LabelDoc(
+        "mig-<profile>.sharing-strategy",
+        "`none` `time-slicing` `mps`",
+        "`none` unless replicas > 1.",
+    ),
+    *(
+        LabelDoc(f"mig-<profile>.{label}", "integer", f"The MIG devices' {what}.{_omitted(label)}")
+        for label, _, what in _MIG_ATTRS
+    ),
+)
 
-    # The device plugin's api/config/v1/sharing.go: the strategy is MPS when the mps block
-    # has replicas > 1, else time-slicing when that block has; the replicas are the mps
-    # block's whenever it exists (an unreplicated mps block gives 1 replica, no -SHARED).
-    def replicated(name: str) -> bool:
-        return name in found and any(n > 1 for n in found[name][0].values())
 
-    active = "mps" if "mps" in found else "time-slicing"
-    strategy_name = next((n for n in ("mps", "time-slicing") if replicated(n)), "")
-    if not strategy_name or active not in found:
-        return NvidiaOptions(mig_strategy=strat, timestamp=timestamp)
-    replicas, rename = found[active]
-    return NvidiaOptions(strat, strategy_name, replicas, rename, timestamp)
+def documented(key: str) -> bool:
+    """True when an ``nvidia.com/...`` key matches LABEL_TABLE."""
+    return key.startswith(f"{PREFIX}/") and in_table(LABEL_TABLE, key.removeprefix(f"{PREFIX}/"))
+
+
+def render_docs() -> str:
+    """docs/labels-nvidia.md, generated from LABEL_TABLE (checked by a test)."""
+    lines = [
+        "# Labels (nvidia compatibility profile)",
+        "",
+        "<!-- Generated by `python -m nfd_gpu.labels.nvidia`; do not edit. -->",
+        "",
+        "Selected with `nfd-gpu scan --profile nvidia`. Keys and formats of NVIDIA GPU",
+        "Feature Discovery v0.20.0 (`nvidia.com/` below), for the GPUs NVML sees (bound to",
+        "the `nvidia` driver). As with GFD, a node where NVML does not answer, or fails for",
+        "one GPU, gets no `nvidia.com/` label. `--mig-strategy` (`none`, the default,",
+        "`single`, `mixed`, or nfd-gpu's `auto`) and `--sharing-config` (the device",
+        "plugin's config file) choose the MIG and sharing keys; docs/nvidia.md has the rules.",
+        "`<profile>` is a MIG profile name (`1g.5gb`, `1c.3g.20gb`, `1g.10gb.me`).",
+        "",
+        *table_rows(PREFIX, LABEL_TABLE),
+        "",
+    ]
+    return "\n".join(lines)
 
 
 PROFILE = LabelProfile(
-    "nvidia", lambda snap, opts, warnings: nvidia_labels(snap, opts.nvidia, warnings)
+    "nvidia",
+    lambda snap, opts, warnings: nvidia_labels(snap, opts.nvidia, warnings),
+    LABEL_TABLE,
+    "docs/labels-nvidia.md",
+    render_docs,
 )
+
+
+if __name__ == "__main__":
+    print(render_docs(), end="")

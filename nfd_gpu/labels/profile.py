@@ -3,9 +3,8 @@
 Every profile is ``labels(snapshot, options, warnings) -> {key: value}``: it reads only
 the :class:`~nfd_gpu.model.Snapshot` and the :class:`LabelOptions` (no host, file or YAML
 reading), and appends what it could not label to ``warnings``. ``table`` documents its
-keys (:class:`LabelDoc`); ``render_docs`` generates its docs/ page from that table, for
-the profiles that have one (``docs``: the page). The profiles, in order, are
-:data:`nfd_gpu.labels.registry.PROFILES`.
+keys (:class:`LabelDoc`); ``render_docs`` generates its docs/ page (``docs``) from that
+table. The profiles, in order, are :data:`nfd_gpu.labels.registry.PROFILES`.
 """
 
 from __future__ import annotations
@@ -31,6 +30,11 @@ class LabelDoc:
         parts = re.split(r"(<[^>]+>)", self.key)
         body = "".join("[A-Za-z0-9._-]+" if p.startswith("<") else re.escape(p) for p in parts)
         return re.compile(f"^{body}$")
+
+
+def in_table(table: tuple[LabelDoc, ...], key: str) -> bool:
+    """True when an unprefixed key matches an entry of ``table``."""
+    return any(d.regex().match(key) for d in table)
 
 
 def table_rows(prefix: str, table: tuple[LabelDoc, ...]) -> list[str]:
@@ -59,7 +63,7 @@ class Profile(Protocol):
     def table(self) -> tuple[LabelDoc, ...]: ...
 
     @property
-    def docs(self) -> str | None: ...
+    def docs(self) -> str: ...
 
     def labels(self, snap: Snapshot, opts: LabelOptions, warnings: list[str]) -> dict[str, str]: ...
 
@@ -72,14 +76,12 @@ class LabelProfile:
 
     name: str
     make: Callable[[Snapshot, LabelOptions, list[str]], dict[str, str]]
-    table: tuple[LabelDoc, ...] = ()
-    docs: str | None = None  # the generated page, relative to the repository
-    render: Callable[[], str] | None = None
+    table: tuple[LabelDoc, ...]
+    docs: str  # the generated page, relative to the repository
+    render: Callable[[], str]
 
     def labels(self, snap: Snapshot, opts: LabelOptions, warnings: list[str]) -> dict[str, str]:
         return self.make(snap, opts, warnings)
 
     def render_docs(self) -> str:
-        if self.render is None:
-            raise ValueError(f"the {self.name} profile has no generated docs page")
         return self.render()

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from nfd_gpu.cli import main
 from nfd_gpu.discovery.nvidia import replay as nvml_replay
-from nfd_gpu.labels.nvidia import NvidiaOptions, load_sharing_config
+from nfd_gpu.labels.nvidia import NvidiaOptions
 from nfd_gpu.scan import run_scan
+from nfd_gpu.sharing_config import load_sharing_config
 from nfd_gpu.snapshot import take_snapshot
 from tests.conftest import DATA, GOLDEN, fixture_root
-from tests.labels.nvidia_cases import OPTION_CASES, SHARING
+from tests.labels.nvidia_cases import OPTION_CASES, SHARING, fabric_fixture
 
 NV = "nvidia.com"
 
@@ -105,27 +104,11 @@ def test_cli_options(
     assert err.count("\n") == 1 and "unknown version" in err
 
 
-def _fabric_fixture(tmp_path: Path, cliques: list[tuple[bytes, int]]) -> Path:
-    """h100-mig-single with NVML fabric info on each GPU."""
-    root = tmp_path / "root"
-    shutil.copytree(fixture_root("h100-mig-single"), root, symlinks=True)
-    rec = json.loads((root / "nvml.json").read_text())
-    for dev, (cluster, clique) in zip(rec["devices"], cliques, strict=True):
-        dev["nvmlDeviceGetGpuFabricInfo"] = {
-            "clusterUuid": list(cluster),
-            "cliqueId": clique,
-            "state": 3,
-            "status": 0,
-        }
-    (root / "nvml.json").write_text(json.dumps(rec))
-    return root
-
-
 CLUSTER = bytes(range(1, 17))
 
 
 def test_clique_from_fabric_info(tmp_path: Path) -> None:
-    root = _fabric_fixture(tmp_path, [(CLUSTER, 7), (CLUSTER, 7)])
+    root = fabric_fixture(tmp_path, [(CLUSTER, 7), (CLUSTER, 7)])
     r = run_scan(root, profiles=["nvidia"])
     assert r.labels[f"{NV}/gpu.clique"] == "01020304-0506-0708-090a-0b0c0d0e0f10.7"
     assert {g.nvidia.clique for g in r.snapshot.gpus} == {"01020304-0506-0708-090a-0b0c0d0e0f10.7"}
@@ -136,7 +119,7 @@ def test_clique_from_fabric_info(tmp_path: Path) -> None:
 
 
 def test_no_clique_when_gpus_disagree_or_fabric_incomplete(tmp_path: Path) -> None:
-    r = run_scan(_fabric_fixture(tmp_path, [(CLUSTER, 7), (CLUSTER, 8)]), profiles=["nvidia"])
+    r = run_scan(fabric_fixture(tmp_path, [(CLUSTER, 7), (CLUSTER, 8)]), profiles=["nvidia"])
     assert f"{NV}/gpu.clique" not in r.labels
     assert any("several fabric cliques" in w for w in r.warnings)
     r = run_scan(fixture_root("h100-mig-single"), profiles=["nvidia"])

@@ -1,0 +1,94 @@
+"""The device plugin's / GFD's config file (``--sharing-config``) read into the nvidia
+profile's options.
+
+The file is configuration input: ``nfd-gpu scan`` reads it once, the agent every pass (a bad
+file is a warning there). The label code gets only the typed result,
+:class:`~nfd_gpu.labels.nvidia.NvidiaOptions`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nfd_gpu.labels.nvidia import GFD_MIG_STRATEGIES, MIG_STRATEGIES, NvidiaOptions
+
+
+def _read(path: str) -> dict[str, Any]:
+    """The top-level mapping of a YAML or JSON file (an empty file is an empty mapping)."""
+    import yaml  # lazy: YAML is loaded only when a sharing config is given
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not YAML/JSON ({' '.join(str(exc).split())})") from None
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: expected a mapping at the top level")
+    return doc
+
+
+def _block(path: str, key: str, block: object) -> tuple[dict[str, int], bool]:
+    """(replicas by resource name, renameByDefault) of ``sharing.<key>``."""
+    if not isinstance(block, dict):
+        raise ValueError(f"{path}: sharing.{key}: expected a mapping")
+    if not block.get("resources"):
+        raise ValueError(f"{path}: sharing.{key}: no resources specified")
+    replicas: dict[str, int] = {}
+    for i, r in enumerate(block["resources"]):
+        where = f"{path}: sharing.{key}.resources[{i}]"
+        if not isinstance(r, dict) or not isinstance(r.get("name"), str):
+            raise ValueError(f"{where}: expected name and replicas")
+        n = r.get("replicas", 0)
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"{where}.replicas: expected a non-negative integer")
+        replicas[r["name"]] = n
+    return replicas, bool(block.get("renameByDefault", False))
+
+
+def load_sharing_config(
+    path: str, mig_strategy: str | None = None, timestamp: int | None = None
+) -> NvidiaOptions:
+    """:class:`NvidiaOptions` from a device-plugin / GFD config file (YAML or JSON, ``v1``).
+
+    Reads ``sharing.timeSlicing`` / ``sharing.mps`` (``renameByDefault``, ``resources``:
+    ``name`` + ``replicas``) and ``flags.migStrategy``; ``mig_strategy`` (a flag or the
+    environment) wins over the file. Raises ``ValueError`` with a one-line message.
+    """
+    doc = _read(path)
+    version = doc.get("version", "v1")
+    if version != "v1":
+        raise ValueError(f"{path}: unknown version {version!r} (expected v1)")
+    flags = doc.get("flags") or {}
+    if not isinstance(flags, dict):
+        raise ValueError(f"{path}: flags: expected a mapping")
+    strat = mig_strategy or flags.get("migStrategy") or "none"
+    if strat not in MIG_STRATEGIES:
+        gfd = GFD_MIG_STRATEGIES
+        raise ValueError(
+            f"{path}: flags.migStrategy: {strat!r} is not {', '.join(gfd[:-1])} or {gfd[-1]}"
+        )
+    sharing = doc.get("sharing") or {}
+    if not isinstance(sharing, dict):
+        raise ValueError(f"{path}: sharing: expected a mapping")
+    found = {
+        name: _block(path, key, sharing[key])
+        for key, name in (("timeSlicing", "time-slicing"), ("mps", "mps"))
+        if sharing.get(key) is not None
+    }
+
+    # The device plugin's api/config/v1/sharing.go: the strategy is MPS when the mps block
+    # has replicas > 1, else time-slicing when that block has; the replicas are the mps
+    # block's whenever it exists (an unreplicated mps block gives 1 replica, no -SHARED).
+    def replicated(name: str) -> bool:
+        return name in found and any(n > 1 for n in found[name][0].values())
+
+    active = "mps" if "mps" in found else "time-slicing"
+    strategy_name = next((n for n in ("mps", "time-slicing") if replicated(n)), "")
+    if not strategy_name or active not in found:
+        return NvidiaOptions(mig_strategy=strat, timestamp=timestamp)
+    replicas, rename = found[active]
+    return NvidiaOptions(strat, strategy_name, replicas, rename, timestamp)

@@ -1,0 +1,271 @@
+"""The node summary: one set of values describing a node's GPUs, computed from the snapshot.
+
+Both outputs read it: the neutral label profile (:mod:`nfd_gpu.labels.neutral`, which adds
+its namespace) and the ``gpu.node`` attribute feature (:mod:`nfd_gpu.featuremap`). Keys have
+no prefix; docs/labels.md documents each. :func:`node_summary` merges small summarisers in
+order, one per concern; a node without GPUs has an empty summary.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+
+from nfd_gpu.labels.validate import NAME_MAX, sanitize_value
+from nfd_gpu.model import Gpu, Snapshot
+
+MIXED = "mixed"
+
+# Kernel modules whose version is the vendor's driver version, in order of preference.
+_VENDOR_MODULE: dict[str, tuple[str, ...]] = {
+    "nvidia": ("nvidia",),
+    "amd": ("amdgpu",),
+    "intel": ("i915", "xe"),
+}
+
+
+def _summary(values: Iterable[str | None]) -> str | None:
+    """The common value, ``mixed`` when they differ, None when any is unknown."""
+    vals = list(values)
+    if not vals or any(v is None for v in vals):
+        return None
+    distinct = set(vals)
+    return vals[0] if len(distinct) == 1 else MIXED
+
+
+def _one_or_mixed(values: list[str]) -> str:
+    """The value when all agree, else ``mixed`` (``values`` not empty)."""
+    return values[0] if len(set(values)) == 1 else MIXED
+
+
+def _min_known(gpus: Iterable[Gpu], get: Callable[[Gpu], int | None]) -> int | None:
+    """Minimum over GPUs, only when every GPU knows the value."""
+    vals = [get(g) for g in gpus]
+    if not vals or any(v is None for v in vals):
+        return None
+    return min(v for v in vals if v is not None)
+
+
+def _of(snap: Snapshot, vendor: str) -> list[Gpu]:
+    return [g for g in snap.gpus if g.vendor == vendor]
+
+
+def product_value(gpu: Gpu) -> str:
+    return sanitize_value(gpu.product or "") or f"{gpu.vendor_id}-{gpu.device_id}"
+
+
+def _counts(snap: Snapshot) -> dict[str, str]:
+    """``present``, ``count``, ``vendor``, ``product`` and the per-vendor/-product counts."""
+    gpus = snap.gpus
+    out = {"present": "true", "count": str(len(gpus))}
+    vendors = Counter(g.vendor for g in gpus)
+    out["vendor"] = next(iter(vendors)) if len(vendors) == 1 else MIXED
+    for v, n in sorted(vendors.items()):
+        out[f"{v}.count"] = str(n)
+    products = Counter(product_value(g) for g in gpus)
+    out["product"] = next(iter(products)) if len(products) == 1 else MIXED
+    room = NAME_MAX - len("product.") - len(".count")
+    for p, n in sorted(products.items()):
+        out[f"product.{sanitize_value(p, room)}.count"] = str(n)
+    return out
+
+
+def _architecture(snap: Snapshot) -> dict[str, str]:
+    """``family``, ``memory-mib``, ``compute.*``, ``amd.gfx``, ``compute-units``."""
+    gpus = snap.gpus
+    out: dict[str, str] = {}
+    family = _summary(g.family for g in gpus)
+    if family:
+        out["family"] = family
+    mem = _min_known(gpus, lambda g: g.memory_mib)
+    if mem is not None:
+        out["memory-mib"] = str(mem)
+    ccs = [(g.nvidia.compute_major, g.nvidia.compute_minor) for g in _of(snap, "nvidia")]
+    if ccs and all(a is not None and b is not None for a, b in ccs):
+        major, minor = min((a or 0, b or 0) for a, b in ccs)
+        out["compute.major"] = str(major)
+        out["compute.minor"] = str(minor)
+    gfx = _summary(g.amd.gfx for g in _of(snap, "amd"))
+    if gfx:
+        out["amd.gfx"] = gfx
+    units = _min_known(gpus, lambda g: g.compute_units)
+    if units is not None:
+        out["compute-units"] = str(units)
+    return out
+
+
+def _driver_version(snap: Snapshot, vendor: str) -> str | None:
+    for m in _VENDOR_MODULE.get(vendor, ()):
+        v = snap.driver_versions.get(m)
+        if v:
+            return sanitize_value(v) or None
+    return None
+
+
+def _drivers(snap: Snapshot) -> dict[str, str]:
+    """``driver`` and each vendor's ``<vendor>.driver.version`` / ``.major``."""
+    out = {"driver": _summary(g.driver or "none" for g in snap.gpus) or "none"}
+    for vendor in sorted({g.vendor for g in snap.gpus}):
+        version = _driver_version(snap, vendor)
+        if version:
+            out[f"{vendor}.driver.version"] = version
+            drv_major = version.split(".", 1)[0]
+            if drv_major.isdigit():
+                out[f"{vendor}.driver.major"] = drv_major
+    return out
+
+
+def _modes(snap: Snapshot) -> dict[str, str]:
+    """``mode`` and ``virtualization``."""
+    out: dict[str, str] = {}
+    modes = [g.mode for g in snap.gpus if g.mode]
+    if modes:
+        out["mode"] = _one_or_mixed(modes)
+    virt = _summary(g.nvidia.virtualization for g in snap.gpus)
+    if virt:
+        out["virtualization"] = virt
+    return out
+
+
+def _nvidia(snap: Snapshot) -> dict[str, str]:
+    """``mig.capable``, ``mig.enabled`` and ``nvidia.cuda.*`` (nodes with NVIDIA GPUs)."""
+    nv = _of(snap, "nvidia")
+    if not nv:
+        return {}
+    out = {"mig.capable": "true" if any(g.nvidia.mig_capable for g in nv) else "false"}
+    if any(g.nvidia.mig_enabled for g in nv):
+        out["mig.enabled"] = "true"
+    elif all(g.nvidia.mig_enabled is False for g in nv):
+        out["mig.enabled"] = "false"
+    cuda = snap.driver_versions.get("cuda", "")
+    cmaj, _, cmin = cuda.partition(".")
+    if cmaj.isdigit() and cmin.isdigit():
+        out["nvidia.cuda.major"] = cmaj
+        out["nvidia.cuda.minor"] = cmin
+    return out
+
+
+def _partitions(snap: Snapshot) -> dict[str, str]:
+    """``partitions`` (MIG devices and AMD partitions, counted once), ``mig.<profile>.count``."""
+    if not snap.partitions:
+        return {}
+    out = {"partitions": str(len(snap.partitions))}
+    profiles = Counter(
+        sanitize_value(p.profile.replace("+", ".")) for p in snap.partitions if p.kind == "mig"
+    )
+    for prof, n in sorted(profiles.items()):
+        out[f"mig.{prof}.count"] = str(n)
+    return out
+
+
+def _sriov(snap: Snapshot) -> dict[str, str]:
+    """``sriov.capable`` and ``sriov.vfs`` over the physical functions."""
+    pfs = [g for g in snap.gpus if not g.guest_vf]
+    capable = any((g.sriov_totalvfs or 0) > 0 for g in pfs)
+    out = {"sriov.capable": "true" if capable else "false"}
+    if capable:
+        out["sriov.vfs"] = str(sum(g.sriov_numvfs or 0 for g in pfs))
+    return out
+
+
+def _interconnects(snap: Snapshot) -> dict[str, str]:
+    """``interconnect.nvswitch`` / ``.xgmi`` / ``.xelink``."""
+    out: dict[str, str] = {}
+    if snap.nvswitches and _of(snap, "nvidia"):
+        out["interconnect.nvswitch"] = "true"
+    if any("xgmi" in g.interconnects for g in _of(snap, "amd")):
+        out["interconnect.xgmi"] = "true"
+    if any("xe-link" in g.interconnects for g in _of(snap, "intel")):
+        out["interconnect.xelink"] = "true"
+    return out
+
+
+def _amd_partition_modes(snap: Snapshot) -> dict[str, str]:
+    """``partition.compute`` and ``partition.memory`` of the AMD GPUs."""
+    out: dict[str, str] = {}
+    amd = _of(snap, "amd")
+    for key, get in (
+        ("partition.compute", lambda g: g.amd.partition_compute),
+        ("partition.memory", lambda g: g.amd.partition_memory),
+    ):
+        known = [v for v in map(get, amd) if v]
+        if known:
+            out[key] = _one_or_mixed(known)
+    return out
+
+
+def _pcie(snap: Snapshot) -> dict[str, str]:
+    """The lowest negotiated ``pcie.gen`` / ``pcie.width``, ``pcie.degraded``."""
+    out: dict[str, str] = {}
+    links = [g.link for g in snap.gpus if g.link is not None]
+    gens = [lk.current_gen for lk in links if lk.current_gen]
+    widths = [lk.current_width for lk in links if lk.current_width]
+    if gens:
+        out["pcie.gen"] = str(min(gens))
+    if widths:
+        out["pcie.width"] = str(min(widths))
+    if any(lk.degraded for lk in links):
+        out["pcie.degraded"] = "true"
+    return out
+
+
+def _machine(snap: Snapshot) -> dict[str, str]:
+    m = sanitize_value(snap.machine) if snap.machine else ""
+    return {"machine": m} if m else {}
+
+
+def _runtime(snap: Snapshot) -> dict[str, str]:
+    """The ``runtime.*`` and ``devices.ready`` values."""
+    out: dict[str, str] = {}
+    rt = snap.runtime
+    if rt is None:
+        return out
+    if rt.devices_ready is not None:
+        out["devices.ready"] = "true" if rt.devices_ready else "false"
+    if rt.nvidia_toolkit_config or rt.nvidia_runtime_binary:
+        out["runtime.nvidia-container-toolkit"] = "true"
+    if rt.cdi_kinds:
+        out["runtime.cdi"] = "true"
+        for kind in rt.cdi_kinds:
+            vendor = sanitize_value(kind.split("/", 1)[0], NAME_MAX - len("runtime.cdi."))
+            if vendor:
+                out[f"runtime.cdi.{vendor}"] = "true"
+    if rt.rocm_version:
+        out["runtime.rocm.version"] = sanitize_value(rt.rocm_version)
+        out["runtime.rocm.major"] = rt.rocm_version.split(".", 1)[0]
+    if rt.opencl_icds:
+        out["runtime.opencl"] = "true"
+        for icd in rt.opencl_icds:
+            name = sanitize_value(icd, NAME_MAX - len("runtime.opencl."))
+            if name:
+                out[f"runtime.opencl.{name}"] = "true"
+    if rt.level_zero:
+        out["runtime.level-zero"] = "true"
+    return out
+
+
+# The summarisers, in the order their keys are written.
+SUMMARISERS: tuple[Callable[[Snapshot], dict[str, str]], ...] = (
+    _counts,
+    _architecture,
+    _drivers,
+    _modes,
+    _nvidia,
+    _partitions,
+    _sriov,
+    _interconnects,
+    _amd_partition_modes,
+    _pcie,
+    _machine,
+    _runtime,
+)
+
+
+def node_summary(snap: Snapshot) -> dict[str, str]:
+    """The summary values keyed without namespace. Empty when there is no GPU."""
+    if not snap.gpus:
+        return {}
+    out: dict[str, str] = {}
+    for summarise in SUMMARISERS:
+        out.update(summarise(snap))
+    return out
