@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +22,7 @@ from nfd_gpu.discovery.nvidia.session import NVML_MODES
 from nfd_gpu.labels import registry
 from nfd_gpu.labels.nvidia import MIG_STRATEGIES
 from nfd_gpu.labels.options import check
+from nfd_gpu.names import PREFIX_MAX, is_dns1123_subdomain
 from nfd_gpu.settings import (
     CONFIG_ENV,
     ENV_PREFIX,
@@ -189,12 +191,9 @@ def split_address(address: str) -> tuple[str, int]:
 def hostname_node_name() -> str | None:
     """The kubelet's default node name: the host name, lower-cased (``--hostname-override``
     aside); None when it is not a valid object-name part."""
-    import re
-    import socket
-
     name = socket.gethostname().strip().lower()
-    ok = re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", name)
-    return name if ok and len(name) <= 253 - len("nfd-gpu-") else None
+    ok = is_dns1123_subdomain(name)
+    return name if ok and len(name) <= PREFIX_MAX - len("nfd-gpu-") else None
 
 
 def _namespace_fallback() -> str | None:

@@ -15,18 +15,7 @@ MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80
 
 # "path" (a module) or "path::qualified.name" (a function), relative to nfd_gpu/.
-ALLOWED: dict[str, str] = {
-    "rules/template.py": "being split in #13 (h13-template)",
-    "rules/template.py::lex": "being split in #13 (h13-template)",
-    "cli.py::scan": "being split in #13 (h13-cli)",
-    "run_cli.py::run_command": "being split in #13 (h13-cli)",
-    "discovery/amd.py::_enrich_one": "being split in #13 (h13-vendor)",
-    "discovery/nvml_record.py::Recording._build": "being split in #13 (h13-vendor)",
-    "discovery/nvml_replay.py::build": "being split in #13 (h13-vendor)",
-    "discovery/pci.py::read_device": "being split in #13 (h13-vendor)",
-    "labels/neutral.py::neutral_attributes": "being split in #13 (h13-labels)",
-    "labels/nvidia.py::nvidia_labels": "being split in #13 (h13-labels)",
-}
+ALLOWED: dict[str, str] = {}
 
 
 def _functions(tree: ast.AST, prefix: str = "") -> list[tuple[str, ast.AST]]:

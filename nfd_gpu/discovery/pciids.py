@@ -18,7 +18,6 @@ class PciIds:
     def __init__(self, host: HostRoot) -> None:
         self._host = host
         self._names: dict[str, dict[str, str]] | None = None
-        self._vendors: dict[str, str] = {}
         self.path: str | None = None
 
     def _load(self) -> dict[str, dict[str, str]]:
@@ -44,13 +43,8 @@ class PciIds:
             if line[0] == "C" and line[1:2] == " ":
                 break  # the device class section follows the vendor list
             if line[0] != "\t":
-                vid, _, name = line.partition("  ")
-                vid = vid.strip().lower()
-                if len(vid) == 4:
-                    self._vendors[vid] = name.strip()
-                    current = self._names.setdefault(vid, {})
-                else:
-                    current = None
+                vid = line.partition("  ")[0].strip().lower()
+                current = self._names.setdefault(vid, {}) if len(vid) == 4 else None
                 continue
             if current is None or line.startswith("\t\t"):
                 continue
@@ -61,10 +55,6 @@ class PciIds:
 
     def device_name(self, vendor: str, device: str) -> str | None:
         return self._load().get(vendor.lower(), {}).get(device.lower())
-
-    def vendor_name(self, vendor: str) -> str | None:
-        self._load()
-        return self._vendors.get(vendor.lower())
 
 
 def marketing_part(name: str) -> str:

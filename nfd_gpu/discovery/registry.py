@@ -43,5 +43,4 @@ def sources(vendors: tuple[Vendor, ...]) -> tuple[Source, ...]:
     )
 
 
-GPU_VENDORS = by_pci_id(VENDORS)  # PCI vendor id -> vendor
 SOURCES = sources(VENDORS)

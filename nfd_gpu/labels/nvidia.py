@@ -80,7 +80,6 @@ def _version_labels(prefix: str, version: str, rev: str = "") -> dict[str, str]:
 
 GFD_MIG_STRATEGIES = ("none", "single", "mixed")  # GFD's --mig-strategy; none: its default
 MIG_STRATEGIES = ("auto", *GFD_MIG_STRATEGIES)  # auto: nfd-gpu's own (module docstring)
-SHARING_STRATEGIES = ("time-slicing", "mps")
 GPU_RESOURCE = "nvidia.com/gpu"
 # MIG device labels: (label, Partition field, what it is: NVML's MIG device attribute)
 _MIG_ATTRS = (

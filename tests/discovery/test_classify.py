@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from nfd_gpu.discovery.gpus import classify, gpu_mode, is_gpu_function
-from nfd_gpu.discovery.registry import GPU_VENDORS
+from nfd_gpu.discovery.registry import VENDORS, by_pci_id
 from nfd_gpu.model import PciDevice
+
+GPU_VENDORS = by_pci_id(VENDORS)  # PCI vendor id -> vendor, as registry.sources builds it
 
 
 def dev(vendor: str, device: str, cls: str, **kw: object) -> PciDevice:

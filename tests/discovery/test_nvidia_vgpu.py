@@ -16,25 +16,30 @@ from tests.conftest import fixture_root
 CONFIG = fixture_root("nvidia-vgpu-guest") / "sys/bus/pci/devices/0000:00:05.0/config"
 
 
+def vendor_capability(config: bytes) -> bytes | None:
+    """The first vendor-specific capability of a whole config space (the walk over bytes)."""
+    return nv.walk(lambda off, n: config[off : off + n])[1]
+
+
 def test_fixture_capability() -> None:
     config = CONFIG.read_bytes()
-    cap = nv.vendor_capability(config)
+    cap = vendor_capability(config)
     assert cap is not None and nv.is_vgpu(cap)
     assert nv.host_driver(cap) == ("550.54.16", "r550_40")
 
 
 def test_short_or_plain_config_is_no_vgpu() -> None:
     config = CONFIG.read_bytes()
-    assert nv.vendor_capability(config[:64]) is None  # unprivileged read
+    assert vendor_capability(config[:64]) is None  # unprivileged read
     no_list = bytearray(config)
     no_list[6] = 0  # status: no capability list
-    assert nv.vendor_capability(bytes(no_list)) is None
+    assert vendor_capability(bytes(no_list)) is None
     loop = bytearray(config)
     loop[0x69] = 0x60  # MSI -> PM -> MSI ...
-    assert nv.vendor_capability(bytes(loop)) is None
+    assert vendor_capability(bytes(loop)) is None
     not_vf = bytearray(config)
     not_vf[0xD4 + 3] = ord("X")
-    assert not nv.is_vgpu(nv.vendor_capability(bytes(not_vf)))
+    assert not nv.is_vgpu(vendor_capability(bytes(not_vf)))
 
 
 def test_records_are_skipped_to_the_host_driver_record() -> None:
@@ -87,7 +92,7 @@ def test_nvml_vgpu_mode_alone_is_present(tmp_path: Path) -> None:
 
 @given(st.binary(max_size=4096))
 def test_capability_parser_never_raises(data: bytes) -> None:
-    cap = nv.vendor_capability(data)
+    cap = vendor_capability(data)
     if cap is not None:
         nv.host_driver(cap)
     nv.host_driver(data)
@@ -106,7 +111,7 @@ def test_capability_parser_on_a_listed_capability(base: bytes, at: int, tail: by
     cap = b"\x09\x00" + bytes([min(255, 5 + len(tail))]) + b"VF" + tail
     c[at : at + len(cap)] = cap
     c = c[:256]
-    found = nv.vendor_capability(bytes(c))
+    found = vendor_capability(bytes(c))
     assert found is not None
     info = nv.host_driver(found)
     assert info is None or all(len(x) <= 10 for x in info)

@@ -15,7 +15,7 @@ from nfd_gpu.labels.profile import Profile
 from nfd_gpu.scan import label, run_scan
 from nfd_gpu.sharing_config import load_sharing_config
 from tests.conftest import ALL_FIXTURES, REPO, fixture_root
-from tests.nvidia_cases import SHARING, fabric_fixture
+from tests.labels.nvidia_cases import SHARING, fabric_fixture
 
 
 def test_labels_doc_is_generated() -> None:

@@ -34,11 +34,6 @@ _RECORDS = 5
 _FIELD = 10
 
 
-def vendor_capability(config: bytes) -> bytes | None:
-    """The first vendor-specific capability of a whole config space, else None."""
-    return walk(lambda off, n: config[off : off + n])[1]
-
-
 def walk(read: Callable[[int, int], bytes | None]) -> tuple[bool, bytes | None]:
     """(whole config space readable, first vendor-specific capability or None), reading
     ``read(offset, size)`` only where the walk needs: byte 255 (is the space whole?), the

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-LABELS = Path(__file__).resolve().parent.parent / "nfd_gpu" / "labels"
+LABELS = Path(__file__).resolve().parents[2] / "nfd_gpu" / "labels"
 
 IO_MODULES = {"yaml", "json", "os", "io", "pathlib", "shutil", "importlib", "nfd_gpu.hostroot"}
 IO_CALLS = {"open"}
