@@ -16,8 +16,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
-
+from nfd_gpu import yamlfile
 from nfd_gpu.discovery.nvidia.session import NVML_MODES
 from nfd_gpu.labels import registry
 from nfd_gpu.labels.nvidia import MIG_STRATEGIES
@@ -94,14 +93,14 @@ def _coerce(key: str, value: Any, source: str) -> Any:
 def read_file(path: str) -> dict[str, Any]:
     """Read a YAML config file into coerced key/values."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read config file: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" (line {mark.line + 1})" if mark is not None else ""
-        raise ConfigError(f"{path}: invalid YAML{at}") from None
+        data = yamlfile.load(path)
+    except yamlfile.YamlFileError as e:
+        if e.step == "read":
+            raise ConfigError(f"{path}: cannot read config file: {e.detail}") from None
+        if e.step == "yaml":
+            at = f" (line {e.line})" if e.line is not None else ""
+            raise ConfigError(f"{path}: invalid YAML{at}") from None
+        raise ConfigError(str(e)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -15,15 +15,14 @@ from nfd_gpu.labels.nvidia import GFD_MIG_STRATEGIES, MIG_STRATEGIES, NvidiaOpti
 
 def _read(path: str) -> dict[str, Any]:
     """The top-level mapping of a YAML or JSON file (an empty file is an empty mapping)."""
-    import yaml  # lazy: YAML is loaded only when a sharing config is given
+    from nfd_gpu import yamlfile  # lazy: YAML is loaded only when a sharing config is given
 
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
-    except OSError as exc:
-        raise ValueError(f"{path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not YAML/JSON ({' '.join(str(exc).split())})") from None
+        doc = yamlfile.load(path)
+    except yamlfile.YamlFileError as exc:
+        if exc.step == "yaml":
+            raise ValueError(f"{path}: not YAML/JSON ({exc.detail})") from None
+        raise ValueError(str(exc)) from None
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):

@@ -187,3 +187,14 @@ def test_scan_gfd_timestamp_flag(capsys: pytest.CaptureFixture[str]) -> None:
         out = capsys.readouterr().out
         found = re.search(rf"^{NV}/gfd\.timestamp=([0-9]{{10}})$", out, re.M)
         assert (found is not None) is present
+
+
+def test_a_non_utf8_sharing_config_is_one_error_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"version: v1\n\xff\n")
+    root = str(fixture_root("h100-mig-single"))
+    assert main(["scan", "--root", root, "-p", "nvidia", "--sharing-config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"nfd-gpu: error: --sharing-config {bad}: not UTF-8 (byte 12)\n"

@@ -43,3 +43,10 @@ def test_errors_name_the_source(
     f.write_text(content)
     with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
         load(str(f), env=env)
+
+
+def test_a_non_utf8_config_file_is_one_error_naming_it(tmp_path: Any) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_bytes(b"interval: 5\n\xff\xfe\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml: not UTF-8 \(byte 12\)$"):
+        load(str(f), env={})
