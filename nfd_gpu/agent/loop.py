@@ -36,6 +36,8 @@ from nfd_gpu.sinks import Publication, Sink, SinkError
 # SIGTERM/SIGINT: the process ends within this many seconds, whatever it is waiting for.
 STOP_GRACE = 4.0
 
+DEFAULT_MIG_STRATEGY = NvidiaOptions.mig_strategy  # none: GFD's
+
 log = logging.getLogger("nfd_gpu.agent")  # one logger for the agent's lines (docs/operations.md)
 
 ScanFn = Callable[..., ScanResult]
@@ -136,7 +138,9 @@ class Agent:
         if self.cfg.profile_options:
             kwargs["profile_options"] = self.cfg.profile_options
         if "nvidia" in self.cfg.profiles and (
-            self.cfg.mig_strategy != "none" or self.cfg.sharing_config or self.cfg.gfd_timestamp
+            self.cfg.mig_strategy != DEFAULT_MIG_STRATEGY
+            or self.cfg.sharing_config
+            or self.cfg.gfd_timestamp
         ):
             kwargs["nvidia_options"] = self._nvidia_options()
         kwargs["nvml"] = self._nvml_session()
@@ -162,7 +166,8 @@ class Agent:
         """MIG strategy and sharing config; the file is re-read every pass (a bad one warns).
 
         ``gfd.timestamp`` (``gfd_timestamp``) is the agent's start time, the same every pass."""
-        strategy = self.cfg.mig_strategy if self.cfg.mig_strategy != "none" else None
+        # the default leaves the choice to the sharing config's flags.migStrategy
+        strategy = self.cfg.mig_strategy if self.cfg.mig_strategy != DEFAULT_MIG_STRATEGY else None
         stamp = self.started if self.cfg.gfd_timestamp else None
         if self.cfg.sharing_config:
             try:
