@@ -28,26 +28,15 @@ from nfd_gpu.rules.template.values import (
     truth,
 )
 
-
-def _kind(v: Any) -> str:
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, int):
-        return "int"
-    if isinstance(v, float):
-        return "float"
-    if isinstance(v, str):
-        return "string"
-    if v is None:
-        return "nil"
-    return "other"
+# Go types the comparison functions accept (Go's basicKind: no nil, map or slice)
+_COMPARABLE = frozenset(("bool", "int", "float64", "string"))
 
 
 def _cmp_check(a: Any, b: Any) -> None:
-    ka, kb = _kind(a), _kind(b)
-    if ka in ("nil", "other") or kb in ("nil", "other"):
-        raise TemplateError(f"invalid type for comparison: {go_type(a)} and {go_type(b)}")
-    if ka != kb:
+    ta, tb = go_type(a), go_type(b)
+    if ta not in _COMPARABLE or tb not in _COMPARABLE:
+        raise TemplateError(f"invalid type for comparison: {ta} and {tb}")
+    if ta != tb:
         raise TemplateError("incompatible types for comparison")
 
 
