@@ -121,6 +121,27 @@ def _cached_rules(path: str, tolerant: bool, load: Callable[..., Any]) -> Any:
     return ruleset
 
 
+# the last rule output per (rule path, tolerant): (rule set, features fingerprint, output)
+_OUTPUT_CACHE: dict[tuple[str, bool], tuple[Any, str, Any]] = {}
+
+
+def _cached_output(
+    key: tuple[str, bool], ruleset: Any, feats: F.Features, evaluate: Callable[..., Any]
+) -> Any:
+    """The rule output of the last pass while neither the rule set nor the features
+    changed, else a full evaluation. The rule set is fingerprinted by identity (immutable;
+    :func:`_cached_rules` loads a new one when a file changes), the features by their
+    ``repr`` (exact, ~0.05 ms for an 8-GPU node: evaluating 1,000 rules costs ~10 ms).
+    Evaluation depends on nothing else (no clock, no environment)."""
+    fingerprint = repr(feats)
+    hit = _OUTPUT_CACHE.get(key)
+    if hit is not None and hit[0] is ruleset and hit[1] == fingerprint:
+        return hit[2]
+    out = evaluate(ruleset, feats)
+    _OUTPUT_CACHE[key] = (ruleset, fingerprint, out)
+    return out
+
+
 def run_scan(
     root: str | os.PathLike[str] = "/",
     *,
@@ -152,8 +173,9 @@ def run_scan(
     if rules_path is not None:
         from nfd_gpu.rules import evaluate, load_rules  # lazy: only when rules are used
 
-        ruleset = _cached_rules(os.fspath(rules_path), tolerant_rules, load_rules)
-        out = evaluate(ruleset, feats)
+        key = (os.fspath(rules_path), tolerant_rules)
+        ruleset = _cached_rules(key[0], tolerant_rules, load_rules)
+        out = _cached_output(key, ruleset, feats, evaluate)
         labels.update(out.labels)  # rule labels override built-in ones, as in nfd-master
         rule_errors = [("load", p) for p in ruleset.problems] + list(out.errors)
         all_warnings += [f"rules: {p}" for p in ruleset.problems]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,59 @@ def test_rules_are_reloaded_when_a_file_changes(tmp_path: Path) -> None:
     (d / "b.yaml").write_text(BAD)
     r = run_scan(root, rules_path=d, tolerant_rules=True)
     assert any("b.yaml" in w for w in r.warnings)
+
+
+def _counting_evaluate(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count full evaluations (run_scan imports ``evaluate`` from the engine each pass)."""
+    from nfd_gpu.rules import engine
+
+    calls: list[int] = []
+    real = engine.evaluate
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine, "evaluate", counted)
+    return calls
+
+
+def test_rule_output_reused_while_features_and_rules_are_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _counting_evaluate(monkeypatch)
+    rules = tmp_path / "good.yaml"
+    rules.write_text(GOOD)
+    first = run_scan(fixture_root("hgx-h100"), rules_path=rules, tolerant_rules=True)
+    again = run_scan(fixture_root("hgx-h100"), rules_path=rules, tolerant_rules=True)
+    assert len(calls) == 1  # the first pass evaluates, the unchanged second reuses
+    assert again.labels == first.labels and again.labels["example.com/hopper"] == "true"
+    assert again.rule_errors == first.rule_errors
+
+
+def test_changed_features_are_evaluated_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _counting_evaluate(monkeypatch)
+    rules = tmp_path / "good.yaml"
+    rules.write_text(GOOD)
+    hopper = run_scan(fixture_root("hgx-h100"), rules_path=rules, tolerant_rules=True)
+    amd = run_scan(fixture_root("mi210-8x"), rules_path=rules, tolerant_rules=True)
+    back = run_scan(fixture_root("hgx-h100"), rules_path=rules, tolerant_rules=True)
+    assert len(calls) == 3
+    assert hopper.labels["example.com/hopper"] == "true" == back.labels["example.com/hopper"]
+    assert "example.com/hopper" not in amd.labels
+
+
+def test_changed_rules_are_evaluated_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _counting_evaluate(monkeypatch)
+    rules = tmp_path / "good.yaml"
+    rules.write_text(GOOD)
+    run_scan(fixture_root("hgx-h100"), rules_path=rules, tolerant_rules=True)
+    # a new label value, same file size: the file's mtime tells the change
+    rules.write_text(GOOD.replace('hopper: "true"', 'hopper: "truu"'))
+    st = rules.stat()
+    os.utime(rules, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    r = run_scan(fixture_root("hgx-h100"), rules_path=rules, tolerant_rules=True)
+    assert len(calls) == 2
+    assert r.labels["example.com/hopper"] == "truu"
