@@ -13,8 +13,10 @@ message names the field (``matchFeatures[0].matchExpressions.vendor.op``).
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
+import pickle
 import re
 import stat
 from collections.abc import Iterable, Mapping
@@ -389,6 +391,21 @@ def load_yaml_documents(text: str) -> list[Any]:
     return docs
 
 
+def _compacted(docs: list[Any]) -> list[Any]:
+    """``docs`` (the caller's only reference) rebuilt in one go, after the composed nodes
+    are gone. The documents are
+    built while libyaml's node graph (~40 bytes of objects per byte of YAML) is alive, so
+    their objects lie scattered among the freed nodes, and the strings the rules keep pin
+    that memory for the agent's life (1,000 rules: ~8 MB of RSS). A copy made afterwards
+    (pickle: exact for every YAML type and shared reference; it only ever reads what it
+    wrote here) lies together, and the graph's memory is returned first."""
+    blob = pickle.dumps(docs, protocol=pickle.HIGHEST_PROTOCOL)
+    del docs[:]
+    gc.collect()  # the loader's reference cycles
+    out: list[Any] = pickle.loads(blob)  # only the bytes written just above
+    return out
+
+
 def read_rule_file(path: Path) -> str:
     """The text of a rule file: a regular file of at most MAX_RULE_FILE bytes, opened
     non-blocking (a FIFO or device is refused, never waited on). Raises RuleError."""
@@ -423,7 +440,7 @@ def read_rule_file(path: Path) -> str:
 def parse_documents(text: str, source: str, warnings: list[str]) -> list[Any]:
     """YAML (or JSON) documents of one file; raises RuleError when unparseable."""
     try:
-        return load_yaml_documents(text)
+        return _compacted(load_yaml_documents(text))
     except yaml.YAMLError as e:
         first = e
     except RecursionError:
@@ -431,7 +448,7 @@ def parse_documents(text: str, source: str, warnings: list[str]) -> list[Any]:
     stripped = _strip_helm(text)
     if stripped != text:
         try:
-            docs = load_yaml_documents(stripped)
+            docs = _compacted(load_yaml_documents(stripped))
         except (yaml.YAMLError, RecursionError):
             pass
         else:

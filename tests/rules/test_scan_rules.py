@@ -175,3 +175,23 @@ def test_changed_rules_are_evaluated_again(tmp_path: Path, monkeypatch: pytest.M
     r = run_scan(fixture_root("hgx-h100"), rules_path=rules, tolerant_rules=True)
     assert len(calls) == 2
     assert r.labels["example.com/hopper"] == "truu"
+
+
+def test_rule_documents_compacted_after_parsing_are_unchanged() -> None:
+    """The documents rebuilt after parsing (loader._compacted, for the agent's RSS) are the
+    parsed ones: every YAML type, and an alias still one shared object."""
+    import datetime
+
+    from nfd_gpu.rules.loader import parse_documents
+
+    text = "a: &x [1, 2.5, true, null, 2024-01-02, !!binary aGk=]\nb: *x\nc: {k: v}\n---\n- 1\n"
+    docs = parse_documents(text, "t.yaml", [])
+    assert docs == [
+        {
+            "a": [1, 2.5, True, None, datetime.date(2024, 1, 2), b"hi"],
+            "b": [1, 2.5, True, None, datetime.date(2024, 1, 2), b"hi"],
+            "c": {"k": "v"},
+        },
+        [1],
+    ]
+    assert docs[0]["a"] is docs[0]["b"]
