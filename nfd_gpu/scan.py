@@ -54,16 +54,19 @@ def discover(
     nvml_lib: ModuleType | None = None,
     nvml: NvmlSession | None = None,
     sources: Sequence[Source] = SOURCES,
+    nfd_attributes: bool = True,
 ) -> Snapshot:
     """Read the host into a :class:`Snapshot` (read-only; failures become warnings): each
     source of :data:`~nfd_gpu.discovery.registry.SOURCES` (or ``sources``) in order,
     skipping those whose vendors have no GPU here.
 
     ``nvml_lib`` replaces the NVML library (``nfd-gpu snapshot`` records through it);
-    ``nvml`` is the NVML session (mode, and the agent's state kept between passes)."""
+    ``nvml`` is the NVML session (mode, and the agent's state kept between passes);
+    ``nfd_attributes=False`` skips what only NFD's ``pci.device`` feature carries
+    (:attr:`~nfd_gpu.discovery.source.Context.nfd_attributes`)."""
     if nvml is not None:
         nvml.status = "none"  # until NVIDIA GPUs ask it
-    ctx = Context(host, nvml_lib=nvml_lib, nvml=nvml)
+    ctx = Context(host, nvml_lib=nvml_lib, nvml=nvml, nfd_attributes=nfd_attributes)
     snap = Snapshot(root=host.root)
     for source in sources:
         if wanted(source, snap):
@@ -152,6 +155,7 @@ def run_scan(
     nvidia_options: NvidiaOptions | None = None,
     profile_options: Sequence[str] = (),
     nvml: str | NvmlSession = "auto",
+    nfd_attributes: bool = True,
 ) -> ScanResult:
     """Discover, label and apply custom rules. Hardware problems are warnings, never
     exceptions. ``nvml``: ``auto`` / ``on`` / ``off`` or the agent's session; with ``on``
@@ -159,11 +163,14 @@ def run_scan(
     :class:`~nfd_gpu.discovery.nvidia.session.NvmlRequired`. An invalid rule file raises
     :class:`nfd_gpu.rules.RuleError`, unless
     ``tolerant_rules`` (the agent): then broken rules are skipped and reported as
-    warnings and rule errors while the valid ones still apply."""
+    warnings and rule errors while the valid ones still apply. ``nfd_attributes=False``
+    (nothing reads the ``pci.device`` feature: no rules, no features printed) skips its two
+    IOMMU attributes, two failed opens per PCI function on most hosts."""
     host = HostRoot(root)
     session = NvmlSession(nvml) if isinstance(nvml, str) else nvml
     try:
-        snap = discover(host, nvml=session)
+        nfd = nfd_attributes or rules_path is not None
+        snap = discover(host, nvml=session, nfd_attributes=nfd)
     finally:
         host.close()
     labels, warnings = label(snap, profiles, namespace, nvidia_options, profile_options)

@@ -144,6 +144,7 @@ class Agent:
         ):
             kwargs["nvidia_options"] = self._nvidia_options()
         kwargs["nvml"] = self._nvml_session()
+        kwargs["nfd_attributes"] = False  # no sink publishes pci.device (rules turn it on)
         rules = self.cfg.rules
         if rules is None and os.path.isdir(DEFAULT_RULES_DIR):
             rules = DEFAULT_RULES_DIR

@@ -72,6 +72,7 @@ def scan(
             profile_options=options,
             nvidia_options=nvidia_options,
             nvml=nvml,
+            nfd_attributes=fmt in (Format.json, Format.yaml),  # they print the features
         )
     except NvmlRequired as exc:
         raise fail(str(exc), 1) from None
