@@ -7,7 +7,9 @@ GPUs with 63 SR-IOV VFs each, NICs with 127 VFs each, PCIe bridges; a config hea
 function), then times, interleaved in rounds (benchmarks/rounds.py: every contender once
 per round, order rotated; CPU and wall time; medians, p10-p90, per-round ratios to lspci):
 
-* nfd-gpu's scan in-process (``run_scan``: discovery, snapshot, labels, features),
+* nfd-gpu's scan in-process (``run_scan``: discovery, snapshot, labels, features), as the
+  agent and ``scan`` run it, and with the IOMMU attributes of NFD's ``pci.device`` (read
+  when rules are given),
 * nfd-gpu's scan as a CLI process (``nfd-gpu scan --root TREE``; ``--cli`` picks the
   executable, e.g. one from a regular, non-editable install),
 * ``lspci -nn -A linux-sysfs -O sysfs.path=TREE/sys/bus/pci`` (pciutils),
@@ -191,7 +193,7 @@ def scan_reads(root: Path) -> list[tuple[str, str]]:
     seen: list[str] = []
     host = HostRoot(root)
     host.set_recorder(seen.append)
-    discover(host, nvml=None)
+    discover(host, nvml=None, nfd_attributes=False)
     host.close()
     out = []
     for rel in seen:
@@ -233,6 +235,15 @@ def nfd_worker_binary(arg: str | None) -> str | None:
     return None
 
 
+_UNUSED_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: none, cluster: {server: "https://127.0.0.1:9"}}]
+users: [{name: none, user: {token: none}}]
+contexts: [{name: none, context: {cluster: none, user: none}}]
+current-context: none
+"""
+
+
 def nfd_worker(binary: str, root: Path, work: Path) -> Any:
     """NFD's nfd-worker, one pass of its ``pci`` source over ``root``, nothing published: the
     e2e build reads the host as ``host-sys`` etc. relative to its working directory."""
@@ -242,10 +253,13 @@ def nfd_worker(binary: str, root: Path, work: Path) -> Any:
         link.unlink()
     link.symlink_to(root / "sys")
     (work / "nfd-worker.conf").write_text("")
+    # -no-publish still builds a Kubernetes client: one that is never used (nothing listens)
+    (work / "kubeconfig").write_text(_UNUSED_KUBECONFIG)
     cmd = [
         binary,
         "-oneshot",
         "-no-publish",
+        f"-kubeconfig={work / 'kubeconfig'}",
         f"-config={work / 'nfd-worker.conf'}",
         "-feature-sources=pci",
         "-label-sources=pci",
@@ -263,8 +277,14 @@ def contenders(root: Path, count: int, args: argparse.Namespace) -> tuple[dict[s
     c: dict[str, Any] = {}
     notes: dict[str, str] = {}
     name = "nfd-gpu in-process"
+    c[name] = rounds.in_process(lambda: run_scan(root, nfd_attributes=False))
+    notes[name] = (
+        f"run_scan as the agent and `scan` run it: {len(r.snapshot.gpus)} GPUs, "
+        f"{len(r.labels)} labels"
+    )
+    name = "nfd-gpu in-process, NFD attributes"
     c[name] = rounds.in_process(lambda: run_scan(root))
-    notes[name] = f"run_scan: {len(r.snapshot.gpus)} GPUs, {len(r.labels)} labels"
+    notes[name] = "with pci.device's IOMMU attributes (as with rules)"
     exe = args.cli or shutil.which("nfd-gpu") or str(Path(sys.executable).with_name("nfd-gpu"))
     c["nfd-gpu CLI"] = rounds.child_process([exe, "scan", "--root", str(root)])
     notes["nfd-gpu CLI"] = f"`{exe} scan --root TREE`, {rounds.install_kind()} install"
@@ -283,7 +303,7 @@ def contenders(root: Path, count: int, args: argparse.Namespace) -> tuple[dict[s
         notes["NFD nfd-worker"] = "-oneshot -no-publish, pci source (tests/e2e/build.sh)"
     else:
         print("note: nfd-worker not found (bash tests/e2e/build.sh nfd-worker); peer skipped")
-    reads = scan_reads(root)
+    reads = scan_reads(root)  # what the in-process contender reads
     c["plain-Python floor"] = rounds.in_process(lambda: floor(reads))
     notes["plain-Python floor"] = f"the scan's {len(reads)} reads only, os.open/read/readlink"
     return c, notes
