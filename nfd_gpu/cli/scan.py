@@ -126,6 +126,8 @@ def _print(result: ScanResult, fmt: Format) -> None:
 def _nvidia_options(
     mig_strategy: str | None, sharing_config: str | None, timestamp: int | None = None
 ) -> Any:
+    if mig_strategy is None and sharing_config is None and timestamp is None:
+        return None  # the NVIDIA profile's defaults; its code loads only when it is chosen
     from nfd_gpu.labels.nvidia import NvidiaOptions  # lazy: label code
     from nfd_gpu.sharing_config import load_sharing_config  # lazy: reads YAML
 
