@@ -122,13 +122,27 @@ def install_kind(dist: str = "nfd-gpu") -> str:
     return "editable" if editable else "regular"
 
 
+def install_kind_of(executable: str) -> str:
+    """:func:`install_kind` as seen by the interpreter of a console script (its ``#!`` line)."""
+    with open(executable, "rb") as f:
+        first = f.readline().decode(errors="replace")
+    if not first.startswith("#!"):
+        return "unknown"
+    python = first[2:].strip().split()[0]
+    code = f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); "
+    code += "import rounds; print(rounds.install_kind())"
+    p = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
+    return p.stdout.strip() or "unknown"
+
+
 def header(res: Results, what: str) -> str:
     lb = ", ".join(f"{x:.2f}" for x in res.load_before)
     la = ", ".join(f"{x:.2f}" for x in res.load_after)
     return (
         f"{what}: {res.rounds} interleaved rounds (order rotated each round)\n"
         f"load average before {lb}, after {la}; {os.cpu_count()} CPUs; "
-        f"Python {platform.python_version()}; nfd-gpu install: {install_kind()}"
+        f"Python {platform.python_version()}; this process's nfd-gpu: {install_kind()}"
+        + ("; PYTHONDONTWRITEBYTECODE set" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "")
     )
 
 

@@ -287,7 +287,7 @@ def contenders(root: Path, count: int, args: argparse.Namespace) -> tuple[dict[s
     notes[name] = "with pci.device's IOMMU attributes (as with rules)"
     exe = args.cli or shutil.which("nfd-gpu") or str(Path(sys.executable).with_name("nfd-gpu"))
     c["nfd-gpu CLI"] = rounds.child_process([exe, "scan", "--root", str(root)])
-    notes["nfd-gpu CLI"] = f"`{exe} scan --root TREE`, {rounds.install_kind()} install"
+    notes["nfd-gpu CLI"] = f"`{exe} scan --root TREE`, {rounds.install_kind_of(exe)} install"
     lspci = shutil.which("lspci")
     if lspci:
         cmd = [lspci, "-nn", "-A", "linux-sysfs", "-O", f"sysfs.path={root}/sys/bus/pci"]
