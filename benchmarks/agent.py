@@ -82,18 +82,45 @@ def rules_file(n: int) -> str:
     return path
 
 
-class Api:
-    """The test API server with the agent's Pod, and a kubernetes client for it."""
+def serve_api() -> int:
+    """The test API server with the agent's Pod, in this process until stdin closes: its URL
+    on stdout, then its write count. A process of its own, so that neither its CPU time
+    nor its memory (jsonschema, the CRD schema) is counted as the agent's."""
+    from k8s_api_server import FakeKubeAPI
+
+    server = FakeKubeAPI().start()
+    ds_owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "nfd-gpu", "uid": "d"}
+    server.add_pod("nfd-gpu", "nfd-gpu-bench", "pod-uid", [ds_owner])
+    print(server.url, flush=True)
+    sys.stdin.read()
+    print(server.writes(), flush=True)
+    server.stop()
+    return 0
+
+
+class ApiServer:
+    """:func:`serve_api` in a child process."""
 
     def __init__(self) -> None:
-        import kubernetes
-        from k8s_api_server import FakeKubeAPI
+        cmd = [sys.executable, __file__, "--serve-api"]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
 
-        self.server = FakeKubeAPI().start()
-        ds_owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "nfd-gpu", "uid": "d"}
-        self.server.add_pod("nfd-gpu", "nfd-gpu-bench", "pod-uid", [ds_owner])
+    def stop(self) -> int:
+        """Stop it; the number of writes it took."""
+        out, _ = self.proc.communicate("", timeout=30)
+        return int(out.strip() or 0)
+
+
+class Api:
+    """A kubernetes client configuration for the API server at ``url``."""
+
+    def __init__(self, url: str) -> None:
+        import kubernetes
+
         self.cfg = kubernetes.client.Configuration()
-        self.cfg.host = self.server.url
+        self.cfg.host = url
         self.cfg.retries = 0
 
     def client(self) -> Any:
@@ -135,7 +162,8 @@ def passes(args: argparse.Namespace, rules: str) -> int:
     """The interleaved CPU / wall table of one pass per setup."""
     from nfd_gpu import scan
 
-    api = Api()
+    server = ApiServer()
+    api = Api(server.url)
     n = args.rules
     agents = {
         "h200-vm": make_agent("h200-vm", "h200", rules=None, api=api, **_common(args)),
@@ -160,8 +188,7 @@ def passes(args: argparse.Namespace, rules: str) -> int:
         return rounds.in_process(run)
 
     res = rounds.interleave({name: one(name) for name in agents}, args.rounds)
-    writes = api.server.writes()
-    api.server.stop()
+    writes = server.stop()
     print(rounds.header(res, "agent passes"))
     print(f"API writes: {writes} (the {len(agents)} creates at warm-up only)\n")
     notes = {name: _p95(res.cpu(name)) for name in agents}
@@ -179,7 +206,7 @@ def _p95(cpu: list[float]) -> str:
 
 def child(args: argparse.Namespace) -> int:
     """One setup in this (fresh) process: ``--passes`` passes, then print the RSS."""
-    api = None if args.child == "featurefile" else Api()
+    api = None if args.child == "featurefile" else Api(args.url)
     rules = args.rules_file if args.child == "nodefeature+rules" else None
     agent = make_agent("hgx-h100", "rss", rules=rules, api=api, **_common(args))
     for _ in range(args.passes + 1):
@@ -190,16 +217,23 @@ def child(args: argparse.Namespace) -> int:
 
 def memory(args: argparse.Namespace, rules: str) -> None:
     out: dict[str, list[float]] = {s: [] for s in SETUPS}
-    for r in range(args.rss_rounds):
-        for s in SETUPS[r % 3 :] + SETUPS[: r % 3]:
-            cmd = [sys.executable, __file__, "--child", s, "--rules-file", rules]
-            cmd += ["--passes", str(args.passes), "--owner-refs", args.owner_refs]
-            cmd += ["--tmp", args.tmp]
-            p = subprocess.run(cmd, check=True, capture_output=True, text=True)
-            out[s].append(json.loads(p.stdout.strip().splitlines()[-1])["rss"] / 2**20)
+    server = ApiServer()
+    python = args.python or sys.executable
+    try:
+        for r in range(args.rss_rounds):
+            for s in SETUPS[r % 3 :] + SETUPS[: r % 3]:
+                cmd = [python, __file__, "--child", s, "--rules-file", rules, "--url", server.url]
+                cmd += ["--passes", str(args.passes), "--owner-refs", args.owner_refs]
+                cmd += ["--tmp", args.tmp]
+                p = subprocess.run(cmd, check=True, capture_output=True, text=True)
+                out[s].append(json.loads(p.stdout.strip().splitlines()[-1])["rss"] / 2**20)
+    finally:
+        server.stop()
+    kind = rounds.install_kind_of_python(python)
     print(
-        f"\nRSS after {args.passes} passes (hgx-h100), one fresh process each, "
-        f"{args.rss_rounds} rounds interleaved\n"
+        f"\nRSS after {args.passes} passes (hgx-h100), one fresh process each ({python}: "
+        f"nfd-gpu {kind}), {args.rss_rounds} rounds interleaved; the API server is a "
+        "process of its own\n"
     )
     print("| setup | RSS MB median (min-max) |\n|---|---|")
     for s in SETUPS:
@@ -221,9 +255,18 @@ def main() -> int:
     ap.add_argument("--child", choices=SETUPS, help=argparse.SUPPRESS)
     ap.add_argument("--rules-file", help=argparse.SUPPRESS)
     ap.add_argument("--tmp", help=argparse.SUPPRESS)
+    ap.add_argument("--url", help=argparse.SUPPRESS)
+    ap.add_argument("--serve-api", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--python",
+        help="interpreter of the RSS processes (e.g. a regular install's, without the test "
+        "extras: kubernetes imports kubernetes-validate when it is installed)",
+    )
     args = ap.parse_args()
     if args.write_rules:
         return write_rules(args.rules, args.write_rules)
+    if args.serve_api:
+        return serve_api()
     if args.child:
         return child(args)
     with tempfile.TemporaryDirectory(prefix="nfd-gpu-bench-") as tmp:

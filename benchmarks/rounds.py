@@ -128,7 +128,11 @@ def install_kind_of(executable: str) -> str:
         first = f.readline().decode(errors="replace")
     if not first.startswith("#!"):
         return "unknown"
-    python = first[2:].strip().split()[0]
+    return install_kind_of_python(first[2:].strip().split()[0])
+
+
+def install_kind_of_python(python: str) -> str:
+    """:func:`install_kind` as seen by the interpreter ``python``."""
     code = f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); "
     code += "import rounds; print(rounds.install_kind())"
     p = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
