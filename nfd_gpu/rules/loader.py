@@ -403,7 +403,20 @@ def _compacted(docs: list[Any]) -> list[Any]:
     del docs[:]
     gc.collect()  # the loader's reference cycles
     out: list[Any] = pickle.loads(blob)  # only the bytes written just above
+    _trim_heap()
     return out
+
+
+def _trim_heap() -> None:
+    """Hand the heap pages the parse freed back to the system (glibc keeps them: ~2 MB of
+    RSS after 1,000 rules); nothing where the C library has no ``malloc_trim``."""
+    import ctypes  # lazy: already loaded by hostroot in a scan
+
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
 
 
 def read_rule_file(path: Path) -> str:
