@@ -311,7 +311,7 @@ def contenders(root: Path, count: int, args: argparse.Namespace) -> tuple[dict[s
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--rounds", "--runs", type=int, default=15)
     ap.add_argument("--sizes", default="27,4096,16384", help="PCI functions per tree")
     ap.add_argument(
         "--keep", type=Path, help="build the trees here and keep them (reused when they exist)"
