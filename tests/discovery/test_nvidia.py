@@ -11,7 +11,6 @@ import pytest
 
 from nfd_gpu.discovery.nvidia import nvml, procfs
 from nfd_gpu.discovery.nvidia import replay as nvml_replay
-from nfd_gpu.discovery.nvidia.facts import normalize_bdf
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.scan import run_scan
 from tests.conftest import fixture_root
@@ -59,11 +58,6 @@ def test_read_procfs_fixture() -> None:
     assert len(facts.partitions) == 4 + 7 + 2
     assert {p.profile for p in facts.partitions} == {"unknown"}
     assert "nvidiactl" in facts.device_nodes
-
-
-def test_normalize_bdf() -> None:
-    assert normalize_bdf("00000000:18:00.0") == "0000:18:00.0"
-    assert normalize_bdf("0000:AF:00.0") == "0000:af:00.0"
 
 
 @pytest.mark.parametrize(
