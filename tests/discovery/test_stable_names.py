@@ -1,0 +1,64 @@
+"""Stable names (issue 26): a GPU's product, family and compute capability do not depend
+on whether NVML answers, and where they come from is visible (``Gpu.sources``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nfd_gpu import tables
+from nfd_gpu.scan import run_scan
+from tests.conftest import ALL_FIXTURES, fixture_root
+
+# the NVIDIA fixtures with an NVML recording: on the others NVML has nothing to change
+NVIDIA_FIXTURES = [n for n in ALL_FIXTURES if (fixture_root(n) / "nvml.json").exists()]
+G = "gpu.feature.node.kubernetes.io"
+STABLE = ("product", "family", "compute.major", "compute.minor")
+
+
+def _identity(labels: dict[str, str]) -> dict[str, str]:
+    return {
+        k: v
+        for k, v in labels.items()
+        if k.removeprefix(f"{G}/") in STABLE or k.startswith(f"{G}/product.")
+    }
+
+
+def test_the_recorded_fixtures_are_all_here() -> None:
+    assert {"h200-vm", "h100-mig-single", "nvidia-vgpu-guest", "a100-t4"} <= set(NVIDIA_FIXTURES)
+
+
+@pytest.mark.parametrize("name", NVIDIA_FIXTURES)
+def test_identity_labels_identical_with_and_without_nvml(name: str) -> None:
+    with_nvml = run_scan(fixture_root(name))
+    without = run_scan(fixture_root(name), nvml="off")
+    # NVML did answer (for at least one GPU: h100-gpu-lost loses the other)
+    assert "nvml" in {g.sources.get("product") for g in with_nvml.snapshot.gpus}
+    assert _identity(with_nvml.labels) == _identity(without.labels)
+    assert _identity(with_nvml.labels)[f"{G}/product"]
+    for a, b in zip(with_nvml.snapshot.gpus, without.snapshot.gpus, strict=True):
+        assert (a.product, a.family) == (b.product, b.family), a.address
+        assert (a.nvidia.compute_major, a.nvidia.compute_minor) == (
+            b.nvidia.compute_major,
+            b.nvidia.compute_minor,
+        ), a.address
+
+
+@pytest.mark.parametrize("name", NVIDIA_FIXTURES)
+def test_table_names_are_the_drivers(name: str) -> None:
+    """A device the table knows gets the same product without any driver: the table's
+    name is the one the driver reports, for every fixture GPU the table knows."""
+    for g in run_scan(fixture_root(name)).snapshot.gpus:
+        info = tables.lookup(g.vendor, g.device_id, g.revision)
+        if g.vendor != "nvidia" or info is None or info.name is None:
+            continue
+        if g.mode == "vgpu-guest":  # the driver names the vGPU type, the table the board
+            continue
+        assert g.sources["product"] in ("nvml", "procfs"), g.address
+        assert g.product == info.name, g.address
+
+
+def test_pci_ids_is_the_last_resort_and_visible() -> None:
+    """Without a driver and for a device the table names, pci.ids is not consulted; the
+    provenance says which source named each GPU."""
+    snap = run_scan(fixture_root("h100-no-driver"), nvml="off").snapshot
+    assert {g.sources["product"] for g in snap.gpus} == {"table"}
