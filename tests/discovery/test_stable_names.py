@@ -3,11 +3,16 @@ on whether NVML answers, and where they come from is visible (``Gpu.sources``)."
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from nfd_gpu import tables
 from nfd_gpu.scan import run_scan
-from tests.conftest import ALL_FIXTURES, fixture_root
+from tests.conftest import ALL_FIXTURES, fixture_root, nfd_gpu_cmd
 
 # the NVIDIA fixtures with an NVML recording: on the others NVML has nothing to change
 NVIDIA_FIXTURES = [n for n in ALL_FIXTURES if (fixture_root(n) / "nvml.json").exists()]
@@ -78,3 +83,31 @@ def test_pci_ids_is_the_last_resort_and_visible() -> None:
     provenance says which source named each GPU."""
     snap = run_scan(fixture_root("h100-no-driver"), nvml="off").snapshot
     assert {g.sources["product"] for g in snap.gpus} == {"table"}
+
+
+def test_pci_ids_use_is_in_the_json_provenance(
+    tmp_path: Path, subprocess_env: dict[str, str]
+) -> None:
+    """The P100 VM without its driver (no procfs, no NVML) but with the host's pci.ids: the
+    product comes from the table when it knows 15f8, else from pci.ids, and `scan --format
+    json` says which."""
+    root = tmp_path / "root"
+    shutil.copytree(fixture_root("hyperv-p100-vm"), root, symlinks=True)
+    shutil.rmtree(root / "proc/driver/nvidia")
+    (root / "nvml.json").unlink()
+    (root / "usr/share/misc").mkdir(parents=True)
+    shutil.copy(fixture_root("h100-no-driver") / "usr/share/misc/pci.ids", root / "usr/share/misc")
+    p = subprocess.run(
+        [*nfd_gpu_cmd(), "scan", "--root", str(root), "--format", "json"],
+        capture_output=True, text=True, env=subprocess_env, timeout=60, check=False,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    (gpu,) = json.loads(p.stdout)["gpus"]
+    info = tables.lookup("nvidia", "15f8", "a1")
+    if info is not None and info.name:
+        assert (gpu["product"], gpu["sources"]["product"]) == (info.name, "table")
+    else:
+        assert (gpu["product"], gpu["sources"]["product"]) == (
+            "NVIDIA Tesla P100 PCIe 16GB",  # pci.ids: GP100GL [Tesla P100 PCIe 16GB]
+            "pci.ids",
+        )
