@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from nfd_gpu import tables
 from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.families import amd_family, nvidia_family
 from nfd_gpu.model import Gpu, Snapshot
@@ -63,11 +64,13 @@ def unknown_warnings(gpus: tuple[Gpu, ...]) -> list[str]:
             by_ids.setdefault(ids(g), []).append(g)
     out = []
     for key, group in by_ids.items():
-        where = ", ".join(g.address for g in group)
+        g = group[0]
+        where = ", ".join(x.address for x in group)
+        known = tables.lookup(g.vendor, g.device_id, g.revision) is not None
+        table = "has no family in nfd-gpu's table" if known else "is in no nfd-gpu table"
         out.append(
-            f"unknown GPU ({key}) at {where}: {group[0].product or 'no name'} is in no "
-            f"nfd-gpu table and its family could not be derived, so family labels are "
-            f"omitted; {REPORT_HOWTO}"
+            f"unknown GPU ({key}) at {where}: {g.product or 'no name'} {table} and its "
+            f"family could not be derived, so family labels are omitted; {REPORT_HOWTO}"
         )
     return out
 
