@@ -156,6 +156,9 @@ SHIPPED_EXPECTED: dict[str, dict[str, str]] = {
     "h200-vm": {G + "class": "large", G + "mig-ready": "true"},
     # 2x H200 (hopper, 143771 MiB from NVML) with MIG enabled: large, MIG ready and active
     "h200-mig-mixed": {G + "class": "large", G + "mig-ready": "true", G + "mig-active": "true"},
+    # 1x Tesla P100 16GB in a Hyper-V VM (pascal, 16384 MiB from NVML): below 24 GiB, small;
+    # not MIG-capable
+    "hyperv-p100-vm": {G + "class": "small"},
 }
 
 
