@@ -14,6 +14,7 @@ from nfd_gpu import tables
 from nfd_gpu.discovery.identify import unknown_warnings, with_family
 from nfd_gpu.families import amd_family, nvidia_family, vocabulary
 from nfd_gpu.model import AmdGpu, Gpu, NvidiaGpu, Snapshot
+from nfd_gpu.scan import run_scan
 from nfd_gpu.summary import node_summary
 from tests.conftest import nfd_gpu_cmd
 from tests.fixtures import make_fixtures as mf
@@ -125,3 +126,20 @@ def test_scan_warns_about_an_unknown_gpu_and_labels_the_rest(
     assert labels[f"{g}/intel.count"] == "1" and labels[f"{g}/nvidia.count"] == "1"
     assert labels[f"{g}/product.NVIDIA-Device-ffff.count"] == "1"
     assert labels[f"{g}/pcie.gen"] == "4"
+
+
+def test_amd_family_from_kfd_when_the_table_has_no_row(tmp_path: Path) -> None:
+    """The MI210 node (real KFD topology: gfx_target_version 90010) with its GPUs' device id
+    replaced by one no table has (0xffff, reserved): family ``cdna2`` comes from KFD's ISA
+    target, provenance ``kfd``, and no GPU is unknown."""
+    spec = mf.mi210()
+    for d in spec.devices:
+        if d.vendor == 0x1002:
+            d.device = 0xFFFF
+    root = mf.build(dataclasses.replace(spec, name="mi210-unlisted"), tmp_path)
+    result = run_scan(root)
+    amd = [g for g in result.snapshot.gpus if g.vendor == "amd"]
+    assert len(amd) == 8
+    assert {(g.amd.gfx, g.family, g.sources["family"]) for g in amd} == {("gfx90a", "cdna2", "kfd")}
+    assert result.labels["gpu.feature.node.kubernetes.io/family"] == "cdna2"
+    assert not [w for w in result.warnings if w.startswith("unknown GPU")]
