@@ -16,7 +16,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
-from nfd_gpu import yamlfile
+from nfd_gpu import boundedfile, yamlfile
 from nfd_gpu.discovery.nvidia.session import NVML_MODES
 from nfd_gpu.labels import registry
 from nfd_gpu.labels.nvidia import MIG_STRATEGIES
@@ -39,6 +39,7 @@ __all__ = ["OUTPUTS", "Config", "ConfigError", "hostname_node_name", "load", "sp
 
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 DRY_RUN_NAMESPACE = "nfd-gpu"  # the namespace deploy/ installs into
+NAMESPACE_FILE_MAX = 4096  # a namespace name is at most 63 characters
 
 
 class ConfigError(ValueError):
@@ -197,8 +198,7 @@ def hostname_node_name() -> str | None:
 
 def _namespace_fallback() -> str | None:
     try:
-        with open(SA_NAMESPACE_FILE, encoding="utf-8") as f:
-            return f.read().strip() or None
+        return boundedfile.read_text(SA_NAMESPACE_FILE, NAMESPACE_FILE_MAX).strip() or None
     except OSError:
         return None
 
