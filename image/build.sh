@@ -169,10 +169,13 @@ sed -i -E "s/^([^:]*:[^:]*:)[0-9]+:/\1$days:/" "$ROOTFS/etc/shadow"
 # bash, perl and the perl-based tools (adduser, debconf, init-system-helpers), e2fsprogs.
 # Then dash (/bin/sh) and dpkg itself, which dpkg's scripts need, by image/purge.py.
 step "purging shells, package managers and setuid programs"
-in_root /usr/bin/dpkg --purge --force-remove-essential --force-depends util-linux-extra \
-  >"$WORK/purge.log" 2>&1 || { tail -20 "$WORK/purge.log"; die "dpkg --purge failed"; }
-in_root /usr/bin/dpkg --purge --force-remove-essential --force-depends "${PURGE[@]}" \
-  >>"$WORK/purge.log" 2>&1 || { tail -20 "$WORK/purge.log"; die "dpkg --purge failed"; }
+purge() {
+  in_root /usr/bin/env PATH=/usr/sbin:/usr/bin dpkg --purge --force-remove-essential \
+    --force-depends "$@" >>"$WORK/purge.log" 2>&1 \
+    || { tail -20 "$WORK/purge.log"; die "dpkg --purge $* failed"; }
+}
+purge util-linux-extra
+purge "${PURGE[@]}"
 "$PYTHON" image/purge.py "$ROOTFS" dash dpkg
 setid=$(find "$ROOTFS" -xdev -type f -perm /6000)
 [ -z "$setid" ] || die "setuid/setgid files left in the image: $setid"
