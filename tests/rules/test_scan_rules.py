@@ -195,3 +195,24 @@ def test_rule_documents_compacted_after_parsing_are_unchanged() -> None:
         [1],
     ]
     assert docs[0]["a"] is docs[0]["b"]
+
+
+def test_rule_file_with_a_recursive_alias_is_one_error(tmp_path: Path) -> None:
+    """A YAML node nested in itself (``&a [*a]``) expands without end: one error naming the
+    file (it hung the loader); the tolerant agent skips the file."""
+    from nfd_gpu.rules.loader import load_rules
+
+    f = tmp_path / "loop.yaml"
+    f.write_text(GOOD.replace("rules:\n", "x: &a [1, *a]\n  rules:\n", 1))
+    with pytest.raises(RuleError) as e:
+        load_rules(f)
+    assert str(f) in str(e.value) and "recursive alias" in str(e.value)
+    assert load_rules(f, tolerant=True).rule_count == 0
+
+
+def test_equal_strings_in_rule_documents_are_one_object() -> None:
+    from nfd_gpu.rules.loader import parse_documents
+
+    docs = parse_documents("a: [1, &x {k: v}, *x]\nb: [k, k]\n", "t.yaml", [])
+    assert docs[0]["a"][1] is docs[0]["a"][2] and docs[0]["b"] == ["k", "k"]
+    assert docs[0]["b"][0] is docs[0]["b"][1]
