@@ -178,3 +178,16 @@ def test_no_security_objects_when_disabled(tmp_path: Path) -> None:
     values = {"networkPolicy": {"enabled": False}, "admissionPolicy": {"enabled": False}}
     kinds = {o["kind"] for o in r.helm_template(values, tmp_path)}
     assert not {"NetworkPolicy", "ValidatingAdmissionPolicy"} & kinds
+
+
+def test_monitors_put_the_node_on_every_series(tmp_path: Path) -> None:
+    """PodMonitor and ServiceMonitor relabel the pod's node name to ``node`` (the alerts
+    are keyed by node: tests/monitoring/test_monitoring.py)."""
+    from tests.monitoring.test_monitoring import NODE_RELABELING
+
+    objs = r.helm_template(r.HELM_MATRIX["monitoring"][0], tmp_path)
+    pm = next(o for o in objs if o["kind"] == "PodMonitor")
+    sm = next(o for o in objs if o["kind"] == "ServiceMonitor")
+    eps = pm["spec"]["podMetricsEndpoints"] + sm["spec"]["endpoints"]
+    for ep in eps:
+        assert NODE_RELABELING in ep["relabelings"], ep
