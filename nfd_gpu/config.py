@@ -195,7 +195,7 @@ def hostname_node_name() -> str | None:
     return name if ok and len(name) <= PREFIX_MAX - len("nfd-gpu-") else None
 
 
-def _namespace_fallback() -> str | None:
+def namespace_fallback() -> str | None:
     try:
         with open(SA_NAMESPACE_FILE, encoding="utf-8") as f:
             return f.read().strip() or None
@@ -223,7 +223,7 @@ def load(
             raise ConfigError(f"flags: unknown setting {k!r}")
         values[k] = _coerce(k, v, "flag")
     if "nodefeature" in values.get("outputs", ()) and not values.get("namespace"):
-        ns = _namespace_fallback()
+        ns = namespace_fallback()
         if ns:
             values["namespace"] = ns
     if values.get("dry_run") and "nodefeature" in values.get("outputs", ()):

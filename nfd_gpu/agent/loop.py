@@ -23,7 +23,7 @@ from typing import Any
 from nfd_gpu.agent.logs import one_line, setup_logging
 from nfd_gpu.agent.outputs import build_sinks, sink_settings
 from nfd_gpu.agent.publish import Publisher
-from nfd_gpu.agent.startup import DEFAULT_RULES_DIR, startup_line
+from nfd_gpu.agent.startup import DEFAULT_RULES_DIR, remove_stale_nodefeature, startup_line
 from nfd_gpu.agent.udev import UdevTrigger
 from nfd_gpu.config import Config, split_address
 from nfd_gpu.discovery.nvidia.session import NvmlSession
@@ -326,6 +326,7 @@ class Agent:
         """The loop. Returns the exit code (oneshot: 0 if published, 1 if not)."""
         self._install_signals()
         log.info("%s", startup_line(self.cfg))
+        remove_stale_nodefeature(self.cfg)
         self.start_metrics()
         udev: UdevTrigger | None = None
         if self.cfg.udev and not self.cfg.oneshot:

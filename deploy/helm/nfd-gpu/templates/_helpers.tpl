@@ -40,6 +40,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if has "nodefeature" .Values.outputs }}true{{ end }}
 {{- end }}
 
+{{/* true when the pod talks to the API: the NodeFeature output, or (without it) the
+removal of the NodeFeature an earlier nodefeature output left (nodeFeatureCleanup) */}}
+{{- define "nfd-gpu.apiAccess" -}}
+{{- if or (include "nfd-gpu.nodefeature" .) .Values.nodeFeatureCleanup }}true{{ end }}
+{{- end }}
+
 {{- define "nfd-gpu.featurefile" -}}
 {{- if has "featurefile" .Values.outputs }}true{{ end }}
 {{- end }}
