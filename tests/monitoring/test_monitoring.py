@@ -193,7 +193,7 @@ def test_alerts_and_panels_key_on_node_not_pod() -> None:
     """A pod restart (the reboot after an XID 79) changes ``pod``, not ``node``: every
     aggregation groups by node, and no alert names the pod it cannot keep."""
     by = re.compile(r"\bby \(([^)]*)\)")
-    exprs = [(r["alert"], r["expr"]) for r in _alerts() if not r["alert"] == "NfdGpuNotReady"]
+    exprs = [(r["alert"], r["expr"]) for r in _alerts() if r["alert"] != "NfdGpuNotReady"]
     for name, expr in exprs:
         groups = by.findall(expr)
         assert groups, name
