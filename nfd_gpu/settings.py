@@ -80,6 +80,12 @@ def _mig_strategies() -> tuple[str, ...]:
     return (*GFD_MIG_STRATEGIES, *(s for s in MIG_STRATEGIES if s not in GFD_MIG_STRATEGIES))
 
 
+def _nvml_modes() -> tuple[str, ...]:
+    from nfd_gpu.discovery.nvidia.session import NVML_MODES  # lazy: as above
+
+    return NVML_MODES
+
+
 def _default_mig_strategy() -> str:
     from nfd_gpu.labels.nvidia import NvidiaOptions  # lazy: as above
 
@@ -185,6 +191,7 @@ class Config:
             "NVML: auto (recording, else library, else procfs; default), on, off",
             scan_help="NVML: auto (ROOT/nvml.json, else pynvml, else procfs), on (required: "
             "exit 1 when NVML does not answer), off.",
+            choices=_nvml_modes,
         ),
     )
     rules: str | None = setting(

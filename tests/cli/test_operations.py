@@ -48,6 +48,40 @@ def test_shell_completion(subprocess_env: dict[str, str]) -> None:
     assert "--oneshot" in _complete("nfd-gpu run --one", 2, subprocess_env)
 
 
+def test_shell_completion_of_setting_values(subprocess_env: dict[str, str]) -> None:
+    """Every option with a fixed set of values completes them (settings.py ``choices``),
+    a comma-separated list its last item."""
+    from nfd_gpu.settings import choices
+
+    env = subprocess_env
+    assert _complete("nfd-gpu run --output ", 3, env) == list(choices("outputs"))
+    assert _complete("nfd-gpu run --output featurefile,n", 3, env) == ["featurefile,nodefeature"]
+    assert _complete("nfd-gpu run --profile ", 3, env) == list(choices("profiles"))
+    assert _complete("nfd-gpu scan --profile n", 3, env) == ["neutral", "nvidia"]
+    assert _complete("nfd-gpu run --nvml ", 3, env) == ["auto", "on", "off"]
+    assert _complete("nfd-gpu scan --nvml o", 3, env) == ["on", "off"]
+    assert _complete("nfd-gpu run --log-level ", 3, env) == ["debug", "info", "warning", "error"]
+    assert _complete("nfd-gpu run --mig-strategy ", 3, env) == list(choices("mig_strategy"))
+    assert _complete("nfd-gpu scan --mig-strategy m", 3, env) == ["mixed"]
+
+
+def test_run_help_names_the_environment_variables(subprocess_env: dict[str, str]) -> None:
+    from nfd_gpu.settings import SETTINGS, env_var
+
+    p = subprocess.run(
+        [*nfd_gpu_cmd(), "run", "--help"],
+        env=dict(subprocess_env, COLUMNS="200", TERM="dumb"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    for key, s in SETTINGS.items():
+        if s.run_help is not None:
+            assert f"[env var: {env_var(key)}]" in p.stdout, key
+    assert "[env var: NFD_GPU_CONFIG]" in p.stdout
+
+
 def test_show_completion_prints_a_bash_script(subprocess_env: dict[str, str]) -> None:
     code = "import sys; sys.argv[0] = 'nfd-gpu'; from nfd_gpu.cli import main; sys.exit(main())"
     p = subprocess.run(
