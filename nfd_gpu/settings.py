@@ -25,6 +25,9 @@ T = TypeVar("T")
 
 DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d/"
 OUTPUTS = ("featurefile", "nodefeature", "hook")
+# Outputs still accepted, with a warning at start; gone in the next minor release. `hook`:
+# NFD's local source stopped running hooks (source.d) in v0.17, nothing reads it.
+DEPRECATED_OUTPUTS = ("hook",)
 OWNER_REF_KINDS = ("pod", "ds")
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -120,8 +123,8 @@ class Config:
     outputs: tuple[str, ...] = setting(
         ("featurefile",),
         Setting(
-            "sinks: {choices} (several allowed)",
-            "{choices}; repeat or comma-separate (default {default})",
+            "sinks: {choices} (several allowed; `hook` is deprecated: NFD v0.17 dropped hooks)",
+            "{choices} (hook: deprecated); repeat or comma-separate (default {default})",
             flags=("--output", "-o"),
             choices=OUTPUTS,
         ),
@@ -197,8 +200,10 @@ class Config:
     rules: str | None = setting(
         None,
         Setting(
-            "NodeFeatureRule file or directory",
-            "NodeFeatureRule file or directory",
+            "NodeFeatureRule file or directory; unset, `run` applies `/etc/nfd-gpu/rules.d` "
+            "when that directory exists on the machine it runs on (not under `--root`; the "
+            "image has none, deploy/ passes `--rules`), `scan` applies none",
+            "NodeFeatureRule file or directory (default /etc/nfd-gpu/rules.d if it exists)",
             scan_help="NodeFeatureRule file or directory to apply.",
         ),
     )

@@ -11,6 +11,7 @@ from typing import Any
 from nfd_gpu import __version__
 from nfd_gpu.config import Config, namespace_fallback
 from nfd_gpu.discovery.nvidia.facts import NVML_RECORDING
+from nfd_gpu.settings import DEPRECATED_OUTPUTS
 from nfd_gpu.sinks import SinkError
 from nfd_gpu.sinks.nodefeature import GROUP, NODE_NAME_LABEL, PLURAL, VERSION, build_api_client
 
@@ -71,6 +72,18 @@ def startup_line(cfg: Config) -> str:
     parts.append(f"rules={cfg.rules or DEFAULT_RULES_DIR + ' (if present)'}")
     parts.append(f"metrics={cfg.metrics_address or 'off'}")
     return " ".join(parts)
+
+
+def warn_deprecated(cfg: Config) -> None:
+    """One warning per deprecated output asked for (settings.DEPRECATED_OUTPUTS)."""
+    for out in cfg.outputs:
+        if out in DEPRECATED_OUTPUTS:
+            log.warning(
+                "--output %s is deprecated and goes in the next minor release: NFD v0.17 "
+                "stopped running hooks, nothing reads it (use featurefile, or `nfd-gpu scan` "
+                "for key=value lines)",
+                out,
+            )
 
 
 def remove_stale_nodefeature(cfg: Config) -> None:

@@ -177,6 +177,36 @@ def test_run_logs_startup_changes_and_file_writes(
     assert len(writes) == 1 and "(content changed)" in writes[0]
 
 
+def test_debug_logs_each_pass(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """--log-level debug: every pass says what the scan found and whether it was held,
+    also an unchanged pass (which logs nothing at info)."""
+    caplog.set_level(logging.DEBUG)
+    cfg = Config(
+        root=str(fixture_root("hgx-h100")),
+        outputs=("featurefile",),
+        features_dir=str(tmp_path),
+        oneshot=True,
+        udev=False,
+    )
+    agent = Agent(cfg)
+    assert agent.run_pass() and agent.run_pass()
+    passes = [m for m in _messages(caplog, "nfd_gpu.agent") if m.startswith("pass ")]
+    n = len((tmp_path / "nfd-gpu").read_text().splitlines()) - 2
+    assert [p.split(":")[0] for p in passes] == ["pass 1", "pass 2"]
+    for line in passes:
+        assert f"GPUs nvidia=8, {n} labels, 0 warning(s)" in line, line
+        assert line.endswith("every sink holds it"), line
+
+
+def test_hook_output_is_deprecated(caplog: pytest.LogCaptureFixture) -> None:
+    """NFD v0.17 stopped running hooks: ``--output hook`` still works, with a warning."""
+    caplog.set_level(logging.WARNING)
+    cfg = Config(root=str(fixture_root("hgx-h100")), outputs=("hook",), oneshot=True, udev=False)
+    assert Agent(cfg).run() == 0
+    (msg,) = [m for m in _messages(caplog, "nfd_gpu.agent") if "deprecated" in m]
+    assert msg.startswith("--output hook is deprecated") and "NFD v0.17" in msg
+
+
 def test_feature_file_expiry_refresh_is_logged(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -185,9 +185,11 @@ def test_schema_enums_are_the_agents() -> None:
     from nfd_gpu.config import OUTPUTS
     from nfd_gpu.labels.options import PROFILE_OPTIONS
     from nfd_gpu.labels.registry import PROFILES
+    from nfd_gpu.settings import DEPRECATED_OUTPUTS
 
     props = json.loads((r.CHART / "values.schema.json").read_text())["properties"]
-    assert set(props["outputs"]["items"]["enum"]) == set(OUTPUTS)
+    # a deprecated output (hook: stdout, nothing reads it in a pod) is not offered
+    assert set(props["outputs"]["items"]["enum"]) == set(OUTPUTS) - set(DEPRECATED_OUTPUTS)
     assert set(props["profiles"]["items"]["enum"]) == set(PROFILES)
     assert set(props["profileOptions"]["items"]["enum"]) == set(PROFILE_OPTIONS)
 
