@@ -37,3 +37,25 @@ def test_readme_samples_are_the_real_output() -> None:
             assert real[len(real) - len(tail) :] == tail, cmd
         else:
             assert real == shown, cmd
+
+
+def test_layout_block_names_real_files() -> None:
+    """Every ``nfd_gpu/...`` entry of the Layout block exists, and every ``*.py`` its
+    description names is in that directory (a file entry: beside it)."""
+    block = re.search(r"## Layout\n.*?```\n(.*?)```", README, re.S)
+    assert block
+    entry = None
+    checked = 0
+    for line in block.group(1).splitlines():
+        head = line.split()[0] if line.strip() and not line.startswith(" ") else None
+        if head is not None:
+            entry = REPO / head if head.startswith("nfd_gpu") else None
+            if entry is not None:
+                assert entry.exists(), head
+        if entry is None:
+            continue
+        where = entry if entry.is_dir() else entry.parent
+        for name in re.findall(r"\b([a-z_]+\.py)\b", line.replace(head or "", "", 1)):
+            assert list(where.rglob(name)), (line, name)
+            checked += 1
+    assert checked > 20
