@@ -130,17 +130,31 @@ cp "$WORK"/project/nfd_gpu-*.whl "$ROOTFS/tmp/wheels/"
 PIP_WHL=$(find "$CACHE/installer" -maxdepth 1 -name 'pip-*.whl' | sort | tail -1)
 cp "$PIP_WHL" "$ROOTFS/tmp/pip.whl"
 
-step "installing into the root filesystem (pip run from its wheel, not installed)"
+step "installing into the root filesystem (the locked pip, run by the host for $ARCH)"
 in_root() {
   chroot "$ROOTFS" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root LC_ALL=C.UTF-8 \
     SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" PYTHONHASHSEED=0 "$@"
 }
-wheels=("$ROOTFS"/tmp/wheels/*.whl)
-# --break-system-packages: Debian marks its python3 EXTERNALLY-MANAGED (PEP 668); the
-# wheels go to /usr/local, beside (not over) Debian's packages.
-in_root /usr/bin/python3 /tmp/pip.whl/pip install --quiet --no-index --no-deps \
-  --no-cache-dir --no-compile --disable-pip-version-check --root-user-action=ignore \
-  --break-system-packages "${wheels[@]#"$ROOTFS"}"
+# The locked pip (from its wheel) runs on the HOST, for the image's interpreter and
+# platform: no emulation for another architecture (the arm64 image on an amd64 machine
+# ran pip under qemu: minutes). Wheels are only unpacked (no build, no compile here), into
+# the image's /usr/local dist-packages, beside (not over) Debian's packages. By name from
+# the wheel directory (--find-links): no PEP 610 direct_url.json naming a build path.
+site_dir=$ROOTFS/usr/local/lib/$IMAGE_PY/dist-packages
+reqs=("nfd-gpu==$VERSION")
+while IFS='=' read -r name _ version; do reqs+=("$name==$version"); done \
+  < <(grep -o '^[a-z0-9-]*==[^ ]*' "$LOCK")
+mkdir -p "$site_dir" "$ROOTFS/usr/local/bin"
+env -i PATH="$PATH" HOME="$WORK" LC_ALL=C.UTF-8 SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" \
+  "$PYTHON" "$ROOTFS/tmp/pip.whl/pip" install --quiet --no-index --no-deps --no-cache-dir \
+  --no-compile --disable-pip-version-check --find-links "$ROOTFS/tmp/wheels" \
+  --only-binary=:all: "${PY_TAGS[@]}" "${PLATFORMS[@]}" --target "$site_dir" "${reqs[@]}"
+# Console scripts: to /usr/local/bin, for the image's python3 (pip wrote the host's).
+for script in "$site_dir"/bin/*; do
+  sed -i "1s|^#!.*python.*$|#!/usr/bin/python3|" "$script"
+  mv "$script" "$ROOTFS/usr/local/bin/"
+done
+rmdir "$site_dir/bin"
 rm -rf "$ROOTFS/tmp/wheels" "$ROOTFS/tmp/pip.whl"
 
 # -- 3. nfd-gpu files and user -------------------------------------------------------------
