@@ -59,3 +59,19 @@ def test_layout_block_names_real_files() -> None:
             assert list(where.rglob(name)), (line, name)
             checked += 1
     assert checked > 20
+
+
+def test_helm_quick_start_is_the_install_docs() -> None:
+    """The README's Helm quick start is docs/install.md's step 2a, which
+    tests/e2e/test_install_doc.py runs on a real API server (namespace labelled for the
+    Pod Security level the hostPath volumes need, then ``helm install``)."""
+    block = re.search(
+        r"```bash\nkubectl apply -k deploy/overlays/nodefeature-api\n(.*?)```", README, re.S
+    )
+    assert block
+    readme = [ln for ln in block.group(1).splitlines() if ln and not ln.startswith("#")]
+    install = (REPO / "docs" / "install.md").read_text()
+    step = re.search(r"^## 2a\. nfd-gpu with Helm\n\n```sh\n(.*?)```", install, re.S | re.M)
+    assert step
+    assert readme == step.group(1).splitlines()
+    assert "--create-namespace" not in " ".join(readme)
