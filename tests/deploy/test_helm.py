@@ -262,6 +262,11 @@ def test_monitors_put_the_node_on_every_series(tmp_path: Path) -> None:
         ),
         ({"profileOptions": ["amd-beta"]}, "profileOptions: amd-beta needs the amd profile"),
         ({"config": {"interval": 5}}, "config.interval: the chart sets interval itself"),
+        ({"config": {"rules": "/x"}}, "config.rules: the chart sets rules itself"),
+        (
+            {"config": {"log_level": "debug"}, "logLevel": "info"},
+            "config.log_level: the chart sets log_level itself",
+        ),
         ({"config": {"no_such_key": 1}}, "config"),
         ({"image": {"digest": "latest"}}, "/image/digest"),
     ],

@@ -87,6 +87,13 @@ _validate): a rendering the agent would refuse at start (a crash loop) fails her
 {{- $_ := set $set "features_dir" "featureFile.dir" }}
 {{- $_ := set $set "expiry" "featureFile.expiry" }}
 {{- end }}
+{{- /* and those it sets only when their value is: */}}
+{{- $v := .Values }}
+{{- range $key, $value := dict "profiles" $v.profiles "profile_options" $v.profileOptions "mig_strategy" $v.migStrategy "log_level" $v.logLevel "rules" (or $v.rules.files $v.rules.path) "sharing_config" (include "nfd-gpu.sharingConfigMap" $) }}
+{{- if $value }}
+{{- $_ := set $set $key (get (dict "profiles" "profiles" "profile_options" "profileOptions" "mig_strategy" "migStrategy" "log_level" "logLevel" "rules" "rules.path or rules.files" "sharing_config" "sharing") $key) }}
+{{- end }}
+{{- end }}
 {{- range $key, $value := $set }}
 {{- if hasKey $.Values.config $key }}
 {{- fail (printf "config.%s: the chart sets %s itself (its flag or variable overrides the file)%s" $key $key (ternary "" (printf "; set the value %s instead" $value) (eq $value ""))) }}
