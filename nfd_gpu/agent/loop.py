@@ -339,8 +339,8 @@ class Agent:
         self._install_signals()
         log.info("%s", startup_line(self.cfg))
         warn_deprecated(self.cfg)
-        remove_stale_nodefeature(self.cfg)
         self.start_metrics()
+        remove_stale_nodefeature(self.cfg)  # one request (api_timeout) with the probes up
         udev: UdevTrigger | None = None
         if self.cfg.udev and not self.cfg.oneshot:
             udev = UdevTrigger(self.udev_event)
