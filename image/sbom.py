@@ -54,8 +54,8 @@ def locked(lock: Path) -> dict[str, tuple[str, list[str]]]:
     return out
 
 
-def installed(site: Path) -> dict[str, tuple[str, str | None]]:
-    """name -> (version, License metadata) of every ``*.dist-info`` under ``site``."""
+def installed(site: Path) -> dict[str, str]:
+    """name -> version of every ``*.dist-info`` under ``site``."""
     out = {}
     for meta in sorted(site.glob("*.dist-info/METADATA")):
         fields: dict[str, str] = {}
@@ -65,7 +65,7 @@ def installed(site: Path) -> dict[str, tuple[str, str | None]]:
             key, sep, value = line.partition(": ")
             if sep and key not in fields:
                 fields[key] = value.strip()
-        out[canonical(fields["Name"])] = (fields["Version"], fields.get("License-Expression"))
+        out[canonical(fields["Name"])] = fields["Version"]
     return out
 
 
@@ -113,11 +113,11 @@ def build(rootfs: Path, lock: Path, arch: str, version: str, revision: str) -> O
     site = rootfs / "usr" / "local" / "lib" / IMAGE_PY / "dist-packages"
     want = locked(lock)
     have = installed(site)
-    if have.get("nfd-gpu", ("",))[0] != version:
+    if have.get("nfd-gpu") != version:
         raise ValueError(f"{site}: nfd-gpu {version} is not installed")
     missing = sorted(set(want) - set(have))
     extra = sorted(set(have) - set(want) - {"nfd-gpu"})
-    wrong = sorted(n for n in want if n in have and have[n][0] != want[n][0])
+    wrong = sorted(n for n in want if n in have and have[n] != want[n][0])
     if missing or extra or wrong:
         raise ValueError(
             f"{lock} and {site} differ: not installed {missing}, not locked {extra}, "
