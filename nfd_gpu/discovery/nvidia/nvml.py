@@ -24,7 +24,8 @@ import uuid
 from types import ModuleType
 from typing import Any
 
-from nfd_gpu.discovery.nvidia.facts import GpuFacts, NvidiaFacts, normalize_bdf
+from nfd_gpu.discovery.nvidia.facts import GpuFacts, NvidiaFacts
+from nfd_gpu.discovery.pciaddr import canonical
 from nfd_gpu.model import Partition
 
 # GPU instance profile enum index -> (slices, attribute suffix); pynvml NVML_GPU_INSTANCE_PROFILE_*.
@@ -86,6 +87,10 @@ def load_library() -> ModuleType | None:
 
 def _absent(exc: BaseException) -> bool:
     return any(c.__name__ in _ABSENT for c in type(exc).__mro__)
+
+
+class BadBusId(ValueError):
+    """NVML gave a GPU no PCI address that can be matched to a function."""
 
 
 def _str(v: Any) -> str:
@@ -152,7 +157,7 @@ def collect(lib: ModuleType) -> NvidiaFacts:
     for i in range(count):
         try:
             g, p = _device(lib, call, i)
-        except lib.NVMLError as exc:
+        except (lib.NVMLError, BadBusId) as exc:
             warnings.append(f"nvml: GPU {i}: {exc}; using procfs/PCI facts for it")
             continue
         gpus.append(g)
@@ -170,7 +175,11 @@ def collect(lib: ModuleType) -> NvidiaFacts:
 def _device(lib: ModuleType, call: _Gpu, i: int) -> tuple[GpuFacts, list[Partition]]:
     h = lib.nvmlDeviceGetHandleByIndex(i)
     pci = lib.nvmlDeviceGetPciInfo(h)
-    addr = normalize_bdf(_str(pci.busId))
+    # busId has the whole 32-bit domain; busIdLegacy (four domain digits) only when it is absent
+    raw = _str(getattr(pci, "busId", b"") or getattr(pci, "busIdLegacy", b""))
+    addr = canonical(raw)
+    if addr is None:
+        raise BadBusId(f"PCI bus id {raw[:40]!r} is not an address")
     name = call.opt("nvmlDeviceGetName", h)
     uuid = call.opt("nvmlDeviceGetUUID", h)
     minor = call.opt("nvmlDeviceGetMinorNumber", h)
