@@ -23,7 +23,12 @@ from typing import Any
 from nfd_gpu.agent.logs import one_line, setup_logging
 from nfd_gpu.agent.outputs import build_sinks, sink_settings
 from nfd_gpu.agent.publish import Publisher
-from nfd_gpu.agent.startup import DEFAULT_RULES_DIR, startup_line
+from nfd_gpu.agent.startup import (
+    DEFAULT_RULES_DIR,
+    remove_stale_nodefeature,
+    startup_line,
+    warn_deprecated,
+)
 from nfd_gpu.agent.udev import UdevTrigger
 from nfd_gpu.config import Config, split_address
 from nfd_gpu.discovery.nvidia.session import NvmlSession
@@ -237,6 +242,13 @@ class Agent:
         pub = Publication(dict(result.labels), result.features)
         self._last_good = pub
         ok = self._publish(pub)
+        log.debug(
+            "pass %d: scan %.1f ms, GPUs %s, %d labels, %d warning(s), %d rule error(s); %s",
+            self.passes, duration * 1000,
+            ",".join(f"{v}={n}" for v, n in result.gpu_count_by_vendor.items()) or "none",
+            len(result.labels), len(result.warnings), len(result.rule_errors),
+            "every sink holds it" if ok else "not every sink took it",
+        )  # fmt: skip
         if self.metrics is not None:
             if ok:
                 self.metrics.published_all()
@@ -327,7 +339,9 @@ class Agent:
         """The loop. Returns the exit code (oneshot: 0 if published, 1 if not)."""
         self._install_signals()
         log.info("%s", startup_line(self.cfg))
+        warn_deprecated(self.cfg)
         self.start_metrics()
+        remove_stale_nodefeature(self.cfg)  # one request (api_timeout) with the probes up
         udev: UdevTrigger | None = None
         if self.cfg.udev and not self.cfg.oneshot:
             udev = UdevTrigger(self.udev_event)
@@ -342,7 +356,9 @@ class Agent:
                 if self.cfg.oneshot:
                     code = 0 if ok else 1
                     break
-                self._wait(self._delay(ok))
+                delay = self._delay(ok)
+                log.debug("next pass in %.3g s (or on a udev event or SIGHUP)", delay)
+                self._wait(delay)
         finally:
             if udev is not None:
                 udev.stop()

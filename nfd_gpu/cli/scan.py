@@ -102,6 +102,10 @@ def _print(result: ScanResult, fmt: Format) -> None:
         # the host: print no labels a hook could publish
         n = len(result.errors)
         raise fail(f"scan incomplete, no output ({n} error(s)): {result.errors[0]}", 1)
+    snap = result.snapshot
+    if not snap.gpus:  # else `--format labels` prints nothing at all: say why
+        why = f"no GPU found under {snap.root} ({len(snap.pci)} PCI function(s) read)"
+        print(f"nfd-gpu: {why}", file=sys.stderr)
     if fmt is Format.labels:
         for k in sorted(result.labels):
             typer.echo(f"{k}={result.labels[k]}")

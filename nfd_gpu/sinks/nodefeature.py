@@ -54,7 +54,12 @@ Obj = dict[str, Any]
 def build_api_client(kubeconfig: str | None = None, *, timeout: float = 10.0) -> Any:
     """A ``kubernetes.client.ApiClient``: kubeconfig if given, else in-cluster, else
     ``~/.kube/config``. urllib3's own retries are off: the sink and the agent back off."""
-    import kubernetes as _kubernetes  # lazy: heavy import, only for this sink
+    try:
+        import kubernetes as _kubernetes  # lazy: heavy import, only for this sink
+    except ImportError:
+        raise SinkError(
+            "the nodefeature output needs the kubernetes client: pip install 'nfd-gpu[kubernetes]'"
+        ) from None
 
     kubernetes: Any = _kubernetes
     cfg = kubernetes.client.Configuration()

@@ -66,3 +66,20 @@ def test_timeout_is_transient(k8s_server: FakeKubeAPI, api_client: object) -> No
         sink.publish(pub())
     assert ei.value.transient
     assert sink.publish(pub()) is True
+
+
+def test_without_the_kubernetes_client_one_line_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``kubernetes`` is the optional extra ``[kubernetes]``: without it the nodefeature
+    output fails with one line naming it (``run`` prints it as ``nfd-gpu: error: ...``)."""
+    import sys
+
+    from nfd_gpu.sinks.nodefeature import build_api_client
+
+    monkeypatch.setitem(sys.modules, "kubernetes", None)  # import kubernetes -> ImportError
+    with pytest.raises(SinkError) as e:
+        build_api_client()
+    assert str(e.value) == (
+        "the nodefeature output needs the kubernetes client: pip install 'nfd-gpu[kubernetes]'"
+    )
