@@ -1,7 +1,9 @@
 """The agent loop: scan -> publish, once or forever.
 
-A pass runs on a timer (``interval``), on debounced udev events (``udev.py``), and on
-SIGHUP (which also reloads the configuration; rules are re-read by every scan).
+A pass runs on a timer (``interval``), on debounced udev events (``udev.py``), on
+SIGHUP (which also reloads the configuration; rules are re-read by every scan), and when a
+sink reports its published object changed behind the agent's back (``on_drift``: the
+NodeFeature's watch), paced by :class:`~nfd_gpu.agent.publish.RepairPacer`.
 SIGTERM/SIGINT stop the loop once the current write has finished. A failed publish is
 retried with jittered exponential back-off (capped at the interval); the agent never
 exits because the API server or the disk misbehaves. Readiness and liveness are the
@@ -22,7 +24,7 @@ from typing import Any
 
 from nfd_gpu.agent.logs import one_line, setup_logging
 from nfd_gpu.agent.outputs import build_sinks, sink_settings
-from nfd_gpu.agent.publish import Publisher
+from nfd_gpu.agent.publish import Publisher, RepairPacer
 from nfd_gpu.agent.startup import DEFAULT_RULES_DIR, startup_line
 from nfd_gpu.agent.udev import UdevTrigger
 from nfd_gpu.config import Config, split_address
@@ -77,6 +79,9 @@ class Agent:
         self._done = threading.Event()  # run() has finished (the watchdog stands down)
         self._nvml: NvmlSession | None = None  # kept across passes (built on first use)
         self._nvml_state: tuple[str, str | None] = ("none", None)
+        self._drift = threading.Event()  # a sink's published object changed: repair it
+        self._pacer = RepairPacer()
+        self._attach(self.sinks)
 
     @property
     def sinks(self) -> list[Sink]:
@@ -99,6 +104,16 @@ class Agent:
     def request_reload(self, *_: Any) -> None:
         self._reload_requested.set()
         self._wake.set()
+
+    def drift_event(self) -> None:
+        """A sink's published object was changed behind the agent's back (any thread)."""
+        self._drift.set()
+        self._wake.set()
+
+    def _attach(self, sinks: Sequence[Sink]) -> None:
+        for sink in sinks:
+            if hasattr(sink, "on_drift"):
+                sink.on_drift = self.drift_event
 
     def udev_event(self) -> None:
         with self._udev_lock:
@@ -239,6 +254,10 @@ class Agent:
         if self.metrics is not None:
             if ok:
                 self.metrics.published_all()
+            elif not self.publisher.refused:
+                # readiness: this agent scans and can publish; an API outage is not its
+                # fault (nfd_gpu_publish_failing shows it), a refusal is
+                self.metrics.mark_ready()
             self.metrics.beat()
         return ok
 
@@ -279,6 +298,7 @@ class Agent:
                 log.error("reload failed, keeping the previous configuration: %s", e)
                 return
             self.publisher.sinks = sinks
+            self._attach(sinks)
         self.cfg = new
         setup_logging(new.log_format, new.log_level)
         log.info("configuration reloaded")
@@ -301,6 +321,13 @@ class Agent:
             with self._udev_lock:
                 udev_at = self._udev_at
             now = time.monotonic()
+            if self._drift.is_set():
+                at = self._pacer.not_before()
+                if now >= at:
+                    self._drift.clear()
+                    self._pacer.ran(now, self.cfg.interval)
+                    return
+                deadline = min(deadline, at)
             if udev_at is not None:
                 quiet_until = udev_at + self.cfg.udev_debounce
                 if now >= quiet_until:
