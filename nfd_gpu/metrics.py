@@ -193,7 +193,7 @@ class Metrics:
         if reason is None:
             self.notes.pop(f"file {file}", None)
         else:
-            self.notes[f"file {file}"] = f"configuration stale, last valid version used: {reason}"
+            self.notes[f"file {file}"] = f"{file}: stale, its last valid version is used: {reason}"
 
     def readyz(self) -> tuple[int, bytes]:
         if not self.ready.is_set():

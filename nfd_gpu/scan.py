@@ -131,6 +131,7 @@ def run_scan(
     nvidia_options: NvidiaOptions | None = None,
     profile_options: Sequence[str] = (),
     nvml: str | NvmlSession = "auto",
+    rules: Any = None,
 ) -> ScanResult:
     """Discover, label and apply custom rules. Hardware problems are warnings, never
     exceptions. ``nvml``: ``auto`` / ``on`` / ``off`` or the agent's session; with ``on``
@@ -138,7 +139,9 @@ def run_scan(
     :class:`~nfd_gpu.discovery.nvidia.session.NvmlRequired`. An invalid rule file raises
     :class:`nfd_gpu.rules.RuleError`, unless
     ``tolerant_rules`` (the agent): then broken rules are skipped and reported as
-    warnings and rule errors while the valid ones still apply."""
+    warnings and rule errors while the valid ones still apply. ``rules``: a loaded
+    :class:`~nfd_gpu.rules.RuleSet` instead of ``rules_path`` (the agent's, which keeps
+    each file's last valid version: ``agent/rulefiles.py``)."""
     host = HostRoot(root)
     session = NvmlSession(nvml) if isinstance(nvml, str) else nvml
     try:
@@ -149,10 +152,13 @@ def run_scan(
     feats = snapshot_features(snap)
     all_warnings = list(snap.warnings) + warnings
     rule_errors: list[tuple[str, str]] = []
-    if rules_path is not None:
+    if rules_path is not None or rules is not None:
         from nfd_gpu.rules import evaluate, load_rules  # lazy: only when rules are used
 
-        ruleset = _cached_rules(os.fspath(rules_path), tolerant_rules, load_rules)
+        ruleset = rules
+        if ruleset is None:
+            assert rules_path is not None
+            ruleset = _cached_rules(os.fspath(rules_path), tolerant_rules, load_rules)
         out = evaluate(ruleset, feats)
         labels.update(out.labels)  # rule labels override built-in ones, as in nfd-master
         rule_errors = [("load", p) for p in ruleset.problems] + list(out.errors)

@@ -22,9 +22,11 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
+from nfd_gpu.agent.lastvalid import LastValid, StaleFiles, changes
 from nfd_gpu.agent.logs import one_line, setup_logging
 from nfd_gpu.agent.outputs import build_sinks, sink_settings
 from nfd_gpu.agent.publish import Publisher, RepairPacer
+from nfd_gpu.agent.rulefiles import RuleFiles
 from nfd_gpu.agent.startup import DEFAULT_RULES_DIR, startup_line
 from nfd_gpu.agent.udev import UdevTrigger
 from nfd_gpu.config import Config, split_address
@@ -56,6 +58,7 @@ class Agent:
         sinks: Sequence[Sink] | None = None,
         reload: Callable[[], Config] | None = None,
         metrics: Any = None,
+        config_file: str | None = None,
     ) -> None:
         self.cfg = cfg
         self._scan: ScanFn = scan or run_scan
@@ -80,6 +83,11 @@ class Agent:
         self._nvml: NvmlSession | None = None  # kept across passes (built on first use)
         self._nvml_state: tuple[str, str | None] = ("none", None)
         self._drift = threading.Event()  # a sink's published object changed: repair it
+        # last valid configuration wins (lastvalid.py): rules, sharing config, config file
+        self.stale = StaleFiles(metrics)
+        self._rules = RuleFiles(self.stale)
+        self._sharing: LastValid[NvidiaOptions] = LastValid(self.stale, "sharing config")
+        self.config_file = config_file
         self._pacer = RepairPacer()
         self._attach(self.sinks)
 
@@ -163,9 +171,9 @@ class Agent:
         if rules is None and os.path.isdir(DEFAULT_RULES_DIR):
             rules = DEFAULT_RULES_DIR
         if rules:
-            # One broken rule must not take the others (or the agent) down.
-            kwargs["rules_path"] = rules
-            kwargs["tolerant_rules"] = True
+            # One broken rule must not take the others (or the agent) down; a file that
+            # breaks keeps its last valid rules (rulefiles.py)
+            kwargs["rules"] = self._rules.load(rules)
         return self._scan(self.cfg.root, **kwargs)
 
     def _nvml_session(self) -> NvmlSession:
@@ -178,18 +186,20 @@ class Agent:
         return self._nvml
 
     def _nvidia_options(self) -> NvidiaOptions:
-        """MIG strategy and sharing config; the file is re-read every pass (a bad one warns).
+        """MIG strategy and sharing config; the file is re-read every pass (one that breaks
+        keeps its last valid version: lastvalid.py).
 
         ``gfd.timestamp`` (``gfd_timestamp``) is the agent's start time, the same every pass."""
         # the default leaves the choice to the sharing config's flags.migStrategy
         strategy = self.cfg.mig_strategy if self.cfg.mig_strategy != DEFAULT_MIG_STRATEGY else None
         stamp = self.started if self.cfg.gfd_timestamp else None
-        if self.cfg.sharing_config:
-            try:
-                return load_sharing_config(self.cfg.sharing_config, strategy, stamp)
-            except ValueError as exc:
-                log.warning("sharing config ignored: %s", exc)
-        return NvidiaOptions(mig_strategy=self.cfg.mig_strategy, timestamp=stamp)
+        fallback = NvidiaOptions(mig_strategy=self.cfg.mig_strategy, timestamp=stamp)
+        path = self.cfg.sharing_config
+        if path:
+            return self._sharing.get(
+                path, lambda: load_sharing_config(path, strategy, stamp), fallback
+            )
+        return fallback
 
     def run_pass(self) -> bool:
         """Scan and publish once. True when every sink holds a complete scan's result.
@@ -286,22 +296,24 @@ class Agent:
         self._reload_requested.clear()
         if self._reload_fn is None:
             return
+        where = self.config_file or "configuration"
         try:
             new = self._reload_fn()
         except Exception as e:  # ConfigError, SinkError from a new kubeconfig
-            log.error("reload failed, keeping the previous configuration: %s", e)
+            self.stale.stale(where, f"reload failed: {str(e).removeprefix(where + ': ')}")
             return
         if sink_settings(new) != sink_settings(self.cfg):
             try:
                 sinks = build_sinks(new)
             except SinkError as e:
-                log.error("reload failed, keeping the previous configuration: %s", e)
+                self.stale.stale(where, f"reload failed: {e}")
                 return
             self.publisher.sinks = sinks
             self._attach(sinks)
-        self.cfg = new
+        old, self.cfg = self.cfg, new
         setup_logging(new.log_format, new.log_level)
-        log.info("configuration reloaded")
+        self.stale.valid(where)
+        log.info("configuration reloaded: %s changed", changes(old, new))
 
     def _delay(self, ok: bool) -> float:
         if ok:

@@ -441,14 +441,27 @@ def parse_documents(text: str, source: str, warnings: list[str]) -> list[Any]:
 
 
 def rule_files(path: Path) -> list[Path]:
-    """The rule files ``load_rules`` reads for ``path`` (sorted, no hidden files)."""
+    """The rule files ``load_rules`` reads for ``path`` (sorted, no hidden files). Every
+    entry with a rule suffix is listed, also one that is not a regular file (a directory,
+    a FIFO): reading it then says so, instead of its rules vanishing without a word."""
     if path.is_dir():
         return sorted(
-            p
-            for p in path.iterdir()
-            if p.is_file() and not p.name.startswith(".") and p.suffix in RULE_SUFFIXES
+            p for p in path.iterdir() if not p.name.startswith(".") and p.suffix in RULE_SUFFIXES
         )
     return [path]
+
+
+def load_rule_file(
+    f: Path, strict: bool, problems: list[str], warnings: list[str]
+) -> list[RuleObject]:
+    """The rule objects of one file; its problems and warnings appended to the lists."""
+    try:
+        text = read_rule_file(f)
+        docs = parse_documents(text, str(f), warnings)
+    except RuleError as e:
+        problems.extend(e.problems)
+        return []
+    return rule_objects_from_documents(docs, str(f), strict, problems, warnings)
 
 
 def load_rules(path: str | Path, strict: bool = True, *, tolerant: bool = False) -> RuleSet:
@@ -473,13 +486,7 @@ def load_rules(path: str | Path, strict: bool = True, *, tolerant: bool = False)
     warnings: list[str] = []
     objs: list[RuleObject] = []
     for f in rule_files(p):
-        try:
-            text = read_rule_file(f)
-            docs = parse_documents(text, str(f), warnings)
-        except RuleError as e:
-            problems.extend(e.problems)
-            continue
-        objs.extend(rule_objects_from_documents(docs, str(f), strict, problems, warnings))
+        objs.extend(load_rule_file(f, strict, problems, warnings))
     for w in warnings:
         log.info("%s", w)
     if problems and not tolerant:
