@@ -66,3 +66,63 @@ def test_timeout_is_transient(k8s_server: FakeKubeAPI, api_client: object) -> No
         sink.publish(pub())
     assert ei.value.transient
     assert sink.publish(pub()) is True
+
+
+def test_watch_forbidden_falls_back_to_the_resync_get(
+    k8s_server: FakeKubeAPI, api_client: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Role without 'watch' (an older install): one warning, and drift is still found by
+    the resync GET, as before the watch existed."""
+    import time
+
+    clock = Clock()
+    k8s_server.deny("watch")
+    sink = make_sink(api_client, clock, resync_interval=3600)
+    try:
+        sink.publish(pub(8))
+        deadline = time.monotonic() + 5
+        while k8s_server.counts["watch"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)
+        assert k8s_server.counts["watch"] == 1  # refused once; retried after a period
+        assert sum("watch forbidden" in m for m in caplog.messages) == 1
+        k8s_server.remove(NS, "nfd-gpu-node-a")
+        assert sink.publish(pub(8)) is False  # no watch: not seen before the resync
+        clock.t += 3600 * 1.1 + 1
+        assert sink.publish(pub(8)) is True  # the resync GET finds it gone: created
+        assert sink.take_repair() == "deleted"
+        assert k8s_server.get(NS, "nfd-gpu-node-a") is not None
+    finally:
+        sink.close()
+
+
+def test_watch_sees_a_foreign_edit_and_says_what_differed(
+    k8s_server: FakeKubeAPI, api_client: object
+) -> None:
+    import threading
+
+    woke = threading.Event()
+    sink = make_sink(api_client)
+    sink.on_drift = woke.set
+    try:
+        sink.publish(pub(8))
+
+        def evil(obj: dict[str, Any]) -> None:
+            obj["spec"]["labels"]["gpu.feature.node.kubernetes.io/count"] = "99"
+            obj["metadata"]["labels"]["nfd.node.kubernetes.io/node-name"] = "node-b"
+
+        k8s_server.edit(NS, "nfd-gpu-node-a", evil)
+        assert woke.wait(5)
+        assert sink.publish(pub(8)) is True
+        what = sink.take_repair()
+        assert what is not None
+        assert "node-name='node-b' (want 'node-a')" in what
+        assert "gpu.feature.node.kubernetes.io/count=99 (want 8)" in what
+        assert sink.take_repair() is None  # said once
+        obj = k8s_server.get(NS, "nfd-gpu-node-a")
+        assert (
+            obj is not None
+            and obj["metadata"]["labels"]["nfd.node.kubernetes.io/node-name"] == "node-a"
+        )
+    finally:
+        sink.close()
