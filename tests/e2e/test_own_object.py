@@ -141,3 +141,68 @@ def test_nodefeature_deleted_edited_relabelled_is_restored(
         assert took < REPAIR_LIMIT, (name, took, why())
         assert 1 <= sent <= 3, (name, sent)
     assert "restored what was changed behind the agent's back" in agent.log(200)
+
+
+def test_broken_configuration_swaps_leave_the_published_labels(
+    kube_cluster: Cluster,
+    nfd_master: Proc,
+    agent_sa: dict[str, Any],
+    make_node: Callable[[str], Obj],
+    start_agent: Callable[..., Agent],
+    tmp_path: Path,
+) -> None:
+    """Issue 20 findings 3, 4 (and the configuration file): a rules file, the sharing
+    config and the --config file swapped for broken ones mid-run leave the NodeFeature
+    untouched (same resourceVersion: not one write) and the Node's labels byte-identical,
+    with one warning per file however many passes follow."""
+    import shutil
+    import signal
+
+    from tests.conftest import REPO
+    from tests.labels.nvidia_cases import SHARING
+
+    node = "e2e-last-valid"
+    make_node(node)
+    root = copy_fixture("hgx-h100", str(tmp_path / "root"))
+    rules = tmp_path / "rules.d"
+    rules.mkdir()
+    shutil.copy(REPO / "rules" / "mig-ready.yaml", rules)
+    sharing = tmp_path / "sharing.yaml"
+    shutil.copy(SHARING / "time-slicing-4.yaml", sharing)
+    conf = tmp_path / "config.yaml"
+    conf.write_text("interval: 1\nprofiles: [neutral, nvidia]\n")
+    agent = start_agent(
+        "--config", str(conf), "--output", "nodefeature", "--root", root, "--no-udev",
+        "--rules", str(rules), "--sharing-config", str(sharing),
+        "--kubeconfig", str(agent_sa["kubeconfig"]),
+        NODE_NAME=node, POD_NAMESPACE=NS,
+    )  # fmt: skip
+    path = f"/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/{NS}/nodefeatures/nfd-gpu-{node}"
+
+    def why() -> str:
+        return f"agent:\n{agent.log(80)}\nnfd-master:\n{nfd_master.log()}"
+
+    def labels_on_node() -> dict[str, str]:
+        return node_labels(kube_cluster, node)
+
+    wait_for(lambda: "gpu.feature.node.kubernetes.io/mig-ready" in labels_on_node(), 30, why)
+    want = labels_on_node()
+    assert want["nvidia.com/gpu.replicas"] == "4" and want["nvidia.com/gpu.product"].endswith(
+        "-SHARED"
+    )
+    rv = kube_cluster.request("GET", path)["metadata"]["resourceVersion"]
+    (rules / "mig-ready.yaml").write_text("spec: [truncated\n")
+    sharing.write_text("version: v9\n")
+    conf.write_text("interval: [1\n")
+    agent.proc.send_signal(signal.SIGHUP)
+    time.sleep(4.0)  # four passes at 1 s
+    agent.proc.send_signal(signal.SIGHUP)  # the same broken config again: no second warning
+    time.sleep(2.0)
+    assert agent.proc.poll() is None, why()
+    assert labels_on_node() == want
+    assert kube_cluster.request("GET", path)["metadata"]["resourceVersion"] == rv
+    log = agent.log(400)
+    for f in (rules / "mig-ready.yaml", sharing, conf):
+        warned = [line for line in log.splitlines() if f"{f}:" in line and "WARNING" in line]
+        assert len(warned) == 1, (f, warned, why())
+        assert "keeping its last valid version" in warned[0]
