@@ -99,6 +99,8 @@ class Metrics:
             registry=r,
         )
         self._own_output_metrics(pc, r)
+        for output in ("nodefeature", "featurefile"):
+            self.repairs.labels(output=output)
         self.notes: dict[str, str] = {}  # degraded but ready: listed in /readyz's body
         for res in ("ok", "warning", "incomplete", "error"):
             self.scans.labels(result=res)

@@ -141,7 +141,7 @@ class NodeFeatureSink:
         self._watch: OwnObjectWatch | None = None
         self._lock = threading.Lock()
         self._want: Obj | None = None  # the object the last publish asked for
-        self._confirmed = False  # the server held _want once (later differences are drift)
+        self._held: Obj | None = None  # what the server was last confirmed to hold
         self._drift: str | None = None  # what differed, until the next write restores it
         self._repaired: str | None = None  # the last repair, for take_repair()
         self._own_rvs: list[str] = []  # resourceVersions of the last writes (their echoes)
@@ -367,14 +367,14 @@ class NodeFeatureSink:
         self._schedule_resync()
 
     def _note(self, obj: Obj | None) -> None:
-        """Record drift when ``obj`` (the server's) is not what the agent confirmed last
-        (caller holds the lock)."""
-        want = self._want
-        if want is None or not self._confirmed:
+        """Record drift when ``obj`` (the server's) is not what the server was confirmed
+        to hold last (caller holds the lock): a new scan's labels are not drift."""
+        held, want = self._held, self._want
+        if held is None:
             return
-        if obj is not None and self._matches(obj, want):
+        if obj is not None and any(self._matches(obj, w) for w in (held, want) if w):
             return
-        self._drift = describe_drift(obj, want, NODE_NAME_LABEL)
+        self._drift = describe_drift(obj, held, NODE_NAME_LABEL)
 
     def on_watch_event(self, kind: str, obj: Obj | None) -> None:
         """From the watch thread: the server's version of the object changed."""
@@ -433,7 +433,7 @@ class NodeFeatureSink:
             if wrote and self._drift is not None:
                 self._repaired = self._drift
             self._drift = None
-            self._confirmed = True
+            self._held = self._want
             rv = (self._obj or {}).get("metadata", {}).get("resourceVersion")
             if wrote and rv:
                 self._own_rvs = [*self._own_rvs[-7:], rv]
