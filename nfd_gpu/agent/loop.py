@@ -308,6 +308,9 @@ class Agent:
             except SinkError as e:
                 self.stale.stale(where, f"reload failed: {e}")
                 return
+            for gone in self.publisher.sinks:
+                if hasattr(gone, "on_drift"):
+                    gone.close()  # its watch (a NodeFeature sink never deletes its object)
             self.publisher.sinks = sinks
             self._attach(sinks)
         old, self.cfg = self.cfg, new

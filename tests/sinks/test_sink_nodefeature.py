@@ -126,3 +126,38 @@ def test_watch_sees_a_foreign_edit_and_says_what_differed(
         )
     finally:
         sink.close()
+
+
+def test_a_reload_that_rebuilds_the_sinks_stops_the_old_watch(
+    k8s_server: FakeKubeAPI, tmp_path: Any
+) -> None:
+    import time
+
+    from nfd_gpu import config
+    from nfd_gpu.agent import Agent
+    from tests.hostile.test_api_faults import FakeResult
+
+    flags = {
+        "outputs": "nodefeature",
+        "node_name": "node-a",
+        "namespace": NS,
+        "kubeconfig": k8s_server.kubeconfig(str(tmp_path / "kubeconfig")),
+        "udev": False,
+    }
+    agent = Agent(
+        config.load(env={}, flags=flags),
+        scan=lambda *_, **__: FakeResult({"a.example.com/x": "1"}),
+        reload=lambda: config.load(env={}, flags={**flags, "api_timeout": 5}),
+    )
+    try:
+        assert agent.run_pass()
+        old = agent.sinks[0]
+        assert isinstance(old, NodeFeatureSink) and old._watch is not None
+        agent._reload()
+        assert agent.sinks[0] is not old
+        time.sleep(0.1)
+        assert not old._watch.running
+        assert agent.sinks[0].on_drift == agent.drift_event  # type: ignore[attr-defined]
+    finally:
+        for sink in agent.sinks:
+            sink.close()
