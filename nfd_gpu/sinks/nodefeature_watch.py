@@ -62,6 +62,11 @@ class WatchStop(Exception):
     """The watch was stopped (close / abort)."""
 
 
+class Expired(Exception):
+    """The server no longer has the resourceVersion to resume from (410 Gone): an
+    ordinary event (a quiet object, a compacted history), restarted at once from "now"."""
+
+
 class OwnObjectWatch:
     """Watches one object; ``on_event`` runs on the watch thread for every change."""
 
@@ -129,6 +134,11 @@ class OwnObjectWatch:
                 ended_normally = self._watch_once()
             except WatchStop:
                 return
+            except Expired:
+                log.info("NodeFeature %s: watch history expired, restarting", self.name)
+                if self._stop.wait(self.rng.uniform(0.0, 0.5)):
+                    return
+                continue
             except Exception as e:  # any failure: log, back off, reconnect
                 if self._stop.is_set():
                     return
@@ -208,7 +218,7 @@ class OwnObjectWatch:
             if int(e.status or 0) == 410:
                 self.resource_version = None
                 self.on_event("EXPIRED", None)
-                raise RuntimeError("resourceVersion expired (410), restarting") from None
+                raise Expired from None
             raise
 
     def _watch_once(self) -> bool:
@@ -231,6 +241,8 @@ class OwnObjectWatch:
             with self._lock:
                 self._resp = None
             with contextlib.suppress(Exception):
+                resp.close()  # never back to the pool with an unread stream
+            with contextlib.suppress(Exception):
                 resp.release_conn()
 
     def _event(self, line: bytes) -> None:
@@ -245,6 +257,7 @@ class OwnObjectWatch:
             if code == 410:
                 self.resource_version = None
                 self.on_event("EXPIRED", None)
+                raise Expired
             raise RuntimeError(f"watch error {code}: {_status_message(obj)}")
         if not isinstance(obj, dict):
             raise RuntimeError("watch event without an object")
