@@ -194,6 +194,10 @@ def simulate(server: Any, n_nodes: int, args: argparse.Namespace) -> dict[str, A
             sleep=lambda s: None,
             rng=random.Random(rng.random()),
             owner_refs=(),
+            # simulated time: the resync-GET path (a Role without 'watch'); the watch runs
+            # in real time, its cost is measured by tests/hostile/test_api_faults.py and
+            # tests/e2e/test_own_object.py (about 1 request per node per hour)
+            watch=False,
         )
         for n in nodes
     }

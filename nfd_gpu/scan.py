@@ -156,6 +156,7 @@ def run_scan(
     profile_options: Sequence[str] = (),
     nvml: str | NvmlSession = "auto",
     nfd_attributes: bool = True,
+    rules: Any = None,
 ) -> ScanResult:
     """Discover, label and apply custom rules. Hardware problems are warnings, never
     exceptions. ``nvml``: ``auto`` / ``on`` / ``off`` or the agent's session; with ``on``
@@ -163,13 +164,15 @@ def run_scan(
     :class:`~nfd_gpu.discovery.nvidia.session.NvmlRequired`. An invalid rule file raises
     :class:`nfd_gpu.rules.RuleError`, unless
     ``tolerant_rules`` (the agent): then broken rules are skipped and reported as
-    warnings and rule errors while the valid ones still apply. ``nfd_attributes=False``
+    warnings and rule errors while the valid ones still apply. ``rules``: a loaded
+    :class:`~nfd_gpu.rules.RuleSet` instead of ``rules_path`` (the agent's, which keeps
+    each file's last valid version: ``agent/rulefiles.py``). ``nfd_attributes=False``
     (nothing reads the ``pci.device`` feature: no rules, no features printed) skips its two
     IOMMU attributes, two failed opens per PCI function on most hosts."""
     host = HostRoot(root)
     session = NvmlSession(nvml) if isinstance(nvml, str) else nvml
     try:
-        nfd = nfd_attributes or rules_path is not None
+        nfd = nfd_attributes or rules_path is not None or rules is not None
         snap = discover(host, nvml=session, nfd_attributes=nfd)
     finally:
         host.close()
@@ -177,11 +180,13 @@ def run_scan(
     feats = snapshot_features(snap)
     all_warnings = list(snap.warnings) + warnings
     rule_errors: list[tuple[str, str]] = []
-    if rules_path is not None:
+    if rules_path is not None or rules is not None:
         from nfd_gpu.rules import evaluate, load_rules  # lazy: only when rules are used
 
-        key = (os.fspath(rules_path), tolerant_rules)
-        ruleset = _cached_rules(key[0], tolerant_rules, load_rules)
+        key = (os.fspath(rules_path) if rules_path is not None else "", tolerant_rules)
+        ruleset = rules
+        if ruleset is None:
+            ruleset = _cached_rules(key[0], tolerant_rules, load_rules)
         out = _cached_output(key, ruleset, feats, evaluate)
         labels.update(out.labels)  # rule labels override built-in ones, as in nfd-master
         rule_errors = [("load", p) for p in ruleset.problems] + list(out.errors)

@@ -293,8 +293,9 @@ class Config:
     resync_interval: float = setting(
         3600.0,
         Setting(
-            "seconds between NodeFeature resync GETs (jittered)",
-            "NodeFeature resync GET period seconds (default {default})",
+            "seconds a watch on the own NodeFeature lasts (jittered; a resync GET period "
+            "without the watch verb)",
+            "NodeFeature watch / resync period seconds (default {default})",
             bounds=(1.0, WEEK),
         ),
     )

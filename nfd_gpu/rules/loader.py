@@ -503,6 +503,22 @@ def rule_files(path: Path) -> list[Path]:
     return [path]
 
 
+def load_rule_file(
+    f: Path, strict: bool, problems: list[str], warnings: list[str]
+) -> list[RuleObject]:
+    """The rule objects of one file; its problems and warnings appended to the lists."""
+    try:
+        text = read_rule_file(f)
+        docs = parse_documents(text, str(f), warnings)
+    except RuleError as e:
+        problems.extend(e.problems)
+        return []
+    objs = rule_objects_from_documents(docs, str(f), strict, problems, warnings)
+    del text, docs  # the rules keep what they need
+    _trim_heap()
+    return objs
+
+
 def load_rules(path: str | Path, strict: bool = True, *, tolerant: bool = False) -> RuleSet:
     """Load a rule file or a directory of rule files.
 
@@ -525,15 +541,7 @@ def load_rules(path: str | Path, strict: bool = True, *, tolerant: bool = False)
     warnings: list[str] = []
     objs: list[RuleObject] = []
     for f in rule_files(p):
-        try:
-            text = read_rule_file(f)
-            docs = parse_documents(text, str(f), warnings)
-        except RuleError as e:
-            problems.extend(e.problems)
-            continue
-        objs.extend(rule_objects_from_documents(docs, str(f), strict, problems, warnings))
-        del text, docs  # the rules keep what they need
-        _trim_heap()
+        objs.extend(load_rule_file(f, strict, problems, warnings))
     for w in warnings:
         log.info("%s", w)
     if problems and not tolerant:

@@ -225,5 +225,5 @@ def test_feature_file_expiry_refresh_is_logged(
     assert [m.split("(")[1].split(")")[0] for m in msgs] == [
         "first write",
         "expiry refresh",
-        "file changed or removed by someone else",
+        "restored: removed",
     ]
