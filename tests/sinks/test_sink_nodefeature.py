@@ -83,6 +83,8 @@ def test_without_the_kubernetes_client_one_line_names_the_extra(
     assert str(e.value) == (
         "the nodefeature output needs the kubernetes client: pip install 'nfd-gpu[kubernetes]'"
     )
+
+
 def test_watch_forbidden_falls_back_to_the_resync_get(
     k8s_server: FakeKubeAPI, api_client: object, caplog: pytest.LogCaptureFixture
 ) -> None:
