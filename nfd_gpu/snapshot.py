@@ -42,6 +42,7 @@ from nfd_gpu.discovery.nvidia import record as nvml_record
 from nfd_gpu.discovery.nvidia.facts import NVML_RECORDING
 from nfd_gpu.discovery.nvidia.replay import MAX_RECORDING
 from nfd_gpu.discovery.pciids import MAX_PCI_IDS, PCI_IDS_PATHS
+from nfd_gpu.health import HealthOptions, judge_gpus
 from nfd_gpu.hostroot import _FLAGS, MAX_READ, HostRoot
 from nfd_gpu.model import Snapshot
 from nfd_gpu.scan import discover
@@ -241,6 +242,7 @@ def take_snapshot(
     host = HostRoot(root_s)
     host.set_recorder(paths.append)
     snap = discover(host, nvml_lib=recording.module if recording is not None else None)
+    snap = judge_gpus(snap, HealthOptions())  # health as `scan` judges it by default
     host.set_recorder(None)
 
     report = SnapshotReport(dest=dest_s)

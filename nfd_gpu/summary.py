@@ -244,6 +244,28 @@ def _runtime(snap: Snapshot) -> dict[str, str]:
     return out
 
 
+def reason_names(gpu: Gpu) -> list[str]:
+    """A GPU's counting faults, sorted, an XID as ``xid-<code>``: the ``health.reasons``."""
+    names = {f"xid-{r.value}" if r.reason == "xid" else r.reason for r in gpu.health.reasons}
+    return sorted(names)
+
+
+def _health(snap: Snapshot) -> dict[str, str]:
+    """``health`` (the worst GPU's state; none when every GPU is unknown) and the counts of
+    ``failed`` / ``degraded`` GPUs (when not 0); states judged by nfd_gpu.health."""
+    states = Counter(g.health.state for g in snap.gpus)
+    for state in ("failed", "degraded", "ok"):
+        if states[state]:
+            out = {"health": state}
+            break
+    else:
+        return {}
+    for state in ("failed", "degraded"):
+        if states[state]:
+            out[f"health.{state}.count"] = str(states[state])
+    return out
+
+
 # The summarisers, in the order their keys are written.
 SUMMARISERS: tuple[Callable[[Snapshot], dict[str, str]], ...] = (
     _counts,
@@ -258,6 +280,7 @@ SUMMARISERS: tuple[Callable[[Snapshot], dict[str, str]], ...] = (
     _pcie,
     _machine,
     _runtime,
+    _health,
 )
 
 

@@ -16,7 +16,13 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from nfd_gpu.discovery.nvidia.replay import DEVICE_FUNCTIONS, HANDLE_FUNCTIONS, SYSTEM_FUNCTIONS
+from nfd_gpu.discovery.nvidia.replay import (
+    ARG_FUNCTIONS,
+    DEVICE_FUNCTIONS,
+    HANDLE_FUNCTIONS,
+    SYSTEM_FUNCTIONS,
+    arg_key,
+)
 
 CONSTANT_PREFIXES = ("NVML_", "c_nvmlGpuFabricInfo_t")
 
@@ -93,6 +99,9 @@ class Recording:
         for fn in DEVICE_FUNCTIONS:
             if hasattr(lib, fn):
                 mod.__dict__[fn] = self._device(fn)
+        for fn in ARG_FUNCTIONS:
+            if hasattr(lib, fn):
+                mod.__dict__[fn] = self._by_args(fn)
         if hasattr(lib, "nvmlDeviceGetGpuFabricInfo"):
             mod.__dict__["nvmlDeviceGetGpuFabricInfo"] = self.nvmlDeviceGetGpuFabricInfo
         for fn in _METHODS:
@@ -110,6 +119,14 @@ class Recording:
     def _device(self, fn: str) -> Callable[..., Any]:
         def call(h: Handle, *args: Any) -> Any:
             return self._call(h.data, fn, getattr(self.lib, fn), h.real, *args)
+
+        call.__name__ = fn
+        return call
+
+    def _by_args(self, fn: str) -> Callable[..., Any]:
+        def call(h: Handle, *args: Any) -> Any:
+            where = h.data.setdefault(fn, {})
+            return self._call(where, arg_key(args), getattr(self.lib, fn), h.real, *args)
 
         call.__name__ = fn
         return call

@@ -29,7 +29,7 @@ import ctypes
 import json
 import types
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 # System-level functions and functions of one device handle (physical GPU or MIG device)
 # whose answers are recorded (record.py) and replayed as is: one list each, so the two can
@@ -48,7 +48,20 @@ DEVICE_FUNCTIONS = (
     "nvmlDeviceGetAttributes",
     "nvmlDeviceGetGpuInstanceId",
     "nvmlDeviceGetComputeInstanceId",
+    # health (discovery/nvidia/health.py)
+    "nvmlDeviceGetRetiredPagesPendingStatus",
+    "nvmlDeviceGetRemappedRows",
+    "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlDeviceGetCurrentClocksThrottleReasons",
 )
+# Functions of a device handle whose answer depends on their other arguments: recorded per
+# argument list, ``{"<arg>,<arg>": answer}`` (``"nvmlDeviceGetNvLinkState": {"0": 1}``).
+ARG_FUNCTIONS = ("nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetNvLinkState")
+
+
+def arg_key(args: tuple[Any, ...]) -> str:
+    return ",".join(str(int(a)) for a in args)
+
 
 ERRORS = {
     "Uninitialized": (1, "Uninitialized"),
@@ -117,7 +130,7 @@ class Handle:
         self.parent = parent
 
 
-def _raise(name: str) -> None:
+def _raise(name: str) -> NoReturn:
     cls = ERROR_CLASSES.get(name, ERROR_CLASSES["Unknown"])
     raise cls(0)
 
@@ -176,6 +189,21 @@ class _Replay:
         def call(h: Handle, *args: Any) -> Any:
             self.need_init()
             return _answer(h.data, fn)
+
+        call.__name__ = fn
+        return call
+
+    def by_args(self, fn: str) -> Callable[..., Any]:
+        """The replayed ``fn(handle, *args)``: the answer recorded for those arguments."""
+
+        def call(h: Handle, *args: Any) -> Any:
+            self.need_init()
+            if "error" in h.data:
+                _raise(str(h.data["error"]))
+            answers = h.data.get(fn)
+            if not isinstance(answers, dict):
+                _raise("NotSupported")
+            return _answer(answers, arg_key(args))
 
         call.__name__ = fn
         return call
@@ -288,6 +316,8 @@ def build(recording: dict[str, Any]) -> types.ModuleType:
         mod.__dict__[fn] = replay.system(fn)
     for fn in DEVICE_FUNCTIONS:
         mod.__dict__[fn] = replay.device(fn)
+    for fn in ARG_FUNCTIONS:
+        mod.__dict__[fn] = replay.by_args(fn)
     for fn in _METHODS:
         mod.__dict__[fn] = getattr(replay, fn)
     return mod
@@ -337,6 +367,9 @@ _INT_FNS = (
     "nvmlDeviceGetVirtualizationMode",
     "nvmlDeviceGetGpuInstanceId",
     "nvmlDeviceGetComputeInstanceId",
+    "nvmlDeviceGetRetiredPagesPendingStatus",
+    "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlDeviceGetCurrentClocksThrottleReasons",
 )
 _PAIR_FNS = ("nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetMigMode")
 _STRUCT_FNS: dict[str, dict[str, type]] = {  # function -> members that must be present
@@ -373,6 +406,14 @@ def _check_profiles(where: str, v: Any, key: str) -> None:
             raise RecordingError(f"{where}.{k}: expected an object with an integer {key!r}")
 
 
+def _check_by_args(where: str, v: Any) -> None:
+    if not isinstance(v, dict) or len(v) > 256:
+        raise RecordingError(f"{where}: expected an object of answers by argument")
+    for k, x in v.items():
+        if not all(p.isdigit() for p in k.split(",")) or not (_is_int(x) or _is_error(x)):
+            raise RecordingError(f"{where}.{k}: expected an integer answer")
+
+
 def _check_device(where: str, d: Any, mig: bool) -> None:
     if not isinstance(d, dict):
         raise RecordingError(f"{where}: expected an object")
@@ -392,6 +433,12 @@ def _check_device(where: str, d: Any, mig: bool) -> None:
             isinstance(v, list) and len(v) == 2 and all(_is_int(x) for x in v)
         ):
             raise RecordingError(f"{at}: expected two integers")
+        if k == "nvmlDeviceGetRemappedRows" and not (
+            isinstance(v, list) and len(v) == 4 and all(_is_int(x) for x in v)
+        ):
+            raise RecordingError(f"{at}: expected four integers")
+        if k in ARG_FUNCTIONS:
+            _check_by_args(at, v)
         if k in _STRUCT_FNS:
             if not isinstance(v, dict):
                 raise RecordingError(f"{at}: expected an object")
