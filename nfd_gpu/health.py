@@ -139,16 +139,36 @@ class HealthTracker:
 
     def __init__(self, opts: HealthOptions | None = None) -> None:
         self.opts = opts or HealthOptions()
+        self.watching = False  # an XID watcher runs: its signal is read on NVIDIA GPUs
         self._held: dict[str, _Held] = {}
+        self._xids: dict[str, set[int]] = {}  # XIDs seen per GPU address, kept
+
+    def add_xid(self, address: str, xid: int) -> None:
+        """An XID event of the GPU at ``address``: a fault of it until it leaves the node."""
+        self._xids.setdefault(address, set()).add(xid)
 
     def apply(self, snap: Snapshot) -> Snapshot:
-        """The snapshot judged (:func:`judge`), with the held states."""
-        judged = judge_gpus(snap, self.opts)
+        """The snapshot with the XIDs seen, judged (:func:`judge`), with the held states."""
+        judged = judge_gpus(self._with_xids(snap), self.opts)
         gpus = tuple(self._one(g) for g in judged.gpus)
         present = {g.address for g in gpus}
         for gone in set(self._held) - present:
             del self._held[gone]
+        for gone in set(self._xids) - present:
+            del self._xids[gone]
         return dataclasses.replace(judged, gpus=gpus)
+
+    def _with_xids(self, snap: Snapshot) -> Snapshot:
+        if not self.watching:
+            return snap
+        gpus = []
+        for g in snap.gpus:
+            if g.vendor == "nvidia":
+                xids = sorted(self._xids.get(g.address, ()))
+                faults = tuple(HealthReason("xid", "nvml-events", x) for x in xids)
+                g = dataclasses.replace(g, health=g.health.read(("nvml.xid",), faults))
+            gpus.append(g)
+        return dataclasses.replace(snap, gpus=tuple(gpus))
 
     def _one(self, g: Gpu) -> Gpu:
         now = g.health

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
+from nfd_gpu.agent.health import AgentHealth
 from nfd_gpu.agent.logs import one_line, setup_logging
 from nfd_gpu.agent.outputs import build_sinks, sink_settings
 from nfd_gpu.agent.publish import Publisher
@@ -77,6 +78,7 @@ class Agent:
         self._done = threading.Event()  # run() has finished (the watchdog stands down)
         self._nvml: NvmlSession | None = None  # kept across passes (built on first use)
         self._nvml_state: tuple[str, str | None] = ("none", None)
+        self.health = AgentHealth(cfg)  # GPU health across passes, the XID watcher
 
     @property
     def sinks(self) -> list[Sink]:
@@ -144,6 +146,8 @@ class Agent:
         ):
             kwargs["nvidia_options"] = self._nvidia_options()
         kwargs["nvml"] = self._nvml_session()
+        kwargs["health"] = self.health.tracker
+        self.health.before_scan()
         rules = self.cfg.rules
         if rules is None and os.path.isdir(DEFAULT_RULES_DIR):
             rules = DEFAULT_RULES_DIR
@@ -151,7 +155,9 @@ class Agent:
             # One broken rule must not take the others (or the agent) down.
             kwargs["rules_path"] = rules
             kwargs["tolerant_rules"] = True
-        return self._scan(self.cfg.root, **kwargs)
+        result = self._scan(self.cfg.root, **kwargs)
+        self.health.after_scan(result)
+        return result
 
     def _nvml_session(self) -> NvmlSession:
         """One NVML session for the agent's life: NVML stays initialised between passes and
@@ -280,6 +286,7 @@ class Agent:
                 return
             self.publisher.sinks = sinks
         self.cfg = new
+        self.health.reload(new)  # held states stay
         setup_logging(new.log_format, new.log_level)
         log.info("configuration reloaded")
 
@@ -349,6 +356,7 @@ class Agent:
                 sink.close()
             if self._nvml is not None:
                 self._nvml.close()
+            self.health.stop()
             if self.metrics_server is not None:
                 self.metrics_server.stop()
         log.info("stopped after %d passes", self.passes)

@@ -130,6 +130,8 @@ UNAVAILABLE: dict[str, Unavailable] = {
             "gpu.feature.node.kubernetes.io/mig.*",
             "gpu.feature.node.kubernetes.io/nvidia.cuda.*",
             "gpu.feature.node.kubernetes.io/virtualization",  # procfs has no virtualization mode
+            # NVIDIA health signals (a lost GPU, ECC, row remapping, ...) are NVML's only
+            "gpu.feature.node.kubernetes.io/health*",
             # every nvidia.com key: a GPU NVML fails for (lost) makes the nvidia profile write
             # nothing, as GFD; without NVML the driver-bound GPUs get procfs facts
             "nvidia.com/*",

@@ -12,6 +12,7 @@ adapter treats like ``InvalidArgument``: profile not supported).
 
 from __future__ import annotations
 
+import ctypes
 import types
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from nfd_gpu.discovery.nvidia.replay import (
     ARG_FUNCTIONS,
     DEVICE_FUNCTIONS,
+    EVENT_FUNCTIONS,
     HANDLE_FUNCTIONS,
     SYSTEM_FUNCTIONS,
     arg_key,
@@ -76,6 +78,7 @@ class Recording:
     def __init__(self, lib: types.ModuleType) -> None:
         self.lib = lib
         self.data: dict[str, Any] = {}
+        self._handles: dict[int, Handle] = {}  # device index -> its wrapped handle
         self.module = self._build()
 
     def _call(self, where: dict[str, Any], key: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -106,6 +109,9 @@ class Recording:
             mod.__dict__["nvmlDeviceGetGpuFabricInfo"] = self.nvmlDeviceGetGpuFabricInfo
         for fn in _METHODS:
             mod.__dict__[fn] = getattr(self, fn)
+        if hasattr(lib, "nvmlEventSetWait"):
+            for fn in EVENT_FUNCTIONS:
+                mod.__dict__[fn] = getattr(self, fn)
         mod.__dict__["nvmlShutdown"] = lib.nvmlShutdown
         return mod
 
@@ -152,7 +158,8 @@ class Recording:
         except self.lib.NVMLError as exc:
             data[i]["error"] = error_name(exc)
             raise
-        return Handle(real, data[i])
+        self._handles[i] = Handle(real, data[i])
+        return self._handles[i]
 
     def nvmlDeviceGetMigDeviceHandleByIndex(self, h: Handle, j: int) -> Handle:
         migs: list[Any] = h.data.setdefault("migDevices", [])
@@ -202,6 +209,45 @@ class Recording:
             raise
         h.data[fn] = encode(getattr(ref, "_obj", ref))  # the struct NVML filled in
         return ret
+
+    # -- the event set: passed through, each delivered event recorded (replay.py _Events) --
+
+    def nvmlEventSetCreate(self) -> Any:
+        return self.lib.nvmlEventSetCreate()
+
+    def nvmlDeviceGetSupportedEventTypes(self, h: Handle) -> Any:
+        return self.lib.nvmlDeviceGetSupportedEventTypes(h.real)
+
+    def nvmlDeviceRegisterEvents(self, h: Handle, kinds: int, es: Any) -> Any:
+        return self.lib.nvmlDeviceRegisterEvents(h.real, kinds, es)
+
+    def nvmlEventSetWait(self, es: Any, timeout_ms: int) -> Any:
+        data = self.lib.nvmlEventSetWait(es, timeout_ms)
+        index = next((i for i, h in self._handles.items() if same(h.real, data.device)), None)
+        if index is not None:
+            event = {"device": index, "type": int(data.eventType), "data": int(data.eventData)}
+            self.data.setdefault("events", []).append(event)
+            return types.SimpleNamespace(
+                device=self._handles[index],
+                eventType=data.eventType,
+                eventData=data.eventData,
+                gpuInstanceId=getattr(data, "gpuInstanceId", 0xFFFFFFFF),
+                computeInstanceId=getattr(data, "computeInstanceId", 0xFFFFFFFF),
+            )
+        return data
+
+    def nvmlEventSetFree(self, es: Any) -> Any:
+        return self.lib.nvmlEventSetFree(es)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether two device handles are the same GPU: ctypes pointers compare by address."""
+    if a is b:
+        return True
+    try:
+        return bool(ctypes.cast(a, ctypes.c_void_p).value == ctypes.cast(b, ctypes.c_void_p).value)
+    except (TypeError, ctypes.ArgumentError):
+        return bool(a == b)
 
 
 # pynvml functions that are methods of Recording, always wrapped (the fabric info only

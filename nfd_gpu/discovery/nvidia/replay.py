@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import threading
 import types
 from collections.abc import Callable
 from typing import Any, ClassVar, NoReturn
@@ -70,6 +71,7 @@ ERRORS = {
     "NoPermission": (4, "Insufficient Permissions"),
     "NotFound": (6, "Not Found"),
     "DriverNotLoaded": (9, "Driver Not Loaded"),
+    "Timeout": (10, "Timeout"),
     "LibraryNotFound": (12, "NVML Shared Library Not Found"),
     "FunctionNotFound": (13, "Function Not Found"),
     "GpuIsLost": (15, "GPU is lost"),
@@ -281,6 +283,58 @@ class _Replay:
         return 0
 
 
+class _Events:
+    """The replayed event set: the recording's ``"events"`` (``{"device": <index>, "type":
+    <nvmlEventType bits>, "data": <XID>}``) delivered in order to the devices registered,
+    then waits that block for their timeout and raise ``Timeout``, as NVML's do."""
+
+    def __init__(self, replay: _Replay) -> None:
+        self.replay = replay
+        self.queue = list(replay.recording.get("events", []))
+        self.registered: set[int] = set()
+        self.idle = threading.Event()  # never set: a wait that lasts its timeout
+
+    def nvmlEventSetCreate(self) -> _Events:
+        self.replay.need_init()
+        return self
+
+    def nvmlDeviceGetSupportedEventTypes(self, h: Handle) -> int:
+        self.replay.need_init()
+        return 0x8 | 0x2 | 0x1  # XID critical, double and single bit ECC
+
+    def nvmlDeviceRegisterEvents(self, h: Handle, types: int, es: _Events) -> None:
+        self.replay.need_init()
+        if "error" in h.data:
+            _raise(str(h.data["error"]))
+        self.registered.add(self.replay.devices.index(h))
+
+    def nvmlEventSetWait(self, es: _Events, timeout_ms: int) -> Any:
+        self.replay.need_init()
+        while self.queue:
+            e = self.queue.pop(0)
+            if e["device"] in self.registered:
+                return types.SimpleNamespace(
+                    device=self.replay.devices[e["device"]],
+                    eventType=e["type"],
+                    eventData=e["data"],
+                    gpuInstanceId=0xFFFFFFFF,
+                    computeInstanceId=0xFFFFFFFF,
+                )
+        self.idle.wait(timeout_ms / 1000)
+        _raise("Timeout")
+
+    def nvmlEventSetFree(self, es: _Events) -> None:
+        self.replay.need_init()
+
+
+EVENT_FUNCTIONS = (
+    "nvmlEventSetCreate",
+    "nvmlDeviceGetSupportedEventTypes",
+    "nvmlDeviceRegisterEvents",
+    "nvmlEventSetWait",
+    "nvmlEventSetFree",
+)
+
 # pynvml functions of handles, MIG devices and GPU / compute instances that the replay (and
 # the recorder, record.py) implement one by one, besides the system and device ones above
 HANDLE_FUNCTIONS = (
@@ -320,6 +374,9 @@ def build(recording: dict[str, Any]) -> types.ModuleType:
         mod.__dict__[fn] = replay.by_args(fn)
     for fn in _METHODS:
         mod.__dict__[fn] = getattr(replay, fn)
+    events = _Events(replay)
+    for fn in EVENT_FUNCTIONS:
+        mod.__dict__[fn] = getattr(events, fn)
     return mod
 
 
@@ -354,6 +411,7 @@ def fill_struct(info: Any, values: dict[str, Any]) -> None:
 # Bounds of a recording: read through HostRoot (never more than this), then validated.
 MAX_RECORDING = 4 * 1024 * 1024
 MAX_DEVICES = 1024
+MAX_EVENTS = 10_000
 
 
 class RecordingError(ValueError):
@@ -484,7 +542,19 @@ def validate(recording: Any) -> dict[str, Any]:
         raise RecordingError("devices: expected a list of devices")
     for i, d in enumerate(devices):
         _check_device(f"devices[{i}]", d, False)
+    _check_events(recording.get("events", []), len(devices))
     return recording
+
+
+def _check_events(events: Any, devices: int) -> None:
+    if not isinstance(events, list) or len(events) > MAX_EVENTS:
+        raise RecordingError(f"events: expected a list of at most {MAX_EVENTS} events")
+    for i, e in enumerate(events):
+        ok = isinstance(e, dict) and all(_is_int(e.get(k)) for k in ("device", "type", "data"))
+        if not ok or e["device"] >= devices:
+            raise RecordingError(
+                f"events[{i}]: expected {{device: <index of a device>, type: <int>, data: <int>}}"
+            )
 
 
 def loads(data: bytes) -> types.ModuleType:
