@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from nfd_gpu.labels.validate import NAME_MAX, sanitize_value
-from nfd_gpu.model import Gpu, Snapshot
+from nfd_gpu.model import Gpu, HealthReason, Snapshot
 
 MIXED = "mixed"
 
@@ -244,10 +244,14 @@ def _runtime(snap: Snapshot) -> dict[str, str]:
     return out
 
 
+def reason_name(r: HealthReason) -> str:
+    """A fault's name in labels, features and metrics: its reason, an XID as ``xid-<code>``."""
+    return f"xid-{r.value}" if r.reason == "xid" else r.reason
+
+
 def reason_names(gpu: Gpu) -> list[str]:
-    """A GPU's counting faults, sorted, an XID as ``xid-<code>``: the ``health.reasons``."""
-    names = {f"xid-{r.value}" if r.reason == "xid" else r.reason for r in gpu.health.reasons}
-    return sorted(names)
+    """A GPU's counting faults, sorted: the ``health.reasons`` attribute."""
+    return sorted({reason_name(r) for r in gpu.health.reasons})
 
 
 def _health(snap: Snapshot) -> dict[str, str]:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from typing import Any
 
 from nfd_gpu.config import Config
 from nfd_gpu.discovery.nvidia.events import XidWatcher, library
 from nfd_gpu.health import HealthOptions, HealthTracker
 from nfd_gpu.scan import ScanResult
+from nfd_gpu.summary import reason_name
 
 log = logging.getLogger("nfd_gpu.agent")
 
@@ -71,8 +73,14 @@ class AgentHealth:
         self.tracker.watching = True
         log.info("XID watcher: watching NVML critical XID events")
 
-    def xid_counts(self) -> Counter[int]:
-        return Counter(self.watcher.counts) if self.watcher is not None else Counter()
+    def observe(self, metrics: Any, result: ScanResult) -> None:
+        """The pass's health metrics: each GPU's state and reasons, the XIDs by code."""
+        gpus = {
+            g.address: (g.health.state, {(reason_name(r), r.source) for r in g.health.reasons})
+            for g in result.snapshot.gpus
+        }
+        xids = Counter(self.watcher.counts) if self.watcher is not None else Counter()
+        metrics.health.observe(self.cfg.node_name or "", gpus, xids)
 
     def stop(self) -> None:
         if self.watcher is not None and not self.watcher.stop():

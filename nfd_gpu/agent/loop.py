@@ -216,6 +216,8 @@ class Agent:
                 log.info("NVIDIA facts from: %s%s", nvml.status, why)
             if self.metrics is not None:
                 self.metrics.observe_nvml(nvml.status)
+        if self.metrics is not None:
+            self.health.observe(self.metrics, result)
         if result.warnings != self._last_warnings:
             for w in result.warnings:
                 log.warning("scan: %s", w)
