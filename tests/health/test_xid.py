@@ -4,6 +4,12 @@ through the recorder and replayed again, handed to the agent's health between pa
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 from nfd_gpu import config
 from nfd_gpu.agent import Agent
@@ -83,8 +89,47 @@ def test_agent_starts_watcher_and_stops_it_within_shutdown_time() -> None:
     h = AgentHealth(cfg)
     h.after_scan(run_scan(root))
     assert h.watcher is not None and h.tracker.watching
-    assert h.watcher.stop(timeout=STOP_GRACE)  # the thread ended within STOP_GRACE
+    h.stop()  # returns at once; the thread ends after its wait or with the process
+    short = XidWatcher(replay.load(str(root / "nvml.json")), wait_ms=50)
+    assert short.start()
+    assert short.stop(timeout=STOP_GRACE)  # the loop ends after its current wait
     assert library(str(root)) is not None  # the fixture's recording
     oneshot = AgentHealth(config.load(env={}, flags={"root": str(root), "oneshot": True}))
     oneshot.after_scan(run_scan(root))
     assert oneshot.watcher is None  # one pass: nothing to watch between passes
+
+
+def test_agent_with_xid_watcher_exits_on_sigterm_within_grace(tmp_path: Path) -> None:
+    """The real agent, its watcher in a 30 s NVML event wait, ends on SIGTERM well within
+    STOP_GRACE (the watcher is a daemon thread; nothing waits for its wait)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NFD_GPU_", "POD_", "KUBE"))}
+    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
+    args = [
+        "--root", str(fixture_root("h100-xid-79")), "--features-dir", str(tmp_path),
+        "--log-format", "json", "--no-udev", "--interval", "300",
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nfd_gpu.cli", "run", *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    lines: list[str] = []
+    try:
+        assert proc.stderr is not None
+        while not any("XID watcher: watching" in ln for ln in lines):
+            line = proc.stderr.readline()
+            assert line, "".join(lines)
+            lines.append(line)
+        time.sleep(0.5)  # the watcher is in its event wait now
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert took < STOP_GRACE, f"SIGTERM took {took:.1f} s"
+    assert any(json.loads(ln)["msg"].startswith("stopped after") for ln in err.splitlines() if ln)

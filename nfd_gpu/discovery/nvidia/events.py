@@ -7,7 +7,8 @@ until an event or the timeout (``NVMLError_Timeout``), so an idle watcher wakes 
 ``timeout_ms`` (benchmarks/xid_watch.py measures what that costs). Each event is the GPU's
 PCI address and its XID (``eventData``; a double-bit ECC event counts as XID 48, which is
 what the driver logs for it). :meth:`XidWatcher.drain` hands the events over to the pass;
-:meth:`XidWatcher.stop` ends the thread within one timeout.
+:meth:`XidWatcher.stop` tells the thread to end after its current wait; the thread is
+a daemon, so the agent exits at once (within its STOP_GRACE) whatever NVML is doing.
 
 The library is the NVML the agent asks: ``<root>/nvml.json`` when the root has a recording
 (its ``"events"`` are replayed, replay.py), else pynvml (:func:`library`).
@@ -27,7 +28,10 @@ from nfd_gpu.discovery.nvidia.facts import NVML_RECORDING, normalize_bdf
 EVENT_XID = 0x8  # nvmlEventTypeXidCriticalError
 EVENT_DOUBLE_BIT_ECC = 0x2  # nvmlEventTypeDoubleBitEccError
 XID_DOUBLE_BIT_ECC = 48  # the XID the driver logs for a double-bit ECC error
-WAIT_MS = 2000  # one idle wake-up per 2 s; stop() returns within that (agent STOP_GRACE 4 s)
+# One idle wake-up per 30 s (each costs ~0.1 ms CPU on a busy VM: benchmarks/xid_watch.py).
+# An event ends the wait at once, so this is no delay; the thread is a daemon, so a wait in
+# progress never holds the agent's exit up (stop() does not wait for it).
+WAIT_MS = 30_000
 MAX_PENDING = 10_000  # events kept between two passes at most (a storm never grows memory)
 
 
@@ -128,14 +132,14 @@ class XidWatcher:
         finally:
             self.close()
 
-    def stop(self, timeout: float | None = None) -> bool:
-        """Stop the thread; True when it has ended within ``timeout`` (default one wait
-        and a half)."""
+    def stop(self, timeout: float = 0.5) -> bool:
+        """Tell the thread to end after its current wait; True when it ended within
+        ``timeout`` (else it is still in ``nvmlEventSetWait`` and ends with the process)."""
         self._stop.set()
         t = self._thread
         if t is None:
             return True
-        t.join(self.wait_ms / 1000 * 1.5 if timeout is None else timeout)
+        t.join(timeout)
         return not t.is_alive()
 
     def close(self) -> None:
