@@ -75,9 +75,8 @@ def main() -> None:
             runs[name].append(fn(a.seconds, a.wait_ms) / a.seconds * 60 * 1000)
     print(f"idle CPU, ms per minute (median of {a.rounds} x {a.seconds:g} s, wait {a.wait_ms} ms):")
     for name, vals in runs.items():
-        print(
-            f"  {name:24s} {statistics.median(vals):7.3f}   rounds: {', '.join(f'{v:.3f}' for v in vals)}"
-        )
+        rounds = ", ".join(f"{v:.3f}" for v in vals)
+        print(f"  {name:24s} {statistics.median(vals):7.3f}   rounds: {rounds}")
 
 
 if __name__ == "__main__":
