@@ -135,13 +135,16 @@ class HealthTracker:
     """The agent's health across passes: a state that gets worse shows at once; one that
     gets better shows only after ``hold_passes`` passes in a row read at least that good
     (so a fault that toggles keeps its state). A pass that could read nothing (``unknown``)
-    neither clears nor changes a held state. Keyed by PCI address."""
+    neither clears nor changes a held state. Keyed by PCI address. A GPU seen on an earlier
+    pass that is gone is ``lost`` (``Snapshot.lost_gpus``) until it comes back or the agent
+    restarts."""
 
     def __init__(self, opts: HealthOptions | None = None) -> None:
         self.opts = opts or HealthOptions()
         self.watching = False  # an XID watcher runs: its signal is read on NVIDIA GPUs
         self._held: dict[str, _Held] = {}
         self._xids: dict[str, set[int]] = {}  # XIDs seen per GPU address, kept
+        self._seen: set[str] = set()  # every GPU address seen since the agent started
 
     def add_xid(self, address: str, xid: int) -> None:
         """An XID event of the GPU at ``address``: a fault of it until it leaves the node."""
@@ -156,7 +159,9 @@ class HealthTracker:
             del self._held[gone]
         for gone in set(self._xids) - present:
             del self._xids[gone]
-        return dataclasses.replace(judged, gpus=gpus)
+        self._seen |= present
+        lost = tuple(sorted(self._seen - present)) if snap.gpus or self._seen else ()
+        return dataclasses.replace(judged, gpus=gpus, lost_gpus=lost)
 
     def _with_xids(self, snap: Snapshot) -> Snapshot:
         if not self.watching:

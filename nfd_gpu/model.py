@@ -335,6 +335,9 @@ class Snapshot:
     warnings: tuple[str, ...] = ()
     vgpu_types: tuple[VgpuType, ...] = ()
     runtime: Runtime | None = None
+    # PCI addresses of GPUs the agent saw on earlier passes that are gone (fell off the
+    # bus): failed GPUs of the node (nfd_gpu.health.HealthTracker, docs/health.md)
+    lost_gpus: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -360,6 +363,7 @@ class Snapshot:
             warnings=tuple(d.get("warnings", ())),
             vgpu_types=tuple(_load(VgpuType, x) for x in d.get("vgpu_types", ())),
             runtime=_load_runtime(d.get("runtime")),
+            lost_gpus=tuple(d.get("lost_gpus", ())),
         )
 
     @classmethod

@@ -255,9 +255,11 @@ def reason_names(gpu: Gpu) -> list[str]:
 
 
 def _health(snap: Snapshot) -> dict[str, str]:
-    """``health`` (the worst GPU's state; none when every GPU is unknown) and the counts of
-    ``failed`` / ``degraded`` GPUs (when not 0); states judged by nfd_gpu.health."""
+    """``health`` (the worst GPU's state; none when every GPU is unknown), the counts of
+    ``failed`` / ``degraded`` GPUs (when not 0), ``health.lost.count`` (GPUs gone since the
+    agent saw them, counted as failed); states judged by nfd_gpu.health."""
     states = Counter(g.health.state for g in snap.gpus)
+    states["failed"] += len(snap.lost_gpus)
     for state in ("failed", "degraded", "ok"):
         if states[state]:
             out = {"health": state}
@@ -267,6 +269,8 @@ def _health(snap: Snapshot) -> dict[str, str]:
     for state in ("failed", "degraded"):
         if states[state]:
             out[f"health.{state}.count"] = str(states[state])
+    if snap.lost_gpus:
+        out["health.lost.count"] = str(len(snap.lost_gpus))
     return out
 
 

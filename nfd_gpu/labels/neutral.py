@@ -134,6 +134,13 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
     ),
     LabelDoc("health.failed.count", "integer", "GPUs whose health is `failed` (when not 0)."),
     LabelDoc("health.degraded.count", "integer", "GPUs whose health is `degraded` (when not 0)."),
+    LabelDoc(
+        "health.lost.count",
+        "integer",
+        "GPUs the agent saw on an earlier pass that are gone from the node (fell off the "
+        "bus), until they return or the agent restarts; counted in `health.failed.count` "
+        "(agent only; when not 0).",
+    ),
 )
 
 

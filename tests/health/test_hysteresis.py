@@ -81,3 +81,22 @@ def test_bad_health_setting_is_one_line() -> None:
         HealthOptions.from_settings(3, ["x13"], 1, 0)
     with pytest.raises(ValueError, match="health_hold_passes"):
         HealthOptions.from_settings(2.5, [], 1, 0)
+
+
+def test_gpu_gone_from_the_bus_is_lost_until_it_returns(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    shutil.copytree(fixture_root("h100-aer-fatal"), root, symlinks=True)
+    _fatal(root, 0)
+    agent = _agent(root, 2)
+    assert agent.scan().labels[f"{G}/health"] == "ok"
+    link = root / "sys/bus/pci/devices/0000:2a:00.0"
+    target = link.readlink()
+    link.unlink()  # the second GPU falls off the bus
+    labels = agent.scan().labels
+    assert labels[f"{G}/count"] == "1"
+    assert labels[f"{G}/health"] == "failed"
+    assert labels[f"{G}/health.failed.count"] == "1"
+    assert labels[f"{G}/health.lost.count"] == "1"
+    link.symlink_to(target)  # back (reset, rescan)
+    labels = agent.scan().labels
+    assert labels[f"{G}/health"] == "ok" and f"{G}/health.lost.count" not in labels
