@@ -147,18 +147,16 @@ class HealthTracker:
         self._seen: set[str] = set()  # every GPU address seen since the agent started
 
     def add_xid(self, address: str, xid: int) -> None:
-        """An XID event of the GPU at ``address``: a fault of it until it leaves the node."""
+        """An XID event of the GPU at ``address``: a fault of it until the agent restarts."""
         self._xids.setdefault(address, set()).add(xid)
 
     def apply(self, snap: Snapshot) -> Snapshot:
         """The snapshot with the XIDs seen, judged (:func:`judge`), with the held states."""
         judged = judge_gpus(self._with_xids(snap), self.opts)
         gpus = tuple(self._one(g) for g in judged.gpus)
+        # a GPU that is gone keeps its held state and XIDs (a pass that missed it, e.g. an
+        # incomplete listing, must not reset them); the memory is one entry per address seen
         present = {g.address for g in gpus}
-        for gone in set(self._held) - present:
-            del self._held[gone]
-        for gone in set(self._xids) - present:
-            del self._xids[gone]
         self._seen |= present
         lost = tuple(sorted(self._seen - present)) if snap.gpus or self._seen else ()
         return dataclasses.replace(judged, gpus=gpus, lost_gpus=lost)

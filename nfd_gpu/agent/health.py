@@ -2,7 +2,7 @@
 
 Each pass hands the XIDs the watcher read since the last one to the tracker
 (:meth:`AgentHealth.tracker`, passed to ``run_scan``), which holds them as faults of their
-GPU until the agent restarts or the GPU leaves the node (docs/health.md "Clearing"). The
+GPU until the agent restarts (docs/health.md "Clearing"). The
 watcher starts after the first pass that found NVIDIA GPUs (never with ``--nvml off`` or
 ``--oneshot``) and never holds the agent's exit up (a daemon thread in an NVML wait).
 """
