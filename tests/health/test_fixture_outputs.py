@@ -76,3 +76,12 @@ def test_signals_read_are_in_the_json() -> None:
         "nvml.row-remap", "sysfs.pcie-link",
     )  # fmt: skip
     assert g.health.state == "ok"
+
+
+def test_no_signal_is_unknown_and_no_label() -> None:
+    """A VF guest whose GPU shows no link, no AER, no NVML: every GPU unknown, no label."""
+    res = run_scan(fixture_root("mi300x-vf-guest"))
+    assert res.snapshot.gpus and all(g.health.state == "unknown" for g in res.snapshot.gpus)
+    assert not any(k.startswith(f"{G}/health") for k in res.labels)
+    elements = res.features["instances"]["gpu.device"]["elements"]
+    assert all(e["attributes"]["health"] == "unknown" for e in elements)
