@@ -135,16 +135,17 @@ class HealthTracker:
     """The agent's health across passes: a state that gets worse shows at once; one that
     gets better shows only after ``hold_passes`` passes in a row read at least that good
     (so a fault that toggles keeps its state). A pass that could read nothing (``unknown``)
-    neither clears nor changes a held state. Keyed by PCI address. A GPU seen on an earlier
-    pass that is gone is ``lost`` (``Snapshot.lost_gpus``) until it comes back or the agent
-    restarts."""
+    neither clears nor changes a held state. Keyed by PCI address. A GPU of the agent's
+    first pass (what the node had at start) that is gone is ``lost``
+    (``Snapshot.lost_gpus``) until it comes back or the agent restarts; one added later
+    and removed again is not."""
 
     def __init__(self, opts: HealthOptions | None = None) -> None:
         self.opts = opts or HealthOptions()
         self.watching = False  # an XID watcher runs: its signal is read on NVIDIA GPUs
         self._held: dict[str, _Held] = {}
         self._xids: dict[str, set[int]] = {}  # XIDs seen per GPU address, kept
-        self._seen: set[str] = set()  # every GPU address seen since the agent started
+        self._boot: set[str] | None = None  # the GPU addresses of the agent's first pass
 
     def add_xid(self, address: str, xid: int) -> None:
         """An XID event of the GPU at ``address``: a fault of it until the agent restarts."""
@@ -157,8 +158,9 @@ class HealthTracker:
         # a GPU that is gone keeps its held state and XIDs (a pass that missed it, e.g. an
         # incomplete listing, must not reset them); the memory is one entry per address seen
         present = {g.address for g in gpus}
-        self._seen |= present
-        lost = tuple(sorted(self._seen - present)) if snap.gpus or self._seen else ()
+        if self._boot is None:
+            self._boot = present
+        lost = tuple(sorted(self._boot - present))
         return dataclasses.replace(judged, gpus=gpus, lost_gpus=lost)
 
     def _with_xids(self, snap: Snapshot) -> Snapshot:

@@ -335,7 +335,7 @@ class Snapshot:
     warnings: tuple[str, ...] = ()
     vgpu_types: tuple[VgpuType, ...] = ()
     runtime: Runtime | None = None
-    # PCI addresses of GPUs the agent saw on earlier passes that are gone (fell off the
+    # PCI addresses of GPUs the agent found on its first pass that are gone (fell off the
     # bus): failed GPUs of the node (nfd_gpu.health.HealthTracker, docs/health.md)
     lost_gpus: tuple[str, ...] = ()
 

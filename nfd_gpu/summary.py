@@ -256,8 +256,8 @@ def reason_names(gpu: Gpu) -> list[str]:
 
 def _health(snap: Snapshot) -> dict[str, str]:
     """``health`` (the worst GPU's state; none when every GPU is unknown), the counts of
-    ``failed`` / ``degraded`` GPUs (when not 0), ``health.lost.count`` (GPUs gone since the
-    agent saw them, counted as failed); states judged by nfd_gpu.health."""
+    ``failed`` / ``degraded`` GPUs (when not 0), ``health.lost.count`` (GPUs of the agent's
+    first pass that are gone, counted as failed); states judged by nfd_gpu.health."""
     states = Counter(g.health.state for g in snap.gpus)
     states["failed"] += len(snap.lost_gpus)
     for state in ("failed", "degraded", "ok"):

@@ -137,8 +137,8 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
     LabelDoc(
         "health.lost.count",
         "integer",
-        "GPUs the agent saw on an earlier pass that are gone from the node (fell off the "
-        "bus), until they return or the agent restarts; counted in `health.failed.count` "
+        "GPUs of the agent's first pass that are gone from the node (fell off the bus), "
+        "until they return or the agent restarts; counted in `health.failed.count` "
         "(agent only; when not 0).",
     ),
 )
