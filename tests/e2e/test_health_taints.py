@@ -29,7 +29,7 @@ def _taints(cluster: Cluster, node: str) -> list[dict[str, str]]:
 def test_failed_gpu_taints_node_and_recovery_removes_it(
     kube_cluster: Cluster,
     nfd_master: Proc,
-    agent_sa: dict[str, Any],
+    agent_sa: dict[str, Any],  # its namespace (nfd-gpu) holds the NodeFeature
     make_node: Callable[[str], Obj],
     tmp_path: Path,
 ) -> None:
@@ -42,7 +42,8 @@ def test_failed_gpu_taints_node_and_recovery_removes_it(
 
     def publish(fatal: int) -> None:
         (root / AER).write_text(f"Undefined 0\nSDES {fatal}\nTOTAL_ERR_FATAL {fatal}\n")
-        nfd_gpu(*nodefeature_oneshot_args(str(root), node, NS, agent_sa["kubeconfig"]))
+        # as the admin: the agent's service account stays for the tests that audit its requests
+        nfd_gpu(*nodefeature_oneshot_args(str(root), node, NS, kube_cluster.admin_kubeconfig))
 
     def why() -> str:
         return f"taints: {_taints(kube_cluster, node)}\nnfd-master:\n{nfd_master.log()}"
