@@ -59,3 +59,15 @@ def test_snapshot_copies_the_health_files(tmp_path: Path) -> None:
         got = run_scan(dest)
         assert [g.health for g in got.snapshot.gpus] == [g.health for g in want.snapshot.gpus]
         assert got.labels["gpu.feature.node.kubernetes.io/health"] == "failed"
+
+
+def test_snapshot_records_the_xid_event_stream(tmp_path: Path) -> None:
+    source = json.loads((fixture_root("h100-xid-48") / "nvml.json").read_text())
+    dest = tmp_path / "snap"
+    take_snapshot(dest, fixture_root("h100-xid-48"), nvml_lib=replay.build(source), xid_seconds=0.3)
+    recorded = json.loads((dest / "nvml.json").read_text())
+    assert recorded["events"] == source["events"]
+    for key in HEALTH_KEYS[:-1]:  # the watcher's calls kept what the scan recorded
+        assert recorded["devices"][1][key] == source["devices"][1][key], key
+    links = recorded["devices"][1]["nvmlDeviceGetNvLinkState"]
+    assert links.items() <= source["devices"][1]["nvmlDeviceGetNvLinkState"].items()

@@ -145,8 +145,11 @@ class Recording:
             raise
 
     def nvmlDeviceGetCount(self) -> int:
+        """The count; a later call (the XID watcher's) keeps what was recorded."""
         n = int(self.lib.nvmlDeviceGetCount())
-        self.data["devices"] = [{} for _ in range(n)]
+        devices = self.data.setdefault("devices", [])
+        del devices[n:]
+        devices.extend({} for _ in range(n - len(devices)))
         return n
 
     def nvmlDeviceGetHandleByIndex(self, i: int) -> Handle:
