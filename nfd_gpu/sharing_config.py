@@ -41,9 +41,15 @@ def _block(path: str, key: str, block: object) -> tuple[dict[str, int], bool]:
         where = f"{path}: sharing.{key}.resources[{i}]"
         if not isinstance(r, dict) or not isinstance(r.get("name"), str):
             raise ValueError(f"{where}: expected name and replicas")
-        n = r.get("replicas", 0)
-        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-            raise ValueError(f"{where}.replicas: expected a non-negative integer")
+        # GFD rejects the whole file for a resource without replicas or with fewer than 2
+        # (device plugin api/config/v1/replicas.go:246,254, v0.19.0)
+        if "replicas" not in r:
+            raise ValueError(f"{where}: no replicas specified")
+        n = r["replicas"]
+        if not isinstance(n, int) or isinstance(n, bool):
+            raise ValueError(f"{where}.replicas: expected an integer")
+        if n < 2:
+            raise ValueError(f"{where}.replicas: {n}: number of replicas must be >= 2")
         replicas[r["name"]] = n
     return replicas, bool(block.get("renameByDefault", False))
 
@@ -81,7 +87,7 @@ def load_sharing_config(
 
     # The device plugin's api/config/v1/sharing.go: the strategy is MPS when the mps block
     # has replicas > 1, else time-slicing when that block has; the replicas are the mps
-    # block's whenever it exists (an unreplicated mps block gives 1 replica, no -SHARED).
+    # block's whenever it exists.
     def replicated(name: str) -> bool:
         return name in found and any(n > 1 for n in found[name][0].values())
 

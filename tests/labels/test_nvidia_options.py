@@ -69,6 +69,9 @@ def test_reference_config_example_loads() -> None:
         ("- a\n", "mapping"),
         ("flags: {migStrategy: double}\n", "flags.migStrategy"),
         ("sharing: {timeSlicing: {resources: [{name: x, replicas: -1}]}}\n", "replicas"),
+        # rejected as GFD does (device plugin api/config/v1/replicas.go)
+        ("sharing: {mps: {resources: [{name: x, replicas: 1}]}}\n", "must be >= 2"),
+        ("sharing: {timeSlicing: {resources: [{name: x}]}}\n", "no replicas specified"),
         ("sharing: [\n", "not YAML"),
     ],
 )
