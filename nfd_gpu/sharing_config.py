@@ -3,7 +3,7 @@ profile's options.
 
 The file is configuration input: ``nfd-gpu scan`` reads it once, the agent every pass (a bad
 file is a warning there). The label code gets only the typed result,
-:class:`~nfd_gpu.labels.nvidia.NvidiaOptions`.
+:class:`~nfd_gpu.labels.nvidia.NvidiaOptions`, built by :func:`nvidia_options` for both.
 """
 
 from __future__ import annotations
@@ -70,7 +70,10 @@ def load_sharing_config(
     flags = doc.get("flags") or {}
     if not isinstance(flags, dict):
         raise ValueError(f"{path}: flags: expected a mapping")
-    strat = mig_strategy or flags.get("migStrategy") or "none"
+    # GFD's precedence (api/config/v1/flags.go updateFromCLIFlag: a flag or variable that is
+    # set applies, whatever its value), then the file, then the default
+    strat = mig_strategy if mig_strategy is not None else flags.get("migStrategy")
+    strat = strat or NvidiaOptions.mig_strategy
     if strat not in MIG_STRATEGIES:
         gfd = GFD_MIG_STRATEGIES
         raise ValueError(
@@ -97,3 +100,19 @@ def load_sharing_config(
         return NvidiaOptions(mig_strategy=strat, timestamp=timestamp)
     replicas, rename = found[active]
     return NvidiaOptions(strat, strategy_name, replicas, rename, timestamp)
+
+
+def nvidia_options(
+    mig_strategy: str | None = None, sharing_config: str | None = None, timestamp: int | None = None
+) -> NvidiaOptions:
+    """The nvidia profile's options from its settings, for ``scan`` and the agent alike.
+
+    ``mig_strategy`` None: not given (flag, ``NFD_GPU_MIG_STRATEGY`` or config file); then
+    the sharing config's ``flags.migStrategy`` decides, else the default (``none``, GFD's).
+    A given strategy wins over the file whatever its value, as in GFD. Raises
+    ``ValueError`` (one line) for an unknown strategy or a bad sharing config."""
+    if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES:
+        raise ValueError(f"mig strategy {mig_strategy!r}: expected {', '.join(MIG_STRATEGIES)}")
+    if sharing_config is None:
+        return NvidiaOptions(mig_strategy or NvidiaOptions.mig_strategy, timestamp=timestamp)
+    return load_sharing_config(sharing_config, mig_strategy, timestamp)

@@ -30,13 +30,11 @@ from nfd_gpu.discovery.nvidia.session import NvmlSession
 from nfd_gpu.labels.nvidia import NvidiaOptions
 from nfd_gpu.metrics import MetricsServer
 from nfd_gpu.scan import ScanResult, run_scan
-from nfd_gpu.sharing_config import load_sharing_config
+from nfd_gpu.sharing_config import nvidia_options
 from nfd_gpu.sinks import Publication, Sink, SinkError
 
 # SIGTERM/SIGINT: the process ends within this many seconds, whatever it is waiting for.
 STOP_GRACE = 4.0
-
-DEFAULT_MIG_STRATEGY = NvidiaOptions.mig_strategy  # none: GFD's
 
 log = logging.getLogger("nfd_gpu.agent")  # one logger for the agent's lines (docs/operations.md)
 
@@ -138,9 +136,7 @@ class Agent:
         if self.cfg.profile_options:
             kwargs["profile_options"] = self.cfg.profile_options
         if "nvidia" in self.cfg.profiles and (
-            self.cfg.mig_strategy != DEFAULT_MIG_STRATEGY
-            or self.cfg.sharing_config
-            or self.cfg.gfd_timestamp
+            self.cfg.mig_strategy is not None or self.cfg.sharing_config or self.cfg.gfd_timestamp
         ):
             kwargs["nvidia_options"] = self._nvidia_options()
         kwargs["nvml"] = self._nvml_session()
@@ -166,15 +162,12 @@ class Agent:
         """MIG strategy and sharing config; the file is re-read every pass (a bad one warns).
 
         ``gfd.timestamp`` (``gfd_timestamp``) is the agent's start time, the same every pass."""
-        # the default leaves the choice to the sharing config's flags.migStrategy
-        strategy = self.cfg.mig_strategy if self.cfg.mig_strategy != DEFAULT_MIG_STRATEGY else None
         stamp = self.started if self.cfg.gfd_timestamp else None
-        if self.cfg.sharing_config:
-            try:
-                return load_sharing_config(self.cfg.sharing_config, strategy, stamp)
-            except ValueError as exc:
-                log.warning("sharing config ignored: %s", exc)
-        return NvidiaOptions(mig_strategy=self.cfg.mig_strategy, timestamp=stamp)
+        try:
+            return nvidia_options(self.cfg.mig_strategy, self.cfg.sharing_config, stamp)
+        except ValueError as exc:
+            log.warning("sharing config ignored: %s", exc)
+        return nvidia_options(self.cfg.mig_strategy, None, stamp)
 
     def run_pass(self) -> bool:
         """Scan and publish once. True when every sink holds a complete scan's result.
