@@ -60,7 +60,8 @@ def load_sharing_config(
     """:class:`NvidiaOptions` from a device-plugin / GFD config file (YAML or JSON, ``v1``).
 
     Reads ``sharing.timeSlicing`` / ``sharing.mps`` (``renameByDefault``, ``resources``:
-    ``name`` + ``replicas``) and ``flags.migStrategy``; ``mig_strategy`` (a flag or the
+    ``name`` + ``replicas``), ``flags.migStrategy``, ``flags.failOnInitError`` and
+    ``flags.deviceDiscoveryStrategy`` (auto / nvml); ``mig_strategy`` (a flag or the
     environment) wins over the file. Raises ``ValueError`` with a one-line message.
     """
     doc = _read(path)
@@ -96,10 +97,35 @@ def load_sharing_config(
 
     active = "mps" if "mps" in found else "time-slicing"
     strategy_name = next((n for n in ("mps", "time-slicing") if replicated(n)), "")
+    fail = _fail_on_init_error(path, flags)
     if not strategy_name or active not in found:
-        return NvidiaOptions(mig_strategy=strat, timestamp=timestamp)
+        return NvidiaOptions(mig_strategy=strat, timestamp=timestamp, fail_on_init_error=fail)
     replicas, rename = found[active]
-    return NvidiaOptions(strat, strategy_name, replicas, rename, timestamp)
+    return NvidiaOptions(strat, strategy_name, replicas, rename, timestamp, fail)
+
+
+# flags.deviceDiscoveryStrategy values GFD accepts (cmd/gpu-feature-discovery/main.go
+# validateFlags); nfd-gpu finds GPUs as auto / nvml do: tegra (Jetson, CUDA's device list)
+# and vfio (passed-through GPUs named from PCI) are refused, never labelled otherwise
+DISCOVERY_STRATEGIES = ("auto", "nvml", "tegra", "vfio")
+SUPPORTED_DISCOVERY = ("auto", "nvml")
+
+
+def _fail_on_init_error(path: str, flags: dict[str, Any]) -> bool:
+    """GFD's ``flags.failOnInitError`` (default true), after checking the file's
+    ``flags.deviceDiscoveryStrategy``."""
+    found = flags.get("deviceDiscoveryStrategy", "auto")
+    if found not in DISCOVERY_STRATEGIES:
+        raise ValueError(f"{path}: flags.deviceDiscoveryStrategy: invalid option {found!r}")
+    if found not in SUPPORTED_DISCOVERY:
+        raise ValueError(
+            f"{path}: flags.deviceDiscoveryStrategy: {found} is not supported (nfd-gpu "
+            "discovers as auto/nvml; docs/migration.md)"
+        )
+    fail = flags.get("failOnInitError", True)
+    if not isinstance(fail, bool):
+        raise ValueError(f"{path}: flags.failOnInitError: expected true or false")
+    return fail
 
 
 def nvidia_options(

@@ -6,7 +6,10 @@ NVML recording are not judged: GFD needs NVML answers (docs/migration.md)."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -76,6 +79,71 @@ def _flags(strategy: str, sharing: Path | None) -> tuple[list[str], list[str]]:
 def test_gfd_judges_fixture(name: str, strategy: str, sharing: Path | None) -> None:
     gfd, mine = _flags(strategy, sharing)
     judge_case(fixture_root(name), gfd, mine)
+
+
+REJECTED = sorted((FIXTURES.parent / "sharing-rejected").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("config", REJECTED, ids=lambda p: p.stem)
+@pytest.mark.parametrize("name", JUDGED)
+def test_gfd_judges_rejected_config(name: str, config: Path) -> None:
+    # GFD refuses the file and writes nothing; nfd-gpu's scan refuses it (exit 2)
+    judge_case(fixture_root(name), [f"--config-file={config}"], ["--sharing-config", str(config)])
+
+
+def _copy(tmp_path: Path, name: str, **recording: object) -> tuple[Path, dict[str, Any]]:
+    root = tmp_path / name
+    shutil.copytree(fixture_root(name), root, symlinks=True)
+    rec = {**json.loads((root / "nvml.json").read_text()), **recording}
+    (root / "nvml.json").write_text(json.dumps(rec))
+    return root, rec
+
+
+GFD_FLAGS = """version: v1
+flags:
+  migStrategy: {strategy}
+  failOnInitError: {fail}
+  deviceDiscoveryStrategy: nvml
+  gfd:
+    noTimestamp: true
+    sleepInterval: 30s
+    oneshot: true
+"""
+
+
+@pytest.mark.parametrize("fail", ["true", "false"])
+@pytest.mark.parametrize("error", ["DriverNotLoaded", "LibRmVersionMismatch"])
+def test_gfd_judges_init_failure(tmp_path: Path, error: str, fail: str) -> None:
+    # NVML present but nvmlInit fails: GFD writes nothing (failOnInitError, its default)
+    # or, with failOnInitError false, gfd.timestamp and the vGPU labels only
+    root, _ = _copy(tmp_path, "nvidia-vgpu-guest", nvmlInit={"error": error})
+    cfg = tmp_path / "gfd.yaml"
+    cfg.write_text(GFD_FLAGS.format(strategy="none", fail=fail))
+    judge_case(root, [f"--config-file={cfg}"], ["--sharing-config", str(cfg)])
+    judge_case(root, [], [])
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("name", JUDGED)
+def test_gfd_judges_config_file_flags(tmp_path: Path, name: str, strategy: str) -> None:
+    # GFD's own flags in its config file: migStrategy, failOnInitError,
+    # deviceDiscoveryStrategy and flags.gfd.* (the rest change no label)
+    cfg = tmp_path / "gfd.yaml"
+    cfg.write_text(GFD_FLAGS.format(strategy=strategy, fail="false"))
+    judge_case(fixture_root(name), [f"--config-file={cfg}"], ["--sharing-config", str(cfg)])
+
+
+def test_gfd_judges_dgx_display(tmp_path: Path) -> None:
+    # A DGX Station's display GPU (NVML name "NVIDIA DGX Display"): go-nvlib skips it, so
+    # GFD counts and labels only the A100 (a100-t4 with the T4 answering as that GPU)
+    root, rec = _copy(tmp_path, "a100-t4")
+    devices = rec["devices"]
+    next(d for d in devices if "T4" in d["nvmlDeviceGetName"])["nvmlDeviceGetName"] = (
+        "NVIDIA DGX Display"
+    )
+    (root / "nvml.json").write_text(json.dumps(rec))
+    judge_case(root, [], [])
+    assert ours(root, [], False)["nvidia.com/gpu.count"] == "1"
 
 
 def test_gfd_judged_count() -> None:

@@ -119,14 +119,20 @@ def init(lib: ModuleType) -> str | None:
     return None
 
 
+class InitFailed(Exception):
+    """``nvmlInit`` failed although the library is there (the message says why)."""
+
+
 def query(lib: ModuleType | None = None) -> NvidiaFacts | None:
-    """Everything NVML says, or None when ``nvmlInit`` fails (init, collect, shutdown)."""
+    """Everything NVML says (init, collect, shutdown); None without the library. Raises
+    :class:`InitFailed` when ``nvmlInit`` fails."""
     if lib is None:
         lib = load_library()
         if lib is None:
             return None
-    if init(lib) is not None:
-        return None
+    why = init(lib)
+    if why is not None:
+        raise InitFailed(why)
     try:
         return collect(lib)
     except lib.NVMLError as exc:
