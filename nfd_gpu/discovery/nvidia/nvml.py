@@ -110,29 +110,39 @@ class _Gpu:
             raise
 
 
+class InitFailed(Exception):
+    """``nvmlInit`` failed although libnvidia-ml is there (the message says why)."""
+
+
+# pynvml's error classes that mean "no libnvidia-ml here" (no driver userspace in this
+# container), as opposed to a library that is there and fails to start
+_NO_LIBRARY = ("NVMLError_LibraryNotFound", "NVMLError_FunctionNotFound")
+
+
 def init(lib: ModuleType) -> str | None:
-    """``nvmlInit``; None when it succeeded, else why not (one line)."""
+    """``nvmlInit``; None when it succeeded, else why not (one line) when the library is
+    missing. Raises :class:`InitFailed` when it is there and fails (driver not loaded, a
+    library and kernel module of different versions)."""
     try:
         lib.nvmlInit()
-    except Exception as exc:  # library missing, driver not loaded, mismatch
-        return " ".join(str(exc).split()) or type(exc).__name__
+    except Exception as exc:
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        nvml_error = isinstance(exc, getattr(lib, "NVMLError", ()))
+        if nvml_error and not any(c.__name__ in _NO_LIBRARY for c in type(exc).__mro__):
+            raise InitFailed(why) from None
+        return why
     return None
-
-
-class InitFailed(Exception):
-    """``nvmlInit`` failed although the library is there (the message says why)."""
 
 
 def query(lib: ModuleType | None = None) -> NvidiaFacts | None:
     """Everything NVML says (init, collect, shutdown); None without the library. Raises
-    :class:`InitFailed` when ``nvmlInit`` fails."""
+    :class:`InitFailed` when ``nvmlInit`` fails with the library there."""
     if lib is None:
         lib = load_library()
         if lib is None:
             return None
-    why = init(lib)
-    if why is not None:
-        raise InitFailed(why)
+    if init(lib) is not None:
+        return None
     try:
         return collect(lib)
     except lib.NVMLError as exc:

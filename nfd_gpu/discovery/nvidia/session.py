@@ -117,9 +117,11 @@ class NvmlSession:
             lib = self._explicit or nvml.load_library()
             if lib is None:
                 return self._unavailable(host, procfs, "pynvml cannot be imported")
-            why = nvml.init(lib)
+            try:
+                why = nvml.init(lib)
+            except nvml.InitFailed as exc:
+                self.init_error = why = str(exc)
             if why is not None:
-                self.init_error = why
                 return self._unavailable(host, procfs, f"nvmlInit: {why}")
             self._lib = lib
         try:
