@@ -249,6 +249,8 @@ def take_snapshot(
         if rel == NVML_RECORDING:
             continue
         copier.copy(rel)
+    for rel in _peer_pci_files(copier):
+        copier.copy(rel)
     _copy_pci_ids(copier, report)
 
     nvml_path = copier.dst(NVML_RECORDING)
@@ -264,6 +266,22 @@ def take_snapshot(
 
     _write_json(copier.dst(MANIFEST), _manifest(root_s, snap, report))
     return report
+
+
+# Files of each PCI function that the peers' sysfs readers read besides what nfd-gpu's scan
+# reads (NFD's pci source: class, vendor, device, subsystem_*; GFD's nvpci: also resource
+# and the config space, whose first 64 bytes any user can read), so they can judge a capture
+PEER_PCI_FILES = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device",
+                  "revision", "resource", "config")  # fmt: skip
+
+
+def _peer_pci_files(copier: _Copier) -> list[str]:
+    devices = "sys/bus/pci/devices"
+    try:
+        names = sorted(os.listdir(copier.src(devices)))
+    except OSError:
+        return []
+    return [f"{devices}/{n}/{f}" for n in names for f in PEER_PCI_FILES]
 
 
 def _copy_pci_ids(copier: _Copier, report: SnapshotReport) -> None:
