@@ -42,7 +42,7 @@ def _block(path: str, key: str, block: object) -> tuple[dict[str, int], bool]:
         if not isinstance(r, dict) or not isinstance(r.get("name"), str):
             raise ValueError(f"{where}: expected name and replicas")
         # GFD rejects the whole file for a resource without replicas or with fewer than 2
-        # (device plugin api/config/v1/replicas.go:246,254, v0.19.0)
+        # (device plugin api/config/v1/replicas.go:246,255, v0.19.0)
         if "replicas" not in r:
             raise ValueError(f"{where}: no replicas specified")
         n = r["replicas"]
