@@ -15,6 +15,9 @@ out="$bin/gfd-judge"
 module=github.com/NVIDIA/k8s-device-plugin@v0.19.0
 mkdir -p "$bin"
 command -v go >/dev/null || { echo "build-gfd.sh: go not found on PATH" >&2; exit 1; }
+# go-nvml's package is cgo (its dlopen wrapper), even though the harness never loads
+# libnvidia-ml: a C compiler is needed (Debian: gcc libc6-dev).
+command -v "${CC:-gcc}" >/dev/null || { echo "build-gfd.sh: no C compiler (gcc) for go-nvml's cgo" >&2; exit 1; }
 
 if [ -e "$out" ] && [ -z "$(find "$here/gfd" "$here/build-gfd.sh" -type f -newer "$out" -print -quit)" ]; then
   echo "build-gfd.sh: gfd-judge up to date"
@@ -30,7 +33,7 @@ cp -R "$dir" "$src"
 chmod -R u+w "$src"
 mkdir -p "$src/cmd/gfd-judge"
 cp "$here"/gfd/*.go "$src/cmd/gfd-judge/"
-(cd "$src" && go build -mod=readonly -trimpath -o "$out.tmp" ./cmd/gfd-judge)
+(cd "$src" && CGO_ENABLED=1 go build -mod=readonly -trimpath -o "$out.tmp" ./cmd/gfd-judge)
 mv -f "$out.tmp" "$out"
 printf '%s\n' "${module#*@}" >"$bin/gfd-judge.version"
 echo "build-gfd.sh: gfd-judge ($module) built in $((SECONDS - start))s"

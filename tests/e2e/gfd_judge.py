@@ -9,6 +9,7 @@ exits with (it then writes nothing)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -29,13 +30,20 @@ def judge() -> Path:
     problem = None
     if not (JUDGE.is_file() and os.access(JUDGE, os.X_OK)):
         problem = f"{JUDGE} not built: run `bash tests/e2e/build-gfd.sh` (needs Go)"
-    elif os.geteuid() != 0:
+    elif os.geteuid() != 0 or not _can_unshare():
         problem = "the GFD judge mounts the fixture's sys/ on /sys (unshare -m): root only"
     if problem is None:
         return JUDGE
     if os.environ.get("CI", "").lower() not in ("", "0", "false"):
         pytest.fail(problem)
     pytest.skip(problem)
+
+
+@functools.cache
+def _can_unshare() -> bool:
+    """A private mount namespace can be made here (root with CAP_SYS_ADMIN)."""
+    probe = ["unshare", "-m", "--propagation", "private", "true"]
+    return subprocess.run(probe, capture_output=True, timeout=30).returncode == 0
 
 
 @dataclass(frozen=True)
