@@ -129,7 +129,8 @@ class Config:
             "label profiles",
             "Label profile(s) (default {default})",
             flags=("--profile",),
-            scan_help="Label profile (repeatable): {default} (default), {others}.",
+            scan_help="Label profile (repeatable or comma-separated): {default} (default), "
+            "{others}.",
             scan_flags=("--profile", "-p"),
             choices=_profile_names,
         ),
