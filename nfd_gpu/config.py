@@ -12,22 +12,24 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import socket
 from collections.abc import Mapping
 from typing import Any
 
-from nfd_gpu import yamlfile
+from nfd_gpu import boundedfile, yamlfile
 from nfd_gpu.discovery.nvidia.session import NVML_MODES
 from nfd_gpu.labels import registry
 from nfd_gpu.labels.nvidia import MIG_STRATEGIES
 from nfd_gpu.labels.options import check
-from nfd_gpu.names import PREFIX_MAX, is_dns1123_subdomain
+from nfd_gpu.names import PREFIX_MAX, is_dns1123_label, is_dns1123_subdomain
 from nfd_gpu.settings import (
     CONFIG_ENV,
     ENV_PREFIX,
     KINDS,
     LOG_FORMATS,
     LOG_LEVELS,
+    OBJECT_PREFIX,
     OUTPUTS,
     OWNER_REF_KINDS,
     SETTINGS,
@@ -39,6 +41,10 @@ __all__ = ["OUTPUTS", "Config", "ConfigError", "hostname_node_name", "load", "sp
 
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 DRY_RUN_NAMESPACE = "nfd-gpu"  # the namespace deploy/ installs into
+NAMESPACE_FILE_MAX = 4096  # a namespace name is at most 63 characters
+# A node name is a DNS-1123 subdomain; nfd-gpu-<node> must be an object name (<= 253).
+NODE_NAME_MAX = PREFIX_MAX - len(OBJECT_PREFIX)
+_POD_UID = re.compile(r"[A-Za-z0-9-]{1,128}")  # a UUID, as the API server writes it
 
 
 class ConfigError(ValueError):
@@ -134,8 +140,12 @@ def _validate(cfg: Config) -> None:
     def bad(msg: str) -> ConfigError:
         return ConfigError(f"configuration: {msg}")
 
-    if not cfg.interval > 0:
-        raise bad(f"interval must be > 0, got {cfg.interval}")
+    for key, setting in SETTINGS.items():
+        if setting.bounds is not None:
+            low, high = setting.bounds
+            value = getattr(cfg, key)
+            if not low <= value <= high:  # NaN too
+                raise bad(f"{key} must be from {low:g} to {high:g} seconds, got {value:g}")
     if not cfg.outputs:
         raise bad("at least one output is required")
     for o in cfg.outputs:
@@ -173,10 +183,27 @@ def _validate(cfg: Config) -> None:
             raise bad("the nodefeature output needs a node name (NODE_NAME or --node-name)")
         if not cfg.namespace:
             raise bad("the nodefeature output needs a namespace (POD_NAMESPACE or --namespace)")
-    if cfg.resync_interval <= 0 or cfg.api_timeout <= 0 or cfg.udev_debounce < 0:
-        raise bad("resync_interval and api_timeout must be > 0, udev_debounce >= 0")
     if cfg.metrics_address:
         split_address(cfg.metrics_address)
+    _validate_names(cfg)
+
+
+def _validate_names(cfg: Config) -> None:
+    """The downward-API names (NODE_NAME, POD_NAMESPACE, ...) as Kubernetes writes them:
+    a value with a ``/``, ``..`` or a newline is refused (shown escaped, never raw)."""
+    checks = (
+        ("node_name", cfg.node_name, lambda v: is_dns1123_subdomain(v) and len(v) <= NODE_NAME_MAX,
+         f"a lower-case DNS-1123 subdomain of at most {NODE_NAME_MAX} characters"),
+        ("namespace", cfg.namespace, is_dns1123_label,
+         "a lower-case DNS-1123 label of at most 63 characters"),
+        ("pod_name", cfg.pod_name, is_dns1123_subdomain,
+         f"a lower-case DNS-1123 subdomain of at most {PREFIX_MAX} characters"),
+        ("pod_uid", cfg.pod_uid, lambda v: _POD_UID.fullmatch(v) is not None,
+         "at most 128 letters, digits and '-' (a UUID)"),
+    )  # fmt: skip
+    for key, value, ok, rule in checks:
+        if value is not None and not ok(value):
+            raise ConfigError(f"configuration: {key} {value!r} is not {rule}")
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -192,13 +219,12 @@ def hostname_node_name() -> str | None:
     aside); None when it is not a valid object-name part."""
     name = socket.gethostname().strip().lower()
     ok = is_dns1123_subdomain(name)
-    return name if ok and len(name) <= PREFIX_MAX - len("nfd-gpu-") else None
+    return name if ok and len(name) <= NODE_NAME_MAX else None
 
 
-def _namespace_fallback() -> str | None:
+def namespace_fallback() -> str | None:
     try:
-        with open(SA_NAMESPACE_FILE, encoding="utf-8") as f:
-            return f.read().strip() or None
+        return boundedfile.read_text(SA_NAMESPACE_FILE, NAMESPACE_FILE_MAX).strip() or None
     except OSError:
         return None
 
@@ -223,7 +249,7 @@ def load(
             raise ConfigError(f"flags: unknown setting {k!r}")
         values[k] = _coerce(k, v, "flag")
     if "nodefeature" in values.get("outputs", ()) and not values.get("namespace"):
-        ns = _namespace_fallback()
+        ns = namespace_fallback()
         if ns:
             values["namespace"] = ns
     if values.get("dry_run") and "nodefeature" in values.get("outputs", ()):

@@ -25,11 +25,18 @@ T = TypeVar("T")
 
 DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d/"
 OUTPUTS = ("featurefile", "nodefeature", "hook")
+# Outputs still accepted, with a warning at start; gone in the next minor release. `hook`:
+# NFD's local source stopped running hooks (source.d) in v0.17, nothing reads it.
+DEPRECATED_OUTPUTS = ("hook",)
 OWNER_REF_KINDS = ("pod", "ds")
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 ENV_PREFIX = "NFD_GPU_"
 CONFIG_ENV = "NFD_GPU_CONFIG"  # the config file; not a setting itself
+OBJECT_PREFIX = "nfd-gpu-"  # the NodeFeature object is named <prefix><node name>
+DAY = 86400.0
+WEEK = 7 * DAY
+YEAR = 365 * DAY
 
 Choices = tuple[str, ...] | Callable[[], tuple[str, ...]]
 
@@ -41,6 +48,7 @@ class Setting:
     ``run_help`` None: no ``run`` flag (the downward API sets it). ``flags`` empty:
     ``--<key-with-dashes>`` (``--x/--no-x`` for booleans). ``scan_help`` set: ``scan`` has
     the option too, reading ``NFD_GPU_<KEY>`` itself; ``scan_flags`` empty: ``flags``.
+    ``bounds``: the range of a number (seconds, for every number there is today).
     """
 
     doc: str
@@ -50,6 +58,10 @@ class Setting:
     scan_flags: tuple[str, ...] = ()
     k8s_env: str | None = None
     choices: Choices | None = None
+    # (lowest, highest) allowed, both included, for a number (every number has one): a
+    # value outside is refused when the configuration is validated, the range in the
+    # message (an interval of 1e10 s overflowed the timer after the first pass)
+    bounds: tuple[float, float] | None = None
 
 
 def setting(default: T, meta: Setting) -> T:
@@ -80,6 +92,12 @@ def _mig_strategies() -> tuple[str, ...]:
     return (*GFD_MIG_STRATEGIES, *(s for s in MIG_STRATEGIES if s not in GFD_MIG_STRATEGIES))
 
 
+def _nvml_modes() -> tuple[str, ...]:
+    from nfd_gpu.discovery.nvidia.session import NVML_MODES  # lazy: as above
+
+    return NVML_MODES
+
+
 _NVML_DOC = (
     "NVML use: `auto` (ROOT/nvml.json recording, else the pynvml library, else procfs), `on` "
     "(required: a pass where NVML does not answer is not published), `off` (docs/nvidia.md)"
@@ -102,14 +120,19 @@ class Config:
     """Settings of the agent (module docstring). Env is ``NFD_GPU_<UPPER>``."""
 
     interval: float = setting(
-        60.0, Setting("seconds between passes", "Seconds between passes (default {default})")
+        60.0,
+        Setting(
+            "seconds between passes",
+            "Seconds between passes (default {default})",
+            bounds=(0.1, DAY),
+        ),
     )
     oneshot: bool = setting(False, Setting("one pass, publish, exit", "One pass, publish, exit"))
     outputs: tuple[str, ...] = setting(
         ("featurefile",),
         Setting(
-            "sinks: {choices} (several allowed)",
-            "{choices}; repeat or comma-separate (default {default})",
+            "sinks: {choices} (several allowed; `hook` is deprecated: NFD v0.17 dropped hooks)",
+            "{choices} (hook: deprecated); repeat or comma-separate (default {default})",
             flags=("--output", "-o"),
             choices=OUTPUTS,
         ),
@@ -183,13 +206,16 @@ class Config:
             "NVML: auto (recording, else library, else procfs; default), on, off",
             scan_help="NVML: auto (ROOT/nvml.json, else pynvml, else procfs), on (required: "
             "exit 1 when NVML does not answer), off.",
+            choices=_nvml_modes,
         ),
     )
     rules: str | None = setting(
         None,
         Setting(
-            "NodeFeatureRule file or directory",
-            "NodeFeatureRule file or directory",
+            "NodeFeatureRule file or directory; unset, `run` applies `/etc/nfd-gpu/rules.d` "
+            "when that directory exists on the machine it runs on (not under `--root`; the "
+            "image has none, deploy/ passes `--rules`), `scan` applies none",
+            "NodeFeatureRule file or directory (default /etc/nfd-gpu/rules.d if it exists)",
             scan_help="NodeFeatureRule file or directory to apply.",
         ),
     )
@@ -204,6 +230,7 @@ class Config:
         Setting(
             "seconds until feature-file labels expire",
             "Feature-file expiry in seconds (default {default})",
+            bounds=(1.0, YEAR),
         ),
     )
     raw_features: bool = setting(
@@ -256,14 +283,18 @@ class Config:
     api_timeout: float = setting(
         10.0,
         Setting(
-            "API request timeout in seconds", "API request timeout seconds (default {default})"
+            "API request timeout in seconds",
+            "API request timeout seconds (default {default})",
+            bounds=(0.1, 600.0),
         ),
     )
     resync_interval: float = setting(
         3600.0,
         Setting(
-            "seconds between NodeFeature resync GETs (jittered)",
-            "NodeFeature resync GET period seconds (default {default})",
+            "seconds a watch on the own NodeFeature lasts (jittered; a resync GET period "
+            "without the watch verb)",
+            "NodeFeature watch / resync period seconds (default {default})",
+            bounds=(1.0, WEEK),
         ),
     )
     metrics_address: str = setting(
@@ -291,6 +322,7 @@ class Config:
         Setting(
             "seconds of quiet after a udev event before a pass",
             "Quiet seconds after a udev event (default {default})",
+            bounds=(0.0, 600.0),
         ),
     )
     dry_run: bool = setting(
@@ -306,7 +338,7 @@ class Config:
     @property
     def object_name(self) -> str:
         """Name of this node's NodeFeature object."""
-        return f"nfd-gpu-{self.node_name}"
+        return f"{OBJECT_PREFIX}{self.node_name}"
 
 
 FIELDS: dict[str, dataclasses.Field[Any]] = {f.name: f for f in dataclasses.fields(Config)}

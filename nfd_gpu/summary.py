@@ -74,7 +74,8 @@ def _architecture(snap: Snapshot) -> dict[str, str]:
     """``family``, ``memory-mib``, ``compute.*``, ``amd.gfx``, ``compute-units``."""
     gpus = snap.gpus
     out: dict[str, str] = {}
-    family = _summary(g.family for g in gpus)
+    # different vendors never share a family: mixed, even when one of them is unknown
+    family = MIXED if len({g.vendor for g in gpus}) > 1 else _summary(g.family for g in gpus)
     if family:
         out["family"] = family
     mem = _min_known(gpus, lambda g: g.memory_mib)

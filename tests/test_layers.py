@@ -40,8 +40,10 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
             "nfd_gpu.hostroot",
             "nfd_gpu.features",
             "nfd_gpu.tables",
+            "nfd_gpu.families",  # architecture families from compute capability / gfx
             "nfd_gpu.names",
             "nfd_gpu.yamlfile",
+            "nfd_gpu.boundedfile",
             "nfd_gpu.labels.validate",  # Kubernetes label name/value rules: a leaf library
             "nfd_gpu",
         ),

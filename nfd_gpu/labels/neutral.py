@@ -7,6 +7,7 @@ the ``gpu.node`` attribute feature); ``neutral_labels`` adds the namespace.
 
 from __future__ import annotations
 
+from nfd_gpu.families import vocabulary
 from nfd_gpu.labels.profile import LabelDoc, LabelProfile, in_table, table_rows
 from nfd_gpu.model import Snapshot
 from nfd_gpu.summary import node_summary
@@ -24,9 +25,11 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
     LabelDoc(
         "family",
         "architecture or `mixed`",
-        "`volta` `turing` `ampere` `ada-lovelace` `hopper` `blackwell`; `gcn5` `cdna1` "
-        "`cdna2` `cdna3` `cdna4` `rdna2` `rdna3` `rdna4`; `xe-lp` `xe-lpg` `xe-hpg` "
-        "`xe-hpc` `xe2`. Omitted when unknown for any GPU.",
+        "; ".join(" ".join(f"`{f}`" for f in fams) for fams in vocabulary().values() if fams)
+        + ". From the model table, else derived (NVIDIA: from the compute capability as "
+        "GFD's `getArchFamily`; AMD: from the ISA target). `mixed` when the GPUs' families "
+        "differ or their vendors do (even with one family unknown); omitted when a "
+        "single-vendor node has a GPU of unknown family (`scan` then warns with its ids).",
     ),
     LabelDoc(
         "memory-mib",
@@ -153,6 +156,18 @@ def render_docs() -> str:
         "",
         "Values are sanitised: `[A-Za-z0-9._-]` are kept, each run of other characters",
         "becomes one `-`, values are cut to 63 characters with alphanumeric ends.",
+        "",
+        "## Unknown GPUs",
+        "",
+        "A GPU in no model table (`nfd_gpu/data/<vendor>.tsv`) whose family cannot be",
+        "derived either gets one warning per distinct set of ids, from `scan` and the agent:",
+        "`unknown GPU (10de:2c18, subsystem 1043:8a2f, revision a1) at 0000:01:00.0: ...`.",
+        "Everything else known about it is still labelled; only `family` is omitted (or",
+        "`mixed` beside another vendor's GPUs). Please report such a GPU with the ids of the",
+        "warning and the output of `nfd-gpu snapshot DIR`, so the table gains its row.",
+        "`scan --format json` shows where each fact came from (`sources` of each GPU:",
+        "`table`, `nvml`, `procfs`, `sysfs`, `kfd`, `pci.ids` for the host's pci.ids, `pci`",
+        "when only the ids were known).",
         "",
     ]
     return "\n".join(lines)

@@ -46,6 +46,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from nfd_gpu.families import nvidia_family
 from nfd_gpu.labels.profile import LabelDoc, LabelProfile, in_table, table_rows
 from nfd_gpu.model import Gpu, Partition, Snapshot
 
@@ -59,12 +60,8 @@ def gfd_sanitise(s: str) -> str:
 
 
 def _family(major: int, minor: int) -> str:
-    if major == 7:
-        return "volta" if minor < 5 else "turing"
-    if major == 8:
-        return "ada-lovelace" if minor >= 9 else "ampere"
-    return {1: "tesla", 2: "fermi", 3: "kepler", 5: "maxwell", 6: "pascal", 9: "hopper",
-            10: "blackwell", 12: "blackwell", 13: "rubin"}.get(major, "undefined")  # fmt: skip
+    """GFD ``getArchFamily``: the shared derivation, ``undefined`` where it names none."""
+    return nvidia_family(major, minor) or "undefined"
 
 
 def _version_labels(prefix: str, version: str, rev: str = "") -> dict[str, str]:

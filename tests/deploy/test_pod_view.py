@@ -127,9 +127,16 @@ UNAVAILABLE: dict[str, Unavailable] = {
         labels=(  # what NVML adds to or corrects in the procfs facts (issue 10 item 6)
             "gpu.feature.node.kubernetes.io/compute-units",
             "gpu.feature.node.kubernetes.io/memory-mib",
+            "gpu.feature.node.kubernetes.io/class",  # rules/gpu-class.yaml reads memory-mib
             "gpu.feature.node.kubernetes.io/mig.*",
             "gpu.feature.node.kubernetes.io/nvidia.cuda.*",
             "gpu.feature.node.kubernetes.io/virtualization",  # procfs has no virtualization mode
+            # a GPU the model table does not know (hyperv-p100-vm): only NVML gives its compute
+            # capability, and the family derived from it
+            "gpu.feature.node.kubernetes.io/compute.*",
+            "gpu.feature.node.kubernetes.io/family",
+            # and the shipped rules' tier, which needs memory-mib (rules/gpu-class.yaml)
+            "gpu.feature.node.kubernetes.io/class",
             # every nvidia.com key: a GPU NVML fails for (lost) makes the nvidia profile write
             # nothing, as GFD; without NVML the driver-bound GPUs get procfs facts
             "nvidia.com/*",

@@ -31,7 +31,10 @@ def test_gfx_name() -> None:
 def test_location_address() -> None:
     assert amd.location_address(0, 25344) == "0000:63:00.0"
     assert amd.location_address(1, 1287) == "0001:05:00.7"
-    assert amd.slot_of("0001:05:00.7") == "0001:05:00"
+    assert amd.slot_of("0001:05:00.7") == (1, 5, 0)
+    # an 8-digit (Hyper-V) domain is kept whole, as the kernel names the function
+    assert amd.location_address(0x3F8CFDD, 25344) == "3f8cfdd:63:00.0"
+    assert amd.slot_of("3F8CFDD:63:00.1") == amd.slot_of("03f8cfdd:63:00.0")
 
 
 def test_partition_files() -> None:

@@ -11,7 +11,6 @@ import pytest
 
 from nfd_gpu.discovery.nvidia import nvml, procfs
 from nfd_gpu.discovery.nvidia import replay as nvml_replay
-from nfd_gpu.discovery.nvidia.facts import normalize_bdf
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.scan import run_scan
 from tests.conftest import fixture_root
@@ -59,11 +58,6 @@ def test_read_procfs_fixture() -> None:
     assert len(facts.partitions) == 4 + 7 + 2
     assert {p.profile for p in facts.partitions} == {"unknown"}
     assert "nvidiactl" in facts.device_nodes
-
-
-def test_normalize_bdf() -> None:
-    assert normalize_bdf("00000000:18:00.0") == "0000:18:00.0"
-    assert normalize_bdf("0000:AF:00.0") == "0000:af:00.0"
 
 
 @pytest.mark.parametrize(
@@ -124,6 +118,16 @@ def test_missing_library(monkeypatch: pytest.MonkeyPatch) -> None:
     assert nvml.query() is None
 
 
+def test_missing_shared_library_skips_the_pynvml_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the NVML library nvmlInit cannot succeed: pynvml is not even imported."""
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    monkeypatch.setattr(nvml, "NVML_SONAME", "libnvidia-ml-absent-for-this-test.so.1")
+    assert nvml.query() is None
+    assert "pynvml" not in sys.modules
+    monkeypatch.setattr(nvml, "NVML_SONAME", "libc.so.6")  # a library that opens
+    assert nvml.library_present()
+
+
 def test_not_supported_is_absent(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", nvml_replay.build(_recording("a100-t4")))
     facts = nvml.query()
@@ -174,3 +178,20 @@ def test_driver_not_loaded_uses_tables() -> None:
     assert r.labels[f"{G}/product"] == "NVIDIA-H100-80GB-HBM3"
     assert r.labels[f"{G}/driver"] == "none"
     assert r.snapshot.partitions == ()
+
+
+def test_nvml_bus_ids_of_any_domain_width() -> None:
+    """NVML's busId ("%08X") is matched as a number: the 32-bit Hyper-V domain is kept whole
+    (NVIDIA/nvidia-docker#1316), and a busId that is no address is a warning for that GPU."""
+    rec = _recording("hyperv-p100-vm")
+    facts = nvml.query(nvml_replay.build(rec))
+    assert facts is not None
+    assert [g.address for g in facts.gpus] == ["3f8f31a:00:00.0"]
+    devices = rec["devices"]
+    assert isinstance(devices, list)
+    devices[0]["nvmlDeviceGetPciInfo"] = {"busId": "GPU on VMBus"}
+    facts = nvml.query(nvml_replay.build(rec))
+    assert facts is not None and facts.gpus == ()
+    assert facts.warnings == (
+        "nvml: GPU 0: PCI bus id 'GPU on VMBus' is not an address; using procfs/PCI facts for it",
+    )

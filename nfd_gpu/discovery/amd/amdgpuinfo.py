@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from nfd_gpu.discovery.pciaddr import canonical
 from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu, Snapshot
@@ -38,7 +39,7 @@ def usable(host: HostRoot) -> bool:
 
 
 def query(host: HostRoot, *, force: bool = False) -> dict[str, AmdgpuInfo]:
-    """PCI address -> facts. Empty (with a warning on failure) when unavailable."""
+    """PCI address (sysfs form) -> facts. Empty (with a warning on failure) when unavailable."""
     if not force and not usable(host):
         return {}
     try:
@@ -66,8 +67,12 @@ def query(host: HostRoot, *, force: bool = False) -> dict[str, AmdgpuInfo]:
             continue
         if not isinstance(slot, str) or not slot:
             continue
-        out[slot.lower()] = AmdgpuInfo(
-            pci_slot=slot.lower(),
+        address = canonical(slot)
+        if address is None:
+            host.warn(f"{MODULE}: GPU {i}: PCI slot {slot[:40]!r} is not an address")
+            continue
+        out[address] = AmdgpuInfo(
+            pci_slot=address,
             name=name.strip() if isinstance(name, str) and name.strip() else None,
             vram_bytes=vram if isinstance(vram, int) and vram > 0 else None,
         )
@@ -80,7 +85,7 @@ def apply(gpus: tuple[Gpu, ...], infos: dict[str, AmdgpuInfo]) -> tuple[Gpu, ...
         return gpus
     out = []
     for g in gpus:
-        info = infos.get(g.address) if g.vendor == "amd" else None
+        info = infos.get(canonical(g.address) or g.address) if g.vendor == "amd" else None
         if info is None:
             out.append(g)
             continue

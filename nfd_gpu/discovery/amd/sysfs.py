@@ -24,11 +24,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from nfd_gpu import tables
+from nfd_gpu.discovery.pciaddr import PciAddress
 from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import AmdGpu, Gpu, Partition, Snapshot
 
 KFD_NODES = "sys/class/kfd/kfd/topology/nodes"
+Slot = tuple[int, int, int] | None  # (domain, bus, device) of an address, None for junk
 IO_LINK_XGMI = 11
 MIB = 1024 * 1024
 
@@ -63,16 +65,15 @@ def gfx_name(version: int | None) -> str | None:
 
 
 def location_address(domain: int, location_id: int) -> str:
-    """PCI address of a KFD node: ``dddd:bb:dd.f``."""
-    bus = (location_id >> 8) & 0xFF
-    dev = (location_id >> 3) & 0x1F
-    fn = location_id & 0x7
-    return f"{domain & 0xFFFF:04x}:{bus:02x}:{dev:02x}.{fn}"
+    """PCI address of a KFD node, in the sysfs form (the whole 32-bit domain)."""
+    return str(PciAddress.from_kfd(domain, location_id))
 
 
-def slot_of(address: str) -> str:
-    """``dddd:bb:dd`` of a PCI address (partitions of a GPU differ only in the function)."""
-    return address.rsplit(".", 1)[0]
+def slot_of(address: str) -> Slot:
+    """(domain, bus, device) of a PCI address, compared as numbers (partitions of a GPU
+    differ only in the function); None for a text that is no address."""
+    addr = PciAddress.parse(address)
+    return addr.slot if addr is not None else None
 
 
 def parse_partition_list(text: str | None) -> tuple[str, ...]:
@@ -192,7 +193,7 @@ def enrich(
     if not any(g.vendor == "amd" for g in gpus):
         return gpus, ()
     nodes = read_kfd(host) if kfd is None else kfd
-    by_slot: dict[str, list[KfdNode]] = {}
+    by_slot: dict[Slot, list[KfdNode]] = {}
     for n in nodes:
         by_slot.setdefault(slot_of(n.address), []).append(n)
     peers_node_to_slot = {n.node: slot_of(n.address) for n in nodes}
@@ -203,7 +204,8 @@ def enrich(
         if g.vendor != "amd":
             out.append(g)
             continue
-        mine = by_slot.get(slot_of(g.address), [])
+        slot = slot_of(g.address)
+        mine = by_slot.get(slot, []) if slot is not None else []
         g2, parts = _enrich_one(host, g, mine, peers_node_to_slot)
         out.append(g2)
         partitions += parts
@@ -211,7 +213,7 @@ def enrich(
 
 
 def _enrich_one(
-    host: HostRoot, g: Gpu, nodes: list[KfdNode], node_slot: dict[int, str]
+    host: HostRoot, g: Gpu, nodes: list[KfdNode], node_slot: dict[int, Slot]
 ) -> tuple[Gpu, list[Partition]]:
     """One AMD GPU completed from the model table, amdgpu sysfs and its KFD ``nodes``."""
     dev = f"sys/bus/pci/devices/{g.address}"
@@ -283,7 +285,7 @@ def _amdgpu_attributes(host: HostRoot, dev: str, amd: AmdGpu, sources: dict[str,
 
 
 def _with_kfd(
-    g: Gpu, nodes: list[KfdNode], node_slot: dict[int, str], sources: dict[str, str]
+    g: Gpu, nodes: list[KfdNode], node_slot: dict[int, Slot], sources: dict[str, str]
 ) -> Gpu:
     """``g`` completed from its KFD nodes (one per partition): SIMDs, CUs, ISA, XCCs,
     unique id and XGMI peers (other GPUs' slots)."""

@@ -17,6 +17,7 @@ from nfd_gpu import tables
 from nfd_gpu.discovery.nvidia.facts import GpuFacts, NvidiaFacts
 from nfd_gpu.discovery.nvidia.procfs import read_procfs
 from nfd_gpu.discovery.nvidia.session import NvmlSession
+from nfd_gpu.discovery.pciaddr import PciAddress
 from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu, NvidiaGpu, Partition, Snapshot
@@ -46,15 +47,16 @@ def merge(gpus: tuple[Gpu, ...], facts: NvidiaFacts) -> tuple[Gpu, ...]:
     Only facts the driver knows replace table facts; a GPU the driver does not know keeps
     its PCI facts. MIG enabled but with no instances still counts as enabled.
     """
-    by_addr = {f.address: f for f in facts.gpus}
-    with_parts = {p.parent for p in facts.partitions}
+    by_addr = {PciAddress.parse(f.address): f for f in facts.gpus}
+    with_parts = {PciAddress.parse(p.parent) for p in facts.partitions}
     out = []
     for g in gpus:
-        f = by_addr.get(g.address)
+        addr = PciAddress.parse(g.address)
+        f = by_addr.get(addr) if addr is not None else None
         if g.vendor != "nvidia" or f is None:
             out.append(g)
         else:
-            out.append(_merge_one(g, f, f.source or facts.source, g.address in with_parts))
+            out.append(_merge_one(g, f, f.source or facts.source, addr in with_parts))
     return tuple(out)
 
 
@@ -176,8 +178,13 @@ def apply(
         versions["nvidia"] = facts.driver_version
     if facts.cuda_version:
         versions["cuda"] = facts.cuda_version
-    addrs = {g.address for g in gpus}
-    parts = tuple(p for p in facts.partitions if p.parent in addrs)
+    # each partition named by its GPU's own (sysfs) address, matched as a number
+    own = {a: g.address for g in gpus if (a := PciAddress.parse(g.address)) is not None}
+    parts = tuple(
+        dataclasses.replace(p, parent=own[a])
+        for p in facts.partitions
+        if (a := PciAddress.parse(p.parent)) in own
+    )
     with_table = tuple(table_facts(g) if g.vendor == "nvidia" else g for g in gpus)
     merged = merge(with_table, facts)
     if facts.nvml_init_error:

@@ -19,7 +19,7 @@ NVML_RECORDING = "nvml.json"  # an NVML recording at the root of a fixture or ca
 class GpuFacts:
     """What the NVIDIA driver says about one GPU (None = unknown)."""
 
-    address: str
+    address: str  # sysfs form (pciaddr.canonical): matched as a number, any domain width
     product: str | None = None
     uuid: str | None = None
     minor: int | None = None
@@ -47,13 +47,3 @@ class NvidiaFacts:
     device_nodes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default_factory=tuple)
     nvml_init_error: str | None = None  # nvmlInit failed with the library present: why
-
-
-def normalize_bdf(bus_id: str) -> str:
-    """``00000000:18:00.0`` (NVML) or ``0000:18:00.0`` -> sysfs form ``0000:18:00.0``."""
-    bus_id = bus_id.strip().lower()
-    parts = bus_id.split(":")
-    if len(parts) == 3:
-        dom = parts[0][-4:].rjust(4, "0")
-        return f"{dom}:{parts[1]}:{parts[2]}"
-    return bus_id

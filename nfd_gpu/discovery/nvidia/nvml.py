@@ -20,11 +20,13 @@ import contextlib
 import ctypes
 import importlib
 import math
+import sys
 import uuid
 from types import ModuleType
 from typing import Any
 
-from nfd_gpu.discovery.nvidia.facts import GpuFacts, NvidiaFacts, normalize_bdf
+from nfd_gpu.discovery.nvidia.facts import GpuFacts, NvidiaFacts
+from nfd_gpu.discovery.pciaddr import canonical
 from nfd_gpu.model import Partition
 
 # GPU instance profile enum index -> (slices, attribute suffix); pynvml NVML_GPU_INSTANCE_PROFILE_*.
@@ -76,6 +78,20 @@ def profile_name(g: int, c: int, gb: int, suffix: str) -> str:
     return base + suffix
 
 
+# what nvidia-ml-py's nvmlInit opens on Linux (CDLL of this name, nothing else)
+NVML_SONAME = "libnvidia-ml.so.1"
+
+
+def library_present() -> bool:
+    """The NVML shared library opens. Without it ``nvmlInit`` fails, so ``pynvml`` (5,000
+    lines, which import ctypes.util, shutil, tempfile, ...) is not imported to find out."""
+    try:
+        ctypes.CDLL(NVML_SONAME)
+    except OSError:
+        return False
+    return True
+
+
 def load_library() -> ModuleType | None:
     """``import pynvml`` (or the module a test put in ``sys.modules``); None when missing."""
     try:
@@ -86,6 +102,10 @@ def load_library() -> ModuleType | None:
 
 def _absent(exc: BaseException) -> bool:
     return any(c.__name__ in _ABSENT for c in type(exc).__mro__)
+
+
+class BadBusId(ValueError):
+    """NVML gave a GPU no PCI address that can be matched to a function."""
 
 
 def _str(v: Any) -> str:
@@ -138,6 +158,8 @@ def query(lib: ModuleType | None = None) -> NvidiaFacts | None:
     """Everything NVML says (init, collect, shutdown); None without the library. Raises
     :class:`InitFailed` when ``nvmlInit`` fails with the library there."""
     if lib is None:
+        if "pynvml" not in sys.modules and not library_present():
+            return None  # nvmlInit could not succeed
         lib = load_library()
         if lib is None:
             return None
@@ -168,7 +190,7 @@ def collect(lib: ModuleType) -> NvidiaFacts:
     for i in range(count):
         try:
             g, p = _device(lib, call, i)
-        except lib.NVMLError as exc:
+        except (lib.NVMLError, BadBusId) as exc:
             warnings.append(f"nvml: GPU {i}: {exc}; using procfs/PCI facts for it")
             continue
         gpus.append(g)
@@ -186,7 +208,11 @@ def collect(lib: ModuleType) -> NvidiaFacts:
 def _device(lib: ModuleType, call: _Gpu, i: int) -> tuple[GpuFacts, list[Partition]]:
     h = lib.nvmlDeviceGetHandleByIndex(i)
     pci = lib.nvmlDeviceGetPciInfo(h)
-    addr = normalize_bdf(_str(pci.busId))
+    # busId has the whole 32-bit domain; busIdLegacy (four domain digits) only when it is absent
+    raw = _str(getattr(pci, "busId", b"") or getattr(pci, "busIdLegacy", b""))
+    addr = canonical(raw)
+    if addr is None:
+        raise BadBusId(f"PCI bus id {raw[:40]!r} is not an address")
     name = call.opt("nvmlDeviceGetName", h)
     uuid = call.opt("nvmlDeviceGetUUID", h)
     minor = call.opt("nvmlDeviceGetMinorNumber", h)

@@ -19,7 +19,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from nfd_gpu.discovery.nvidia.facts import GpuFacts, NvidiaFacts, normalize_bdf
+from nfd_gpu.discovery.nvidia.facts import GpuFacts, NvidiaFacts
+from nfd_gpu.discovery.pciaddr import canonical
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Partition
 
@@ -76,9 +77,13 @@ def read_procfs(host: HostRoot) -> NvidiaFacts:
         uuid = info.get("GPU UUID") or None
         if uuid is not None and not uuid.startswith(("GPU-", "MIG-")):
             uuid = None  # e.g. "N/A" or garbage
+        address = canonical(info.get("Bus Location")) or canonical(name)
+        if address is None:
+            host.warn(f"/{PROC}/gpus/{name}: no PCI address (Bus Location), ignored")
+            continue
         gpus.append(
             GpuFacts(
-                address=normalize_bdf(info.get("Bus Location") or name),
+                address=address,
                 product=info.get("Model") or None,
                 uuid=uuid,
                 minor=minor,

@@ -1,0 +1,77 @@
+"""The one PCI address type: every source's address (sysfs names, procfs, NVML ``busId`` /
+``busIdLegacy``, KFD ``domain`` + ``location_id``, DRM links) is parsed into a
+:class:`PciAddress` and compared as numbers, never as text.
+
+The sources write the same function differently:
+
+* sysfs (the kernel, ``drivers/pci/probe.c``: ``"%04x:%02x:%02x.%d"``) and the NVIDIA
+  driver's procfs (``"%04x:%02x:%02x.%x"``): lower case, the domain *at least* four
+  digits, so a 32-bit Hyper-V / Azure domain prints in full: ``3f8cfdd:00:00.0``;
+* NVML ``busId``: ``"%08X:%02X:%02X.0"``, upper case, eight domain digits
+  (``03F8CFDD:00:00.0``); ``busIdLegacy`` has four;
+* KFD: the domain and ``location_id`` as decimal numbers.
+
+Cutting a domain to four digits (as ``nvidia-container-cli`` once did,
+NVIDIA/nvidia-docker#1316) makes the facts of such a VM match no function. The text
+form of an address (:meth:`PciAddress.__str__`) is the kernel's, so it names the sysfs
+directory.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# domain (optional, 1-8 hex digits) : bus (1-2) : device (1-2) . function (0-7)
+_ADDR = re.compile(
+    r"^(?:(?P<dom>[0-9a-f]{1,8}):)?(?P<bus>[0-9a-f]{1,2}):(?P<dev>[0-9a-f]{1,2})\.(?P<fn>[0-7])$"
+)
+MAX_DEVICE = 0x1F  # 5 bits of devfn
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class PciAddress:
+    """A PCI function address: domain (32 bits), bus, device (slot), function."""
+
+    domain: int
+    bus: int
+    device: int
+    function: int
+
+    @classmethod
+    def parse(cls, text: str | None) -> PciAddress | None:
+        """Any source's address text (any case, any domain width up to 8 digits, the domain
+        optional as in ``lspci`` without ``-D``); None when it is not one."""
+        if not text:
+            return None
+        m = _ADDR.match(text.strip().lower())
+        if m is None:
+            return None
+        device = int(m.group("dev"), 16)
+        if device > MAX_DEVICE:
+            return None
+        return cls(
+            int(m.group("dom") or "0", 16), int(m.group("bus"), 16), device, int(m.group("fn"))
+        )
+
+    @classmethod
+    def from_kfd(cls, domain: int, location_id: int) -> PciAddress:
+        """A KFD node's address: ``location_id`` holds bus (bits 8-15), device (3-7) and
+        function (0-2)."""
+        loc = location_id & 0xFFFF
+        return cls(domain & 0xFFFFFFFF, loc >> 8, (loc >> 3) & MAX_DEVICE, loc & 0x7)
+
+    @property
+    def slot(self) -> tuple[int, int, int]:
+        """(domain, bus, device): the functions of one card share it."""
+        return self.domain, self.bus, self.device
+
+    def __str__(self) -> str:
+        return f"{self.domain:04x}:{self.bus:02x}:{self.device:02x}.{self.function:x}"
+
+
+def canonical(text: str | None) -> str | None:
+    """The sysfs text of any source's address (``03F8CFDD:00:00.0`` -> ``3f8cfdd:00:00.0``),
+    None when ``text`` is not an address."""
+    addr = PciAddress.parse(text)
+    return str(addr) if addr is not None else None
