@@ -162,7 +162,7 @@ def _validate(cfg: Config) -> None:
             raise bad(f"unknown owner reference {o!r} (choose from {', '.join(OWNER_REF_KINDS)})")
     if len(set(cfg.owner_refs)) != len(cfg.owner_refs):
         raise bad("owner_refs has duplicates")
-    if cfg.mig_strategy not in MIG_STRATEGIES:
+    if cfg.mig_strategy is not None and cfg.mig_strategy not in MIG_STRATEGIES:
         raise bad(
             f"mig_strategy must be one of {', '.join(MIG_STRATEGIES)}, got {cfg.mig_strategy!r}"
         )

@@ -109,6 +109,9 @@ class NvidiaGpu:
     # vGPU guest: the host's vGPU manager version / branch (PCI vendor capability)
     vgpu_host_driver_version: str | None = None
     vgpu_host_driver_branch: str | None = None
+    # nvmlInit's error where the NVML library is present (driver not loaded, library and
+    # kernel module of different versions after an upgrade): GFD writes no label then
+    nvml_init_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +259,7 @@ GPU_JSON: tuple[tuple[str, str], ...] = (
     ("clique", "nvidia"),
     ("vgpu_host_driver_version", "nvidia"),
     ("vgpu_host_driver_branch", "nvidia"),
+    ("nvml_init_error", "nvidia"),
     ("sources", "gpu"),
     ("local_memory_bytes", "intel"),
     ("kfd_vram_mib", "amd"),

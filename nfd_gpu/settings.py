@@ -98,12 +98,6 @@ def _nvml_modes() -> tuple[str, ...]:
     return NVML_MODES
 
 
-def _default_mig_strategy() -> str:
-    from nfd_gpu.labels.nvidia import NvidiaOptions  # lazy: as above
-
-    return NvidiaOptions.mig_strategy
-
-
 _NVML_DOC = (
     "NVML use: `auto` (ROOT/nvml.json recording, else the pynvml library, else procfs), `on` "
     "(required: a pass where NVML does not answer is not published), `off` (docs/nvidia.md)"
@@ -158,7 +152,8 @@ class Config:
             "label profiles",
             "Label profile(s) (default {default})",
             flags=("--profile",),
-            scan_help="Label profile (repeatable): {default} (default), {others}.",
+            scan_help="Label profile (repeatable or comma-separated): {default} (default), "
+            "{others}.",
             scan_flags=("--profile", "-p"),
             choices=_profile_names,
         ),
@@ -173,12 +168,15 @@ class Config:
             "amd-driver-version, ...",
         ),
     )
-    mig_strategy: str = lazy_setting(
-        _default_mig_strategy,
+    mig_strategy: str | None = setting(
+        None,
         Setting(
-            "nvidia profile MIG strategy: {default} (default), {others} (docs/nvidia.md)",
-            "nvidia profile MIG strategy: {default} (default), {others}",
-            scan_help="nvidia profile MIG strategy: {default} (default, as GFD), {others}.",
+            "nvidia profile MIG strategy: {choices_or}; not given: the sharing config's "
+            "`flags.migStrategy`, else none (GFD's default; docs/nvidia.md)",
+            "nvidia profile MIG strategy: {choices_or} (not given: the sharing config's, "
+            "else none)",
+            scan_help="nvidia profile MIG strategy: {choices_or} (not given: the sharing "
+            "config's flags.migStrategy, else none, as GFD).",
             choices=_mig_strategies,
         ),
     )

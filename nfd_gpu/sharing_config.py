@@ -3,7 +3,7 @@ profile's options.
 
 The file is configuration input: ``nfd-gpu scan`` reads it once, the agent every pass (a bad
 file is a warning there). The label code gets only the typed result,
-:class:`~nfd_gpu.labels.nvidia.NvidiaOptions`.
+:class:`~nfd_gpu.labels.nvidia.NvidiaOptions`, built by :func:`nvidia_options` for both.
 """
 
 from __future__ import annotations
@@ -41,9 +41,15 @@ def _block(path: str, key: str, block: object) -> tuple[dict[str, int], bool]:
         where = f"{path}: sharing.{key}.resources[{i}]"
         if not isinstance(r, dict) or not isinstance(r.get("name"), str):
             raise ValueError(f"{where}: expected name and replicas")
-        n = r.get("replicas", 0)
-        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-            raise ValueError(f"{where}.replicas: expected a non-negative integer")
+        # GFD rejects the whole file for a resource without replicas or with fewer than 2
+        # (device plugin api/config/v1/replicas.go:246,255, v0.19.0)
+        if "replicas" not in r:
+            raise ValueError(f"{where}: no replicas specified")
+        n = r["replicas"]
+        if not isinstance(n, int) or isinstance(n, bool):
+            raise ValueError(f"{where}.replicas: expected an integer")
+        if n < 2:
+            raise ValueError(f"{where}.replicas: {n}: number of replicas must be >= 2")
         replicas[r["name"]] = n
     return replicas, bool(block.get("renameByDefault", False))
 
@@ -54,7 +60,8 @@ def load_sharing_config(
     """:class:`NvidiaOptions` from a device-plugin / GFD config file (YAML or JSON, ``v1``).
 
     Reads ``sharing.timeSlicing`` / ``sharing.mps`` (``renameByDefault``, ``resources``:
-    ``name`` + ``replicas``) and ``flags.migStrategy``; ``mig_strategy`` (a flag or the
+    ``name`` + ``replicas``), ``flags.migStrategy``, ``flags.failOnInitError`` and
+    ``flags.deviceDiscoveryStrategy`` (auto / nvml); ``mig_strategy`` (a flag or the
     environment) wins over the file. Raises ``ValueError`` with a one-line message.
     """
     doc = _read(path)
@@ -64,7 +71,10 @@ def load_sharing_config(
     flags = doc.get("flags") or {}
     if not isinstance(flags, dict):
         raise ValueError(f"{path}: flags: expected a mapping")
-    strat = mig_strategy or flags.get("migStrategy") or "none"
+    # GFD's precedence (api/config/v1/flags.go updateFromCLIFlag: a flag or variable that is
+    # set applies, whatever its value), then the file, then the default
+    strat = mig_strategy if mig_strategy is not None else flags.get("migStrategy")
+    strat = strat or NvidiaOptions.mig_strategy
     if strat not in MIG_STRATEGIES:
         gfd = GFD_MIG_STRATEGIES
         raise ValueError(
@@ -81,13 +91,54 @@ def load_sharing_config(
 
     # The device plugin's api/config/v1/sharing.go: the strategy is MPS when the mps block
     # has replicas > 1, else time-slicing when that block has; the replicas are the mps
-    # block's whenever it exists (an unreplicated mps block gives 1 replica, no -SHARED).
+    # block's whenever it exists.
     def replicated(name: str) -> bool:
         return name in found and any(n > 1 for n in found[name][0].values())
 
     active = "mps" if "mps" in found else "time-slicing"
     strategy_name = next((n for n in ("mps", "time-slicing") if replicated(n)), "")
+    fail = _fail_on_init_error(path, flags)
     if not strategy_name or active not in found:
-        return NvidiaOptions(mig_strategy=strat, timestamp=timestamp)
+        return NvidiaOptions(mig_strategy=strat, timestamp=timestamp, fail_on_init_error=fail)
     replicas, rename = found[active]
-    return NvidiaOptions(strat, strategy_name, replicas, rename, timestamp)
+    return NvidiaOptions(strat, strategy_name, replicas, rename, timestamp, fail)
+
+
+# flags.deviceDiscoveryStrategy values GFD accepts (cmd/gpu-feature-discovery/main.go
+# validateFlags); nfd-gpu finds GPUs as auto / nvml do: tegra (Jetson, CUDA's device list)
+# and vfio (passed-through GPUs named from PCI) are refused, never labelled otherwise
+DISCOVERY_STRATEGIES = ("auto", "nvml", "tegra", "vfio")
+SUPPORTED_DISCOVERY = ("auto", "nvml")
+
+
+def _fail_on_init_error(path: str, flags: dict[str, Any]) -> bool:
+    """GFD's ``flags.failOnInitError`` (default true), after checking the file's
+    ``flags.deviceDiscoveryStrategy``."""
+    found = flags.get("deviceDiscoveryStrategy", "auto")
+    if found not in DISCOVERY_STRATEGIES:
+        raise ValueError(f"{path}: flags.deviceDiscoveryStrategy: invalid option {found!r}")
+    if found not in SUPPORTED_DISCOVERY:
+        raise ValueError(
+            f"{path}: flags.deviceDiscoveryStrategy: {found} is not supported (nfd-gpu "
+            "discovers as auto/nvml; docs/migration.md)"
+        )
+    fail = flags.get("failOnInitError", True)
+    if not isinstance(fail, bool):
+        raise ValueError(f"{path}: flags.failOnInitError: expected true or false")
+    return fail
+
+
+def nvidia_options(
+    mig_strategy: str | None = None, sharing_config: str | None = None, timestamp: int | None = None
+) -> NvidiaOptions:
+    """The nvidia profile's options from its settings, for ``scan`` and the agent alike.
+
+    ``mig_strategy`` None: not given (flag, ``NFD_GPU_MIG_STRATEGY`` or config file); then
+    the sharing config's ``flags.migStrategy`` decides, else the default (``none``, GFD's).
+    A given strategy wins over the file whatever its value, as in GFD. Raises
+    ``ValueError`` (one line) for an unknown strategy or a bad sharing config."""
+    if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES:
+        raise ValueError(f"mig strategy {mig_strategy!r}: expected {', '.join(MIG_STRATEGIES)}")
+    if sharing_config is None:
+        return NvidiaOptions(mig_strategy or NvidiaOptions.mig_strategy, timestamp=timestamp)
+    return load_sharing_config(sharing_config, mig_strategy, timestamp)

@@ -322,6 +322,8 @@ def take_snapshot(
         for rel in dict.fromkeys(p.lstrip("/") for p in paths):
             if rel != NVML_RECORDING:
                 copier.copy(rel)
+        for rel in _peer_pci_files(copier):
+            copier.copy(rel)
         pci_ids = _copy_whole(copier, PCI_IDS_PATHS, MAX_PCI_IDS)
         if pci_ids is not None:
             report.files.append(pci_ids[0])
@@ -339,6 +341,18 @@ def take_snapshot(
     finally:
         copier.close()
     return report
+
+
+# Files of each PCI function that the peers' sysfs readers read besides what nfd-gpu's scan
+# reads (NFD's pci source: class, vendor, device, subsystem_*; GFD's nvpci: also resource
+# and the config space, whose first 64 bytes any user can read), so they can judge a capture
+PEER_PCI_FILES = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device",
+                  "revision", "resource", "config")  # fmt: skip
+
+
+def _peer_pci_files(copier: _Copier) -> list[str]:
+    devices = "sys/bus/pci/devices"
+    return [f"{devices}/{n}/{f}" for n in copier.host.listdir(devices) for f in PEER_PCI_FILES]
 
 
 def _copy_whole(copier: _Copier, candidates: tuple[str, ...], limit: int) -> tuple[str, int] | None:

@@ -12,7 +12,7 @@ import typer
 from nfd_gpu import config, settings
 from nfd_gpu.cli import app
 from nfd_gpu.labels import registry
-from nfd_gpu.labels.nvidia import MIG_STRATEGIES
+from nfd_gpu.labels.nvidia import MIG_STRATEGIES, NvidiaOptions
 from tests.conftest import REPO
 
 SCRIPT = REPO / "scripts" / "config_docs.py"
@@ -70,7 +70,9 @@ def test_choices_and_defaults_come_from_their_owners() -> None:
     assert settings.default("profiles") == registry.DEFAULT
     assert settings.choices("profiles") == tuple(registry.PROFILES)
     assert set(settings.choices("mig_strategy")) == set(MIG_STRATEGIES)
-    assert config.Config().mig_strategy == settings.choices("mig_strategy")[0] == "none"
+    # not given (None) is distinct from GFD's default, none, which the nvidia options own
+    assert config.Config().mig_strategy is None
+    assert settings.choices("mig_strategy")[0] == NvidiaOptions.mig_strategy == "none"
     assert config.STANDARD_ENV == {
         "NODE_NAME": "node_name",
         "POD_NAMESPACE": "namespace",

@@ -125,3 +125,23 @@ def test_cli_snapshot_then_scan(tmp_path: Path, capsys: pytest.CaptureFixture[st
     want = capsys.readouterr().out
     assert main(["scan", "--root", str(dest), "-p", "nvidia"]) == 0
     assert capsys.readouterr().out == want
+
+
+def test_snapshot_keeps_what_the_peers_read(tmp_path: Path) -> None:
+    # nfd-worker's pci source and GFD's nvpci read these of every PCI function; a scan does
+    # not, so the snapshot copies them on purpose (each one the fixture has, byte for byte)
+    from nfd_gpu.snapshot import PEER_PCI_FILES
+
+    root = fixture_root("nvidia-vgpu-guest")
+    dest = tmp_path / "snap"
+    take_snapshot(dest, root)
+    devices = root / "sys/bus/pci/devices"
+    copied = 0
+    for dev in sorted(devices.iterdir()):
+        for name in PEER_PCI_FILES:
+            src = dev / name
+            if src.is_file():
+                got = dest / "sys/bus/pci/devices" / dev.name / name
+                assert got.read_bytes() == src.read_bytes(), got
+                copied += 1
+    assert copied >= len(list(devices.iterdir())) * 6

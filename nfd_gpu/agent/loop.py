@@ -40,13 +40,11 @@ from nfd_gpu.discovery.nvidia.session import NvmlSession
 from nfd_gpu.labels.nvidia import NvidiaOptions
 from nfd_gpu.metrics import MetricsServer
 from nfd_gpu.scan import ScanResult, run_scan
-from nfd_gpu.sharing_config import load_sharing_config
+from nfd_gpu.sharing_config import nvidia_options
 from nfd_gpu.sinks import Publication, Sink, SinkError
 
 # SIGTERM/SIGINT: the process ends within this many seconds, whatever it is waiting for.
 STOP_GRACE = 4.0
-
-DEFAULT_MIG_STRATEGY = NvidiaOptions.mig_strategy  # none: GFD's
 
 log = logging.getLogger("nfd_gpu.agent")  # one logger for the agent's lines (docs/operations.md)
 
@@ -168,9 +166,7 @@ class Agent:
         if self.cfg.profile_options:
             kwargs["profile_options"] = self.cfg.profile_options
         if "nvidia" in self.cfg.profiles and (
-            self.cfg.mig_strategy != DEFAULT_MIG_STRATEGY
-            or self.cfg.sharing_config
-            or self.cfg.gfd_timestamp
+            self.cfg.mig_strategy is not None or self.cfg.sharing_config or self.cfg.gfd_timestamp
         ):
             kwargs["nvidia_options"] = self._nvidia_options()
         kwargs["nvml"] = self._nvml_session()
@@ -202,15 +198,13 @@ class Agent:
         keeps its last valid version: lastvalid.py).
 
         ``gfd.timestamp`` (``gfd_timestamp``) is the agent's start time, the same every pass."""
-        # the default leaves the choice to the sharing config's flags.migStrategy
-        strategy = self.cfg.mig_strategy if self.cfg.mig_strategy != DEFAULT_MIG_STRATEGY else None
         stamp = self.started if self.cfg.gfd_timestamp else None
-        fallback = NvidiaOptions(mig_strategy=self.cfg.mig_strategy, timestamp=stamp)
+        # one builder with scan (sharing_config.nvidia_options): a given strategy wins
+        fallback = nvidia_options(self.cfg.mig_strategy, None, stamp)
         path = self.cfg.sharing_config
         if path:
-            return self._sharing.get(
-                path, lambda: load_sharing_config(path, strategy, stamp), fallback
-            )
+            strategy = self.cfg.mig_strategy
+            return self._sharing.get(path, lambda: nvidia_options(strategy, path, stamp), fallback)
         return fallback
 
     def run_pass(self) -> bool:

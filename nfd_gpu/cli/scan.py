@@ -53,11 +53,12 @@ def scan(
         raise fail(f"--rules {rules}: no such file or directory")
     if nvml not in NVML_MODES:
         raise fail(f"--nvml {nvml}: expected {words(NVML_MODES)}")
-    chosen = tuple(profiles) if profiles else registry.DEFAULT
+    # repeatable and comma-separated, as run's --profile (the config's list settings)
+    chosen = _items(profiles) or registry.DEFAULT
     bad = registry.unknown(chosen)
     if bad is not None:
         raise fail(f"--profile {bad}: unknown (known: {registry.known()})")
-    options = tuple(o for v in profile_options or () for o in v.split(",") if o)
+    options = _items(profile_options)
     problem = check(options, chosen)
     if problem:
         raise fail(f"--profile-option: {problem}")
@@ -80,6 +81,11 @@ def scan(
         _rule_error(exc)
         raise
     _print(result, fmt)
+
+
+def _items(values: list[str] | None) -> tuple[str, ...]:
+    """A repeatable, comma-separated option's values."""
+    return tuple(i.strip() for v in values or () for i in v.split(",") if i.strip())
 
 
 def _rule_error(exc: Exception) -> None:
@@ -132,17 +138,13 @@ def _nvidia_options(
 ) -> Any:
     if mig_strategy is None and sharing_config is None and timestamp is None:
         return None  # the NVIDIA profile's defaults; its code loads only when it is chosen
-    from nfd_gpu.labels.nvidia import NvidiaOptions  # lazy: label code
-    from nfd_gpu.sharing_config import load_sharing_config  # lazy: reads YAML
+    from nfd_gpu.sharing_config import nvidia_options  # lazy: label code, reads YAML
 
     strategies = choices("mig_strategy")
     if mig_strategy is not None and mig_strategy not in strategies:
         raise fail(f"--mig-strategy {mig_strategy}: expected {words(strategies)}")
-    if sharing_config is None:
-        strategy = mig_strategy or NvidiaOptions.mig_strategy
-        return NvidiaOptions(mig_strategy=strategy, timestamp=timestamp)
     try:
-        return load_sharing_config(sharing_config, mig_strategy, timestamp)
+        return nvidia_options(mig_strategy, sharing_config, timestamp)
     except ValueError as exc:
         raise fail(f"--sharing-config {exc}") from None
 

@@ -272,12 +272,13 @@ NFD_MANDATORY = ("class", "vendor", "device", "subsystem_vendor", "subsystem_dev
 
 def _nfd_value(host: HostRoot, rel: str) -> str | None:
     """An attribute as NFD's pci source reads it: trimmed, a leading ``0x`` dropped; None
-    when unreadable or not printable (a feature value must stay one line)."""
-    text = host.read_text(rel)
-    if text is None:
+    when unreadable or not printable (a feature value must stay one line). NUL bytes are
+    kept, as NFD keeps them (read_text drops them)."""
+    data = host.read_bytes(rel)
+    if data is None:
         return None
-    value = text.removeprefix("0x").strip()
-    return value if value.isprintable() else None
+    value = data.decode("utf-8", "replace").strip().removeprefix("0x").strip()
+    return value if value.replace("\x00", "").isprintable() else None
 
 
 def _nfd_identity(host: HostRoot, base: str) -> dict[str, str]:

@@ -192,7 +192,7 @@ def amd_labels(snap: Snapshot, options: frozenset[str] = frozenset()) -> dict[st
     """The labeller's labels; ``options`` are :data:`PROFILE_OPTIONS` names without
     the ``amd-`` prefix (``beta``, ``driver-version``, ...)."""
     gpus = [g for g in snap.gpus if g.vendor == "amd"]
-    if not gpus:
+    if not gpus or ("require-amdgpu" in options and all(g.driver != "amdgpu" for g in gpus)):
         return {}
     units: list[dict[str, str]] = []
     device_of = {d.address: d.device for d in snap.pci}

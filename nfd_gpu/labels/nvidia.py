@@ -112,6 +112,9 @@ class NvidiaOptions:
     replicas: dict[str, int] = field(default_factory=dict)
     rename_by_default: bool = False
     timestamp: int | None = None  # gfd.timestamp (Unix seconds), None: not emitted
+    # GFD's flags.failOnInitError: False labels a node whose nvmlInit fails with
+    # gfd.timestamp and vgpu.* only (GFD's default, True: no label)
+    fail_on_init_error: bool = True
 
 
 def strategy(gpus: list[Gpu], parts: list[Partition]) -> str:
@@ -182,8 +185,9 @@ def vgpu_labels(gpus: list[Gpu]) -> dict[str, str] | None:
 
 
 def gfd_gpus(snap: Snapshot, warnings: list[str] | None = None) -> list[Gpu]:
-    """The GPUs GFD labels: those bound to the ``nvidia`` driver (NVML's). Empty when none
-    is, or when NVML answered for some GPUs and failed for another.
+    """The GPUs GFD labels: those bound to the ``nvidia`` driver (NVML's) but a DGX Display
+    (:data:`GFD_SKIPPED_NAMES`). Empty when none is, when NVML answered for some GPUs and
+    failed for another, or when ``nvmlInit`` failed with the library present.
 
     GFD only sees GPUs through NVML (``--device-discovery-strategy auto``): without the
     driver it exits (``--fail-on-init-error``, default true); an NVML error on one GPU (lost,
@@ -192,13 +196,32 @@ def gfd_gpus(snap: Snapshot, warnings: list[str] | None = None) -> list[Gpu]:
     (no recorded answers, no library) the driver-bound GPUs are labelled from procfs/PCI.
     """
     gpus = [g for g in snap.gpus if g.vendor == "nvidia"]
-    bound = [g for g in gpus if g.driver == "nvidia"]
+    init_error = nvml_init_error(snap)
+    if init_error is not None:
+        if warnings is not None:
+            warnings.append(f"nvidia: nvmlInit failed ({init_error}): no GPU labels (as GFD)")
+        return []
+    bound = [g for g in gpus if g.driver == "nvidia" and not _skipped(g)]
     nvml = any(g.sources.get("product") == "nvml" for g in bound)
     failed = [g for g in bound if nvml and g.sources.get("product") != "nvml"]
     if gpus and (failed or not bound) and warnings is not None:
         why = f"NVML failed for {failed[0].address}" if failed else "no GPU on the nvidia driver"
         warnings.append(f"nvidia: {why}: no nvidia.com labels (GFD writes none either)")
     return [] if failed else bound
+
+
+def nvml_init_error(snap: Snapshot) -> str | None:
+    """Why ``nvmlInit`` failed on this node although the NVML library is there, or None."""
+    return next((g.nvidia.nvml_init_error for g in snap.gpus if g.nvidia.nvml_init_error), None)
+
+
+# NVML names go-nvlib's device library skips (pkg/nvlib/device/api.go:63, the default of
+# device.New that GFD uses): GFD neither counts nor labels a DGX Station's display GPU
+GFD_SKIPPED_NAMES = ("DGX Display", "NVIDIA DGX Display")
+
+
+def _skipped(g: Gpu) -> bool:
+    return g.sources.get("product") == "nvml" and g.product in GFD_SKIPPED_NAMES
 
 
 def product_model(gpus: list[Gpu]) -> str:
@@ -373,15 +396,20 @@ def nvidia_labels(
     opts = opts or NvidiaOptions()
     warnings = [] if warnings is None else warnings
     gpus = gfd_gpus(snap, warnings)
+    labelers = LABELERS
     if not gpus:
-        return {}
+        if opts.fail_on_init_error or nvml_init_error(snap) is None:
+            return {}
+        # GFD with failOnInitError false: its null resource manager, so only the labelers
+        # that need no NVML (cmd/gpu-feature-discovery/main.go, internal/resource/factory.go)
+        labelers = (_timestamp, _vgpu)
     addrs = {g.address for g in gpus}
     parts = [p for p in snap.partitions if p.kind == "mig" and p.parent in addrs]
     strat = opts.mig_strategy if opts.mig_strategy != "auto" else strategy(gpus, parts)
-    labelling = _Pass(snap, opts, gpus, product_model(gpus), parts, strat)
+    labelling = _Pass(snap, opts, gpus, product_model(gpus) if gpus else "", parts, strat)
     out: dict[str, str] = {}
     try:
-        for labeler in LABELERS:
+        for labeler in labelers:
             out.update(labeler(labelling, warnings))
     except _Refused as exc:
         warnings.append(f"nvidia: {exc}")

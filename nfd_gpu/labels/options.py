@@ -35,6 +35,11 @@ PROFILE_OPTIONS: dict[str, tuple[str, str]] = {
         "amd.com/gpu.memory-partitioning-supported (labeller -memory-partitioning-supported)",
     ),
     "amd-mode": ("amd", "amd.com/gpu.mode (the GPU operator's KubeVirt labeller)"),
+    "amd-require-amdgpu": (
+        "amd",
+        "no amd.com label unless an AMD GPU is bound to amdgpu (the labeller finds GPUs "
+        "through amdgpu and exits without labels otherwise)",
+    ),
 }
 
 

@@ -107,7 +107,8 @@ def test_init_failure_falls_back_and_is_retried(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setitem(
         sys.modules, "pynvml", nvml_replay.build({**rec, "nvmlInit": {"error": "DriverNotLoaded"}})
     )
-    assert nvml.query() is None
+    with pytest.raises(nvml.InitFailed, match="Driver Not Loaded"):
+        nvml.query()
     monkeypatch.setitem(sys.modules, "pynvml", nvml_replay.build(rec))
     assert nvml.query() is not None  # no state kept: the next pass initialises
 

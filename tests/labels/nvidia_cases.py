@@ -33,7 +33,7 @@ OPTION_CASES: dict[str, tuple[str, NvidiaOptions]] = {
     ),
     "h100-mig-single--auto": ("h100-mig-single", NvidiaOptions(mig_strategy="auto")),
     "dgx-a100-mig-mixed--auto": ("dgx-a100-mig-mixed", NvidiaOptions(mig_strategy="auto")),
-    "a100-t4--time-slicing-4-mps-1": ("a100-t4", _cfg("time-slicing-4-mps-1.yaml")),
+    "a100-t4--time-slicing-2-rename": ("a100-t4", _cfg("time-slicing-2-rename.yaml")),
     "a100-t4--time-slicing-4": ("a100-t4", _cfg("time-slicing-4.yaml")),
     "a100-t4--mps-2": ("a100-t4", _cfg("mps-2.yaml")),
     "a100-t4--single": ("a100-t4", NvidiaOptions(mig_strategy="single")),

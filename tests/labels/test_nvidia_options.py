@@ -69,6 +69,14 @@ def test_reference_config_example_loads() -> None:
         ("- a\n", "mapping"),
         ("flags: {migStrategy: double}\n", "flags.migStrategy"),
         ("sharing: {timeSlicing: {resources: [{name: x, replicas: -1}]}}\n", "replicas"),
+        # rejected as GFD does (device plugin api/config/v1/replicas.go)
+        ("sharing: {mps: {resources: [{name: x, replicas: 1}]}}\n", "must be >= 2"),
+        ("sharing: {timeSlicing: {resources: [{name: x}]}}\n", "no replicas specified"),
+        # GFD's flags: discovery strategies nfd-gpu does not label with are refused
+        ("flags: {deviceDiscoveryStrategy: vfio}\n", "vfio is not supported"),
+        ("flags: {deviceDiscoveryStrategy: tegra}\n", "tegra is not supported"),
+        ("flags: {deviceDiscoveryStrategy: pci}\n", "invalid option 'pci'"),
+        ("flags: {failOnInitError: maybe}\n", "failOnInitError: expected true or false"),
         ("sharing: [\n", "not YAML"),
     ],
 )

@@ -9,6 +9,7 @@ import pytest
 from nfd_gpu import config
 from nfd_gpu.cli import main
 from nfd_gpu.labels.options import PROFILE_OPTIONS, check, of
+from nfd_gpu.scan import run_scan
 from tests.conftest import REPO, fixture_root
 
 
@@ -42,3 +43,17 @@ def test_config() -> None:
     assert cfg.profile_options == ("amd-beta", "amd-mode")
     with pytest.raises(config.ConfigError, match="amd-nope"):
         config.load(env={}, flags={"profiles": "amd", "profile_options": "amd-nope"})
+
+
+def test_amd_require_amdgpu() -> None:
+    # the SR-IOV host's AMD GPUs are bound to gim, not amdgpu: the labeller, which finds GPUs
+    # through amdgpu, writes nothing there; the option does the same
+    root = str(fixture_root("mi300x-sriov-host"))
+    assert all(g.driver != "amdgpu" for g in run_scan(root).snapshot.gpus if g.vendor == "amd")
+    assert "amd.com/gpu.device-id" in " ".join(run_scan(root, profiles=("amd",)).labels)
+    opts = ("amd-require-amdgpu",)
+    assert run_scan(root, profiles=("amd",), profile_options=opts).labels == {}
+    # where amdgpu is bound the option changes nothing
+    bound = str(fixture_root("mi210-8x"))
+    with_opt = run_scan(bound, profiles=("amd",), profile_options=opts).labels
+    assert with_opt == run_scan(bound, profiles=("amd",)).labels != {}

@@ -148,7 +148,7 @@ def collect(
     facts = session.query(host, procfs)
     if facts is None:
         cuda = cuda_from_driver(procfs.driver_version)
-        return dataclasses.replace(procfs, cuda_version=cuda) if cuda else procfs
+        return dataclasses.replace(procfs, cuda_version=cuda, nvml_init_error=session.init_error)
     known = {g.address for g in facts.gpus}
     by_addr = {g.address: g for g in facts.gpus}
     gpus = list(facts.gpus)
@@ -192,7 +192,16 @@ def apply(
         if (a := PciAddress.parse(p.parent)) in own
     )
     with_table = tuple(table_facts(g) if g.vendor == "nvidia" else g for g in gpus)
-    return merge(with_table, facts), parts, versions
+    merged = merge(with_table, facts)
+    if facts.nvml_init_error:
+        merged = tuple(_init_failed(g, facts.nvml_init_error) for g in merged)
+    return merged, parts, versions
+
+
+def _init_failed(g: Gpu, why: str) -> Gpu:
+    if g.vendor != "nvidia":
+        return g
+    return dataclasses.replace(g, nvidia=dataclasses.replace(g.nvidia, nvml_init_error=why))
 
 
 def _discover(ctx: Context, snap: Snapshot) -> Snapshot:

@@ -49,3 +49,4 @@ class NvidiaFacts:
     partitions: tuple[Partition, ...] = ()
     device_nodes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    nvml_init_error: str | None = None  # nvmlInit failed with the library present: why

@@ -131,17 +131,33 @@ class _Gpu:
             raise
 
 
+class InitFailed(Exception):
+    """``nvmlInit`` failed although libnvidia-ml is there (the message says why)."""
+
+
+# pynvml's error classes that mean "no libnvidia-ml here" (no driver userspace in this
+# container), as opposed to a library that is there and fails to start
+_NO_LIBRARY = ("NVMLError_LibraryNotFound", "NVMLError_FunctionNotFound")
+
+
 def init(lib: ModuleType) -> str | None:
-    """``nvmlInit``; None when it succeeded, else why not (one line)."""
+    """``nvmlInit``; None when it succeeded, else why not (one line) when the library is
+    missing. Raises :class:`InitFailed` when it is there and fails (driver not loaded, a
+    library and kernel module of different versions)."""
     try:
         lib.nvmlInit()
-    except Exception as exc:  # library missing, driver not loaded, mismatch
-        return " ".join(str(exc).split()) or type(exc).__name__
+    except Exception as exc:
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        nvml_error = isinstance(exc, getattr(lib, "NVMLError", ()))
+        if nvml_error and not any(c.__name__ in _NO_LIBRARY for c in type(exc).__mro__):
+            raise InitFailed(why) from None
+        return why
     return None
 
 
 def query(lib: ModuleType | None = None) -> NvidiaFacts | None:
-    """Everything NVML says, or None when ``nvmlInit`` fails (init, collect, shutdown)."""
+    """Everything NVML says (init, collect, shutdown); None without the library. Raises
+    :class:`InitFailed` when ``nvmlInit`` fails with the library there."""
     if lib is None:
         if "pynvml" not in sys.modules and not library_present():
             return None  # nvmlInit could not succeed

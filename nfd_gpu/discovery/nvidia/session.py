@@ -65,6 +65,7 @@ class NvmlSession:
         self._cache: _Cached | None = None
         self.status = "none"  # nvml | replay | stale | procfs | off | none (no NVIDIA GPU)
         self.reason: str | None = None  # why NVML was not used, when it was not
+        self.init_error: str | None = None  # nvmlInit's error, the library being present
 
     def close(self) -> None:
         """Shut the kept library down (agent exit)."""
@@ -77,7 +78,7 @@ class NvmlSession:
         """NVML facts for this pass, or None (procfs facts only). Warnings go to ``host``."""
         from nfd_gpu.discovery.nvidia import nvml  # lazy: the NVML adapter (ctypes) only when asked
 
-        self.reason = None
+        self.reason = self.init_error = None
         if self.mode == "off":
             self.status = "off"
             return None
@@ -93,6 +94,9 @@ class NvmlSession:
         if replay or not self.keep:
             try:
                 facts = nvml.query(lib) if lib is not None else nvml.query()
+            except nvml.InitFailed as exc:
+                self.init_error = str(exc)
+                return self._unavailable(host, procfs, f"nvmlInit: {exc}")
             except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
                 if not replay:
                     raise
@@ -113,7 +117,10 @@ class NvmlSession:
             lib = self._explicit or nvml.load_library()
             if lib is None:
                 return self._unavailable(host, procfs, "pynvml cannot be imported")
-            why = nvml.init(lib)
+            try:
+                why = nvml.init(lib)
+            except nvml.InitFailed as exc:
+                self.init_error = why = str(exc)
             if why is not None:
                 return self._unavailable(host, procfs, f"nvmlInit: {why}")
             self._lib = lib
