@@ -331,6 +331,7 @@ class Config:
             "passes a GPU's health must read better before its state improves (a fault that "
             "toggles keeps its state; docs/health.md)",
             "Passes before a GPU's health improves (default {default})",
+            bounds=(0.0, 10000.0),
         ),
     )
     health_nonfatal_xids: tuple[str, ...] = setting(
@@ -346,6 +347,7 @@ class Config:
         Setting(
             "uncorrectable memory errors (NVML volatile ECC, AMD RAS ue) that fail a GPU; 0 off",
             "Uncorrectable errors that fail a GPU (default {default}; 0 off)",
+            bounds=(0.0, 1e9),
         ),
     )
     health_correctable: float = setting(
@@ -353,6 +355,7 @@ class Config:
         Setting(
             "correctable errors (AMD RAS ce, PCIe AER correctable) that degrade a GPU; 0 off",
             "Correctable errors that degrade a GPU (default {default}: off)",
+            bounds=(0.0, 1e9),
         ),
     )
     dry_run: bool = setting(
