@@ -76,11 +76,14 @@ def test_a_new_vendor_is_one_package_and_one_registry_line(tmp_path: Path) -> No
     assert g.mode == "container"  # Vendor.drivers
     assert g.compute_units == 64 and g.sources["compute_units"] == "sysfs"  # its own source
     assert snap.driver_versions == {"acme": "1.2.3"}  # Vendor.modules
+    assert snap.vendor_driver_versions == {"acme": "1.2.3"}  # Vendor.drivers
     labels, _ = label(snap, profiles=("neutral",))
     assert labels["gpu.feature.node.kubernetes.io/count"] == "1"
+    assert labels["gpu.feature.node.kubernetes.io/acme.driver.version"] == "1.2.3"
+    assert labels["gpu.feature.node.kubernetes.io/acme.driver.major"] == "1"
 
 
 def test_without_the_registry_line_the_gpu_is_not_seen(tmp_path: Path) -> None:
     snap = discover(_host(tmp_path))
-    assert snap.gpus == () and snap.driver_versions == {}
+    assert snap.gpus == () and snap.driver_versions == {} and snap.vendor_driver_versions == {}
     assert [d.vendor for d in snap.pci] == ["1e3e"]
