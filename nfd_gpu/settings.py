@@ -305,11 +305,6 @@ class Config:
         ),
     )
 
-    @property
-    def object_name(self) -> str:
-        """Name of this node's NodeFeature object."""
-        return f"nfd-gpu-{self.node_name}"
-
 
 FIELDS: dict[str, dataclasses.Field[Any]] = {f.name: f for f in dataclasses.fields(Config)}
 SETTINGS: dict[str, Setting] = {k: f.metadata["setting"] for k, f in FIELDS.items()}

@@ -21,7 +21,7 @@ def test_precedence_file_env_flags(tmp_path: Any) -> None:
 def test_downward_api_env_below_nfd_gpu_env() -> None:
     env = {"NODE_NAME": "n1", "POD_NAMESPACE": "ns", "NFD_GPU_NODE_NAME": "n2"}
     cfg = load(None, env=env, flags={"outputs": ["nodefeature"]})
-    assert (cfg.node_name, cfg.namespace, cfg.object_name) == ("n2", "ns", "nfd-gpu-n2")
+    assert (cfg.node_name, cfg.namespace) == ("n2", "ns")
 
 
 @pytest.mark.parametrize(
