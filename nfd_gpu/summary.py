@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 
-from nfd_gpu.labels.validate import NAME_MAX, sanitize_value
 from nfd_gpu.model import Gpu, Snapshot
+from nfd_gpu.names import NAME_MAX, sanitize_value
 
 MIXED = "mixed"
 

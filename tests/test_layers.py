@@ -43,7 +43,6 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
             "nfd_gpu.families",  # architecture families from compute capability / gfx
             "nfd_gpu.names",
             "nfd_gpu.yamlfile",
-            "nfd_gpu.labels.validate",  # Kubernetes label name/value rules: a leaf library
             "nfd_gpu",
         ),
         False,
