@@ -38,6 +38,10 @@ MIRROR=${MIRROR:-http://deb.debian.org/debian}
 PYTHON=${PYTHON:-python3}
 UID_GID=65532
 IMAGE_PY=python3.11 # bookworm's python3
+# Packages minbase brings that nfd-gpu does not run (step 4 purges them; dash and dpkg go
+# last, by image/purge.py): util-linux-extra is purged first, its script needs util-linux.
+PURGE=(apt libapt-pkg6.0 adduser debconf login passwd mount libpam-modules-bin gpgv
+  debian-archive-keyring e2fsprogs init-system-helpers util-linux bash perl-base)
 
 die() { echo "image/build.sh: error: $*" >&2; exit 1; }
 step() { echo "== $* ($(($(date +%s) - t_start)) s)"; }
@@ -158,6 +162,24 @@ echo "nfd-gpu:!::" >>"$ROOTFS/etc/gshadow"
 sed -i -E "s/^([^:]*:[^:]*:)[0-9]+:/\1$days:/" "$ROOTFS/etc/shadow"
 
 # -- 4. trim and fix what would differ between builds --------------------------------------
+# Least privilege (docs/image.md "What the image holds"): nfd-gpu runs python3 and never a
+# shell or a package manager. Purged with dpkg (their maintainer scripts run; the status
+# database stays true for vulnerability scanners): the setuid/setgid programs (login,
+# passwd, mount, util-linux's su, libpam-modules-bin's unix_chkpwd), apt and its keys,
+# bash, perl and the perl-based tools (adduser, debconf, init-system-helpers), e2fsprogs.
+# Then dash (/bin/sh) and dpkg itself, which dpkg's scripts need, by image/purge.py.
+step "purging shells, package managers and setuid programs"
+purge() {
+  in_root /usr/bin/env PATH=/usr/sbin:/usr/bin dpkg --purge --force-remove-essential \
+    --force-depends "$@" >>"$WORK/purge.log" 2>&1 \
+    || { tail -20 "$WORK/purge.log"; die "dpkg --purge $* failed"; }
+}
+purge util-linux-extra
+purge "${PURGE[@]}"
+"$PYTHON" image/purge.py "$ROOTFS" dash dpkg
+setid=$(find "$ROOTFS" -xdev -type f -perm /6000)
+[ -z "$setid" ] || die "setuid/setgid files left in the image: $setid"
+
 step "trimming"
 r=$ROOTFS
 find "$r/usr/share/doc" -mindepth 1 ! -name copyright ! -type d -delete
@@ -179,7 +201,7 @@ find "$r/usr" -name __pycache__ -type d -prune -exec rm -rf {} +
 in_root /usr/bin/python3 -m compileall -q -j1 --invalidation-mode checked-hash \
   /usr/lib/$IMAGE_PY /usr/lib/python3/dist-packages /usr/local/lib/$IMAGE_PY/dist-packages \
   >/dev/null
-for banned in pip pip3 gcc cc make; do
+for banned in pip pip3 gcc cc make sh bash dash apt apt-get dpkg perl su mount; do
   [ ! -e "$r/usr/bin/$banned" ] && [ ! -e "$r/usr/local/bin/$banned" ] \
     || die "$banned found in the image"
 done

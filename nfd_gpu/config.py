@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import socket
 from collections.abc import Mapping
 from typing import Any
 
-from nfd_gpu import yamlfile
+from nfd_gpu import boundedfile, yamlfile
 from nfd_gpu.discovery.nvidia.session import NVML_MODES
 from nfd_gpu.labels.options import check
-from nfd_gpu.names import PREFIX_MAX, is_dns1123_subdomain
+from nfd_gpu.names import PREFIX_MAX, is_dns1123_label, is_dns1123_subdomain
 from nfd_gpu.settings import (
     CONFIG_ENV,
     ENV_PREFIX,
     KINDS,
+    OBJECT_PREFIX,
     OUTPUTS,
     SETTINGS,
     Config,
@@ -34,6 +36,10 @@ __all__ = ["OUTPUTS", "Config", "ConfigError", "hostname_node_name", "load", "sp
 
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 DRY_RUN_NAMESPACE = "nfd-gpu"  # the namespace deploy/ installs into
+NAMESPACE_FILE_MAX = 4096  # a namespace name is at most 63 characters
+# A node name is a DNS-1123 subdomain; nfd-gpu-<node> must be an object name (<= 253).
+NODE_NAME_MAX = PREFIX_MAX - len(OBJECT_PREFIX)
+_POD_UID = re.compile(r"[A-Za-z0-9-]{1,128}")  # a UUID, as the API server writes it
 
 
 class ConfigError(ValueError):
@@ -129,8 +135,12 @@ def _validate(cfg: Config) -> None:
     def bad(msg: str) -> ConfigError:
         return ConfigError(f"configuration: {msg}")
 
-    if not cfg.interval > 0:
-        raise bad(f"interval must be > 0, got {cfg.interval}")
+    for key, setting in SETTINGS.items():
+        if setting.bounds is not None:
+            low, high = setting.bounds
+            value = getattr(cfg, key)
+            if not low <= value <= high:  # NaN too
+                raise bad(f"{key} must be from {low:g} to {high:g} seconds, got {value:g}")
     if not cfg.outputs:
         raise bad("at least one output is required")
     for key, setting in SETTINGS.items():  # every setting with choices, each list item
@@ -159,10 +169,27 @@ def _validate(cfg: Config) -> None:
             raise bad("the nodefeature output needs a node name (NODE_NAME or --node-name)")
         if not cfg.namespace:
             raise bad("the nodefeature output needs a namespace (POD_NAMESPACE or --namespace)")
-    if cfg.resync_interval <= 0 or cfg.api_timeout <= 0 or cfg.udev_debounce < 0:
-        raise bad("resync_interval and api_timeout must be > 0, udev_debounce >= 0")
     if cfg.metrics_address:
         split_address(cfg.metrics_address)
+    _validate_names(cfg)
+
+
+def _validate_names(cfg: Config) -> None:
+    """The downward-API names (NODE_NAME, POD_NAMESPACE, ...) as Kubernetes writes them:
+    a value with a ``/``, ``..`` or a newline is refused (shown escaped, never raw)."""
+    checks = (
+        ("node_name", cfg.node_name, lambda v: is_dns1123_subdomain(v) and len(v) <= NODE_NAME_MAX,
+         f"a lower-case DNS-1123 subdomain of at most {NODE_NAME_MAX} characters"),
+        ("namespace", cfg.namespace, is_dns1123_label,
+         "a lower-case DNS-1123 label of at most 63 characters"),
+        ("pod_name", cfg.pod_name, is_dns1123_subdomain,
+         f"a lower-case DNS-1123 subdomain of at most {PREFIX_MAX} characters"),
+        ("pod_uid", cfg.pod_uid, lambda v: _POD_UID.fullmatch(v) is not None,
+         "at most 128 letters, digits and '-' (a UUID)"),
+    )  # fmt: skip
+    for key, value, ok, rule in checks:
+        if value is not None and not ok(value):
+            raise ConfigError(f"configuration: {key} {value!r} is not {rule}")
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -178,13 +205,12 @@ def hostname_node_name() -> str | None:
     aside); None when it is not a valid object-name part."""
     name = socket.gethostname().strip().lower()
     ok = is_dns1123_subdomain(name)
-    return name if ok and len(name) <= PREFIX_MAX - len("nfd-gpu-") else None
+    return name if ok and len(name) <= NODE_NAME_MAX else None
 
 
 def _namespace_fallback() -> str | None:
     try:
-        with open(SA_NAMESPACE_FILE, encoding="utf-8") as f:
-            return f.read().strip() or None
+        return boundedfile.read_text(SA_NAMESPACE_FILE, NAMESPACE_FILE_MAX).strip() or None
     except OSError:
         return None
 

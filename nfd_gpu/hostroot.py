@@ -3,7 +3,10 @@
 The root is ``/`` on a host, ``/host`` in a container, or a fixture / captured
 snapshot directory in tests. Reads are bounded (64 KiB), decoded safely, and a
 broken file (permission denied, garbage bytes, a dangling link, a directory
-where a file belongs) becomes a warning, never an exception.
+where a file belongs) becomes a warning, never an exception. Only regular files are
+read and only directories listed: a device node, FIFO or socket planted where an
+attribute file belongs is opened non-blocking (never as a controlling terminal), found
+by ``fstat`` to be no regular file, and closed unread, with a warning.
 
 **Confinement.** Below a root other than ``/`` every path is resolved *inside* the
 root, as if the process were chrooted there: an absolute symbolic link (``/etc/shadow``)
@@ -34,10 +37,14 @@ import stat as stat_mod
 from collections.abc import Callable
 from typing import Any
 
+from nfd_gpu.boundedfile import kind
+
 MAX_READ = 64 * 1024
 
-# O_NONBLOCK: a FIFO planted in a tree must not hang the scan (no effect on regular files).
-_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+# O_NONBLOCK: a FIFO planted in a tree must not hang the scan (no effect on regular files);
+# O_NOCTTY: a terminal planted there never becomes the controlling one. What is opened is
+# then fstat'ed (_regular): only a regular file is read.
+_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 _O_PATH = getattr(os, "O_PATH", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -283,6 +290,8 @@ class HostRoot:
                 self._oserror(rel, exc, "cannot open")
             return None
         try:
+            if not self._regular(rel, fd):
+                return None
             if limit <= MAX_READ:
                 data = os.read(fd, limit + 1)
             else:
@@ -295,9 +304,6 @@ class HostRoot:
                     chunks.append(chunk)
                     size += len(chunk)
                 data = b"".join(chunks)
-        except IsADirectoryError:
-            self.warn(f"{self._display(rel)}: is a directory, expected a file")
-            return None
         except OSError as exc:
             # sysfs returns EIO/ENODEV/EINVAL for attributes the device cannot report.
             if exc.errno in RESOURCE_ERRNOS:
@@ -325,11 +331,25 @@ class HostRoot:
                 self._oserror(rel, exc, "cannot open")
             return None
         try:
+            if not self._regular(rel, fd):
+                return None
             return os.pread(fd, max(0, min(size, 4096)), max(0, offset))
         except OSError:
             return None
         finally:
             os.close(fd)
+
+    def _regular(self, rel: str, fd: int) -> bool:
+        """Whether the open ``fd`` is a regular file; anything else (a device node, a FIFO,
+        a socket planted as an attribute file) is a warning and is never read."""
+        mode = os.fstat(fd).st_mode
+        if stat_mod.S_ISREG(mode):
+            return True
+        if stat_mod.S_ISDIR(mode):
+            self.warn(f"{self._display(rel)}: is a directory, expected a file")
+        else:
+            self.warn(f"{self._display(rel)}: not a regular file ({kind(mode)}), not read")
+        return False
 
     def read_text(self, rel: str, *, optional: bool = True) -> str | None:
         """Read a text attribute: decoded (invalid UTF-8 replaced), NULs removed, stripped."""
@@ -364,6 +384,27 @@ class HostRoot:
                 os.close(self._parent[1])
             self._parent = (parent, pfd)
         return os.readlink(name, dir_fd=pfd)
+
+    def readlink(self, rel: str) -> str | None:
+        """The target of the symbolic link at ``rel`` (its parents resolved inside the
+        root), None when it is no link or cannot be read; not recorded (the snapshot
+        copier's own reads)."""
+        try:
+            return self._readlink(rel)
+        except OSError:
+            return None
+
+    def lstat(self, rel: str) -> os.stat_result | None:
+        """``os.lstat`` inside the root (the last component not followed) or None; not
+        recorded (the snapshot copier's own reads)."""
+        try:
+            fd = self._open(rel, _O_PATH | _O_NOFOLLOW | _O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
 
     def readlink_name(self, rel: str) -> str | None:
         """Basename of a symbolic link's target (``driver``, ``iommu_group``, ...)."""

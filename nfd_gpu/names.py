@@ -8,7 +8,8 @@ valid value or name part (what the node summary writes: product names, versions)
 
 - name part: 1-63 characters, ``([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]``
   (k8s ``IsQualifiedName``); a label value is empty or the same shape;
-- prefix: a lower-case DNS-1123 subdomain of at most 253 characters;
+- prefix: a lower-case DNS-1123 subdomain of at most 253 characters (also the rule of
+  a Node's and a Pod's name); a namespace's name is a DNS-1123 label (at most 63);
 - namespaces (nfd-master's default policy): ``kubernetes.io`` and
   ``*.kubernetes.io`` are denied except the NFD namespaces
   ``feature.node.kubernetes.io``, ``profile.node.kubernetes.io`` and their
@@ -29,6 +30,7 @@ NFD_NAMESPACES = (FEATURE_NS, PROFILE_NS)
 _NAME_RE = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_SUBDOMAIN_RE = re.compile(rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*")
+_DNS1123_LABEL_RE = re.compile(_DNS1123_LABEL)
 
 
 def is_name_shape(s: str) -> bool:
@@ -39,6 +41,11 @@ def is_name_shape(s: str) -> bool:
 def is_dns1123_subdomain(s: str) -> bool:
     """A qualified name's prefix: lower-case DNS-1123 subdomain, at most 253 characters."""
     return len(s) <= PREFIX_MAX and _DNS1123_SUBDOMAIN_RE.fullmatch(s) is not None
+
+
+def is_dns1123_label(s: str) -> bool:
+    """A namespace's name: a lower-case DNS-1123 label, at most 63 characters."""
+    return len(s) <= NAME_MAX and _DNS1123_LABEL_RE.fullmatch(s) is not None
 
 
 def namespace_allowed(ns: str, allowed: Collection[str] = NFD_NAMESPACES) -> bool:

@@ -30,6 +30,10 @@ LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 ENV_PREFIX = "NFD_GPU_"
 CONFIG_ENV = "NFD_GPU_CONFIG"  # the config file; not a setting itself
+OBJECT_PREFIX = "nfd-gpu-"  # the NodeFeature object is named <prefix><node name>
+DAY = 86400.0
+WEEK = 7 * DAY
+YEAR = 365 * DAY
 
 Choices = tuple[str, ...] | Callable[[], tuple[str, ...]]
 
@@ -41,6 +45,7 @@ class Setting:
     ``run_help`` None: no ``run`` flag (the downward API sets it). ``flags`` empty:
     ``--<key-with-dashes>`` (``--x/--no-x`` for booleans). ``scan_help`` set: ``scan`` has
     the option too, reading ``NFD_GPU_<KEY>`` itself; ``scan_flags`` empty: ``flags``.
+    ``bounds``: the range of a number (seconds, for every number there is today).
     """
 
     doc: str
@@ -50,6 +55,10 @@ class Setting:
     scan_flags: tuple[str, ...] = ()
     k8s_env: str | None = None
     choices: Choices | None = None
+    # (lowest, highest) allowed, both included, for a number (every number has one): a
+    # value outside is refused when the configuration is validated, the range in the
+    # message (an interval of 1e10 s overflowed the timer after the first pass)
+    bounds: tuple[float, float] | None = None
 
 
 def setting(default: T, meta: Setting) -> T:
@@ -108,7 +117,12 @@ class Config:
     """Settings of the agent (module docstring). Env is ``NFD_GPU_<UPPER>``."""
 
     interval: float = setting(
-        60.0, Setting("seconds between passes", "Seconds between passes (default {default})")
+        60.0,
+        Setting(
+            "seconds between passes",
+            "Seconds between passes (default {default})",
+            bounds=(0.1, DAY),
+        ),
     )
     oneshot: bool = setting(False, Setting("one pass, publish, exit", "One pass, publish, exit"))
     outputs: tuple[str, ...] = setting(
@@ -206,6 +220,7 @@ class Config:
         Setting(
             "seconds until feature-file labels expire",
             "Feature-file expiry in seconds (default {default})",
+            bounds=(1.0, YEAR),
         ),
     )
     raw_features: bool = setting(
@@ -258,7 +273,9 @@ class Config:
     api_timeout: float = setting(
         10.0,
         Setting(
-            "API request timeout in seconds", "API request timeout seconds (default {default})"
+            "API request timeout in seconds",
+            "API request timeout seconds (default {default})",
+            bounds=(0.1, 600.0),
         ),
     )
     resync_interval: float = setting(
@@ -266,6 +283,7 @@ class Config:
         Setting(
             "seconds between NodeFeature resync GETs (jittered)",
             "NodeFeature resync GET period seconds (default {default})",
+            bounds=(1.0, WEEK),
         ),
     )
     metrics_address: str = setting(
@@ -293,6 +311,7 @@ class Config:
         Setting(
             "seconds of quiet after a udev event before a pass",
             "Quiet seconds after a udev event (default {default})",
+            bounds=(0.0, 600.0),
         ),
     )
     dry_run: bool = setting(

@@ -23,12 +23,19 @@ readlink'd or tested is then copied from the root into DIR, and nothing else:
   :mod:`nfd_gpu.discovery.nvidia.record` into ``nvml.json`` (also under ``--root /host``).
 
 ``SNAPSHOT.json`` lists what was captured (files, links, skipped paths) for a bug report.
-Nothing is written outside DIR, and DIR must be empty (or missing).
+
+Every read of the root goes through :class:`HostRoot` (confined to it: a link to
+``/etc/shadow`` in the root is re-rooted, never followed out), pci.ids and ``nvml.json``
+included. Every write goes through ``_Dest``: DIR is created (or an existing empty
+directory that is not a link), and each path below it is created from DIR's descriptor
+component by component with ``O_NOFOLLOW`` (files ``O_EXCL``), so nothing is written
+outside DIR, not even through a link planted in DIR while the snapshot runs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import stat
@@ -42,7 +49,7 @@ from nfd_gpu.discovery.nvidia import record as nvml_record
 from nfd_gpu.discovery.nvidia.facts import NVML_RECORDING
 from nfd_gpu.discovery.nvidia.replay import MAX_RECORDING
 from nfd_gpu.discovery.pciids import MAX_PCI_IDS, PCI_IDS_PATHS
-from nfd_gpu.hostroot import _FLAGS, MAX_READ, HostRoot
+from nfd_gpu.hostroot import MAX_READ, HostRoot
 from nfd_gpu.model import Snapshot
 from nfd_gpu.scan import discover
 
@@ -72,22 +79,88 @@ class SnapshotReport:
     bytes: int = 0
 
 
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+class _Dest:
+    """Writes below DIR only: every path is created component by component from DIR's
+    descriptor, directories opened ``O_NOFOLLOW`` and files created ``O_EXCL |
+    O_NOFOLLOW``, so no link (planted or copied) is ever followed by a write."""
+
+    def __init__(self, dest: str) -> None:
+        try:
+            self.fd = os.open(dest, _DIR_FLAGS)
+        except OSError as exc:
+            why = "a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
+            raise SnapshotError(f"{dest}: cannot be used ({why})") from None
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def _dir(self, rel: str) -> int:
+        """A new descriptor of directory ``rel`` below DIR, created as needed."""
+        fd = os.dup(self.fd)
+        for name in (p for p in rel.split("/") if p):
+            try:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o755, dir_fd=fd)
+                nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            finally:
+                os.close(fd)
+            fd = nxt
+        return fd
+
+    def mkdir(self, rel: str) -> None:
+        os.close(self._dir(rel))
+
+    def write(self, rel: str, data: bytes, mode: int = 0o644, *, replace: bool = False) -> bool:
+        """Create ``rel`` with ``data``. An existing ``rel`` is left as it is (False), or
+        with ``replace`` (a file copied over its marker) rewritten if a regular file."""
+        parent, _, name = rel.rpartition("/")
+        pfd = self._dir(parent)
+        try:
+            fd = os.open(name, _NEW_FILE, 0o600, dir_fd=pfd)
+        except FileExistsError:
+            if not replace:
+                return False
+            fd = os.open(name, _NEW_FILE & ~(os.O_CREAT | os.O_EXCL) | os.O_TRUNC, dir_fd=pfd)
+        finally:
+            os.close(pfd)
+        try:
+            os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        return True
+
+    def symlink(self, rel: str, target: str) -> bool:
+        parent, _, name = rel.rpartition("/")
+        pfd = self._dir(parent)
+        try:
+            os.symlink(target, name, dir_fd=pfd)
+        except FileExistsError:
+            return False
+        finally:
+            os.close(pfd)
+        return True
+
+
 class _Copier:
+    """Copies what a scan read from the root (read through :class:`HostRoot`, confined
+    to it) into DIR (written through :class:`_Dest`)."""
+
     def __init__(self, root: str, dest: str, report: SnapshotReport) -> None:
-        self.src_root = root.rstrip("/") or "/"
-        self.dest = dest
+        self.host = HostRoot(root)
+        self.out = _Dest(dest)
         self.report = report
         self.done: set[tuple[str, bool]] = set()
 
-    def src(self, rel: str) -> str:
-        return os.path.join(self.src_root, rel) if rel else self.src_root
-
-    def dst(self, rel: str) -> str:
-        return os.path.join(self.dest, rel) if rel else self.dest
-
-    def _mkdir(self, rel: str) -> None:
-        if rel:
-            os.makedirs(self.dst(rel), exist_ok=True)
+    def close(self) -> None:
+        self.host.close()
+        self.out.close()
 
     def _link(self, rel: str, target: str, parent: str) -> None:
         joined = os.path.normpath(os.path.join(parent, target))
@@ -95,71 +168,54 @@ class _Copier:
             # absolute, or climbing above the root: pointed at the same place inside DIR
             inside = "/".join(p for p in joined.split("/") if p not in ("", ".."))
             target = os.path.relpath(inside or ".", parent or ".")
-        d = self.dst(rel)
-        if os.path.lexists(d):
-            return
-        self._mkdir(parent)
-        os.symlink(target, d)
-        self.report.links.append(rel)
+        if self.out.symlink(rel, target):
+            self.report.links.append(rel)
 
-    def _marker(self, rel: str, parent: str) -> None:
-        d = self.dst(rel)
-        if os.path.lexists(d):
-            return
-        self._mkdir(parent)
-        with open(d, "wb"):
-            pass
+    def _marker(self, rel: str) -> None:
         # Keep the permission bits: runtime discovery reports device-node modes.
-        with contextlib.suppress(OSError):
-            os.chmod(d, stat.S_IMODE(os.stat(self.src(rel)).st_mode))
-        self.report.markers.append(rel)
+        st = self.host.stat(rel)
+        mode = stat.S_IMODE(st.st_mode) if st is not None else 0o644
+        if self.out.write(rel, b"", mode):
+            self.report.markers.append(rel)
 
-    def _copy_file(self, rel: str, parent: str, st: os.stat_result) -> None:
+    def _copy_file(self, rel: str, st: os.stat_result) -> None:
         if rel.split("/", 1)[0] in MARKER_ONLY or not stat.S_ISREG(st.st_mode):
-            self._marker(rel, parent)
+            self._marker(rel)
             return
-        try:
-            fd = os.open(self.src(rel), _FLAGS)
-            try:
-                data = os.read(fd, MAX_READ + 1)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            self.report.skipped.append(f"/{rel}: {exc.strerror or exc}")
+        seen = len(self.host.warnings)
+        data = self.host.read_bytes(rel, limit=MAX_READ + 1)
+        if data is None:
+            why = self.host.warnings[seen:] or [f"/{rel}: cannot read"]
+            self.report.skipped.append(why[-1])
             return
-        self._mkdir(parent)
-        with open(self.dst(rel), "wb") as f:
-            f.write(data)
+        self.out.write(rel, data, replace=True)
         if rel not in self.report.files:
             self.report.files.append(rel)
             self.report.bytes += len(data)
 
     def _entries(self, rel: str) -> None:
         """Markers for the entries of a listed directory ``rel`` (a resolved path)."""
-        try:
-            names = sorted(os.listdir(self.src(rel)))
-        except OSError:
-            return
         keep = LIST_FILTERS.get(rel)
-        for name in names:
+        for name in self.host.listdir(rel):
             if keep is not None and not name.startswith(keep):
                 continue
             child = f"{rel}/{name}" if rel else name
-            try:
-                st = os.lstat(self.src(child))
-            except OSError:
+            st = self.host.lstat(child)
+            if st is None:
                 continue
             if rel.split("/", 1)[0] in MARKER_ONLY:
                 if stat.S_ISDIR(st.st_mode):
-                    self._mkdir(child)  # dev/dri, dev/vfio: listed in turn
+                    self.out.mkdir(child)  # dev/dri, dev/vfio: listed in turn
                 else:
-                    self._marker(child, rel)
+                    self._marker(child)
             elif stat.S_ISLNK(st.st_mode):
-                self._link(child, os.readlink(self.src(child)), rel)
+                target = self.host.readlink(child)
+                if target is not None:
+                    self._link(child, target, rel)
             elif stat.S_ISDIR(st.st_mode):
-                self._mkdir(child)
+                self.out.mkdir(child)
             else:
-                self._marker(child, rel)
+                self._marker(child)
 
     def copy(self, rel: str) -> None:
         """Copy ``rel`` as the scan saw it: links on the way, then the file or directory."""
@@ -167,7 +223,7 @@ class _Copier:
         if key in self.done:
             return
         self.done.add(key)
-        if not os.path.lexists(self.src(rel)):
+        if not self.host.lexists(rel):
             return  # the scan found nothing there; create no empty parents either
         todo = [p for p in rel.split("/") if p not in ("", ".")]
         cur = ""
@@ -178,14 +234,12 @@ class _Copier:
                 cur = os.path.dirname(cur)
                 continue
             nxt = f"{cur}/{part}" if cur else part
-            try:
-                st = os.lstat(self.src(nxt))
-            except OSError:
+            st = self.host.lstat(nxt)
+            if st is None:
                 return  # missing (or unreadable): nothing to copy
             if stat.S_ISLNK(st.st_mode):
-                try:
-                    target = os.readlink(self.src(nxt))
-                except OSError:
+                target = self.host.readlink(nxt)
+                if target is None:
                     return
                 self._link(nxt, target, cur)
                 hops += 1
@@ -196,19 +250,30 @@ class _Copier:
                 todo = [p for p in target.split("/") if p not in ("", ".")] + todo
                 continue
             if stat.S_ISDIR(st.st_mode):
-                self._mkdir(nxt)
+                self.out.mkdir(nxt)
                 cur = nxt
                 continue
             if not todo:
-                self._copy_file(nxt, cur, st)
+                self._copy_file(nxt, st)
             return  # a file in the middle of the path: the scan failed there too
         self._entries(cur)
 
 
-def _check_dest(dest: str) -> None:
-    if os.path.lexists(dest) and not os.path.isdir(dest):
+def _new_dest(dest: str) -> None:
+    """DIR created here (its parents as needed), or an existing empty directory that is
+    not a symbolic link."""
+    try:
+        st = os.lstat(dest)
+    except FileNotFoundError:
+        parent = os.path.dirname(os.path.abspath(dest))
+        os.makedirs(parent, exist_ok=True)
+        os.mkdir(dest, 0o755)
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise SnapshotError(f"{dest}: a symbolic link (a snapshot needs a new directory)")
+    if not stat.S_ISDIR(st.st_mode):
         raise SnapshotError(f"{dest}: exists and is not a directory")
-    if os.path.isdir(dest) and os.listdir(dest):
+    if os.listdir(dest):
         raise SnapshotError(f"{dest}: not empty (a snapshot needs an empty or new directory)")
 
 
@@ -225,64 +290,70 @@ def take_snapshot(
     """
     dest_s = os.fspath(dest)
     root_s = os.fspath(root).rstrip("/") or "/"
-    _check_dest(dest_s)
     inside = os.path.realpath(dest_s).startswith(os.path.realpath(root_s).rstrip("/") + "/")
     if inside and root_s != "/":
         raise SnapshotError(f"{dest_s}: inside --root {root_s}")
-    os.makedirs(dest_s, exist_ok=True)
-
-    lib = nvml_lib
-    has_recording = os.path.isfile(os.path.join(root_s, NVML_RECORDING))
-    if lib is None and not has_recording:
-        lib = nvml.load_library()
-    recording = nvml_record.wrap(lib) if lib is not None else None
+    _new_dest(dest_s)
 
     paths: list[str] = []
     host = HostRoot(root_s)
+    st = host.stat(NVML_RECORDING)
+    has_recording = st is not None and stat.S_ISREG(st.st_mode)
+    lib = nvml_lib
+    if lib is None and not has_recording:
+        lib = nvml.load_library()
+    recording = nvml_record.wrap(lib) if lib is not None else None
     host.set_recorder(paths.append)
     snap = discover(host, nvml_lib=recording.module if recording is not None else None)
     host.set_recorder(None)
+    host.close()
 
     report = SnapshotReport(dest=dest_s)
     copier = _Copier(root_s, dest_s, report)
-    for rel in dict.fromkeys(p.lstrip("/") for p in paths):
-        if rel == NVML_RECORDING:
-            continue
-        copier.copy(rel)
-    _copy_pci_ids(copier, report)
-
-    nvml_path = copier.dst(NVML_RECORDING)
-    if recording is not None and recording.data:
-        _write_json(nvml_path, recording.data)
-        report.nvml = "recorded"
-    elif recording is None and has_recording:
-        with open(copier.src(NVML_RECORDING), "rb") as f:
-            data = f.read(MAX_RECORDING)
-        with open(nvml_path, "wb") as out:
-            out.write(data)
-        report.nvml = "copied"
-
-    _write_json(copier.dst(MANIFEST), _manifest(root_s, snap, report))
+    try:
+        for rel in dict.fromkeys(p.lstrip("/") for p in paths):
+            if rel != NVML_RECORDING:
+                copier.copy(rel)
+        pci_ids = _copy_whole(copier, PCI_IDS_PATHS, MAX_PCI_IDS)
+        if pci_ids is not None:
+            report.files.append(pci_ids[0])
+            report.bytes += pci_ids[1]
+        if recording is not None and recording.data:
+            copier.out.write(NVML_RECORDING, _json(recording.data))
+            report.nvml = "recorded"
+        elif (
+            recording is None
+            and has_recording
+            and _copy_whole(copier, (NVML_RECORDING,), MAX_RECORDING)
+        ):
+            report.nvml = "copied"
+        copier.out.write(MANIFEST, _json(_manifest(root_s, snap, report)))
+    finally:
+        copier.close()
     return report
 
 
-def _copy_pci_ids(copier: _Copier, report: SnapshotReport) -> None:
-    """The first pci.ids database the root has (bounded read), for offline names."""
-    for rel in PCI_IDS_PATHS:
-        src = copier.src(rel)
-        if os.path.isfile(src):
-            try:
-                with open(src, "rb") as f:
-                    data = f.read(MAX_PCI_IDS)
-            except OSError as exc:
-                report.skipped.append(f"/{rel}: {exc.strerror}")
-                continue
-            os.makedirs(os.path.dirname(copier.dst(rel)), exist_ok=True)
-            with open(copier.dst(rel), "wb") as out:
-                out.write(data)
-            report.files.append(rel)
-            report.bytes += len(data)
-            break
+def _copy_whole(copier: _Copier, candidates: tuple[str, ...], limit: int) -> tuple[str, int] | None:
+    """The first of ``candidates`` the root has as a regular file, read through HostRoot
+    (confined, at most ``limit`` bytes) and written as a regular file: pci.ids (public
+    data, so product names replay) or an NVML recording; (its path, its size) or None."""
+    host, report = copier.host, copier.report
+    for rel in candidates:
+        st = host.stat(rel)
+        if st is None or not stat.S_ISREG(st.st_mode):
+            continue
+        seen = len(host.warnings)
+        data = host.read_bytes(rel, limit=limit)
+        if data is None:
+            report.skipped.extend(host.warnings[seen:] or [f"/{rel}: cannot read"])
+            continue
+        try:
+            copier.out.write(rel, data)
+        except OSError as exc:
+            report.skipped.append(f"/{rel}: cannot write ({exc.strerror})")
+            continue
+        return rel, len(data)
+    return None
 
 
 def _manifest(root: str, snap: Snapshot, report: SnapshotReport) -> dict[str, Any]:
@@ -300,7 +371,5 @@ def _manifest(root: str, snap: Snapshot, report: SnapshotReport) -> dict[str, An
     }
 
 
-def _write_json(path: str, data: Any) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-        f.write("\n")
+def _json(data: Any) -> bytes:
+    return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()

@@ -31,6 +31,7 @@ class ModelInfo:
     short_product: str | None = None  # Intel rules' product name: Flex_170, Max_1550
     tiles: int | None = None
     revision: str = "*"
+    subsystem: str = "*"  # NVIDIA rows a driver names per board: subsystem vendor:device
 
 
 def _int(v: str | None) -> int | None:
@@ -107,16 +108,25 @@ def table(vendor: str) -> dict[str, tuple[ModelInfo, ...]]:
             short_product=_str(r.get("product")),
             tiles=_int(r.get("tiles")),
             revision=(_str(r.get("revision")) or "*").lower(),
+            subsystem=(_str(r.get("subsystem")) or "*").lower(),
         )
         out.setdefault(dev, []).append(info)
     return {k: tuple(v) for k, v in out.items()}
 
 
-def lookup(vendor: str, device_id: str, revision: str = "") -> ModelInfo | None:
-    """The row for a device: exact revision first, then ``*``, then the first row."""
+def lookup(
+    vendor: str, device_id: str, revision: str = "", subsystem: str = ""
+) -> ModelInfo | None:
+    """The row for a device: exact subsystem (``vendor:device``) first, then exact revision,
+    then ``*``, then the first row."""
     rows = table(vendor).get(device_id.lower())
     if not rows:
         return None
+    sub = subsystem.lower()
+    for r in rows:
+        if sub and r.subsystem == sub:
+            return r
+    rows = tuple(r for r in rows if r.subsystem == "*") or rows
     rev = revision.lower()
     for r in rows:
         if r.revision == rev:

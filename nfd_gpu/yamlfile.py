@@ -1,6 +1,8 @@
 """Reading one small YAML (or JSON) file: the configuration and the sharing config.
 
-:func:`load` returns the parsed document or raises :class:`YamlFileError` that says which
+The bytes come from :func:`nfd_gpu.boundedfile.read` (a regular file of at most
+``CONFIG_MAX``, 1 MiB, a ConfigMap's limit; a FIFO or device is refused, never waited
+on). :func:`load` returns the parsed document or raises :class:`YamlFileError` that says which
 step failed (``read``, ``utf-8`` or ``yaml``), so each caller words its one-line error
 with the file's path and no exception of the reading escapes (a non-UTF-8 file included).
 """
@@ -10,6 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
+
+from nfd_gpu import boundedfile
+from nfd_gpu.boundedfile import CONFIG_MAX
 
 
 class YamlFileError(Exception):
@@ -23,13 +28,14 @@ class YamlFileError(Exception):
         self.line = line  # 1-based line of a YAML error, when the parser knows it
 
 
-def load(path: str) -> Any:
+def load(path: str, limit: int = CONFIG_MAX) -> Any:
     """The document of ``path`` (None for an empty file)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return yaml.safe_load(f)  # marks name the file: in "<path>", line N
-    except OSError as exc:
-        raise YamlFileError(path, "read", exc.strerror or str(exc)) from None
+        data = boundedfile.read(path, limit)
+    except boundedfile.FileReadError as exc:
+        raise YamlFileError(path, "read", exc.detail.removeprefix("cannot read: ")) from None
+    try:
+        return yaml.safe_load(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise YamlFileError(path, "utf-8", f"not UTF-8 (byte {exc.start})") from None
     except yaml.YAMLError as exc:

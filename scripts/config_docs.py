@@ -35,6 +35,8 @@ def table() -> str:
         flag = "/".join(flags(key)) if s.run_help is not None else "(none)"
         env = "`, `".join(v for v in (env_var(key), s.k8s_env) if v)
         meaning = fill(s.doc, key).replace("|", "\\|")
+        if s.bounds is not None:
+            meaning += f" ({s.bounds[0]:g} to {s.bounds[1]:g})"
         rows.append(f"| `{key}` | `{flag}` | `{env}` | `{cell(default(key))}` | {meaning} |")
     return "\n".join(rows) + "\n"
 

@@ -44,6 +44,7 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
             "nfd_gpu.families",  # architecture families from compute capability / gfx
             "nfd_gpu.names",
             "nfd_gpu.yamlfile",
+            "nfd_gpu.boundedfile",
             "nfd_gpu",
         ),
         False,

@@ -26,6 +26,23 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(doc, ensure_ascii=False)
 
 
+# C0 controls and DEL, written escaped: a value with a newline (a file name from a hostile
+# tree, an environment variable) cannot start a forged line, nor a terminal escape run.
+_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)} | {
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    ord("\t"): "\\t",
+}
+
+
+class TextFormatter(logging.Formatter):
+    """``<time> <LEVEL> <logger>: <message>``, one line whatever the message holds
+    (a traceback still follows on its own lines)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return super().formatMessage(record).translate(_ESCAPES)
+
+
 def setup_logging(fmt: str = "text", level: str = "info") -> None:
     """One stderr handler; with ``json`` every line is one JSON record, tracebacks
     included (an exception in any thread is logged, never printed raw)."""
@@ -33,7 +50,7 @@ def setup_logging(fmt: str = "text", level: str = "info") -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

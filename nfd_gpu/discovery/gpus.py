@@ -80,7 +80,8 @@ def gpu_mode(
 def build_gpu(dev: PciDevice, vfs: list[PciDevice], pciids: PciIds, vendor: Vendor) -> Gpu:
     """A :class:`Gpu` from its PCI function, the model table and pci.ids: the facts every
     vendor has (the vendor's own sources add theirs, table facts included)."""
-    info = tables.lookup(vendor.name, dev.device, dev.revision)
+    sub = f"{dev.subsystem_vendor}:{dev.subsystem_device}" if dev.subsystem_device else ""
+    info = tables.lookup(vendor.name, dev.device, dev.revision, sub)
     product, sources = _product(dev, vendor, info, pciids)
     family = info.family if info else None
     memory = info.memory_mib if info else None

@@ -9,7 +9,12 @@ from typing import Any
 
 import yaml
 
+from nfd_gpu import boundedfile
 from nfd_gpu.features import Features
+
+# A NodeFeature document is an API object (etcd stores at most 1.5 MiB): the cap of a rule
+# file (rules/loader.py's MAX_RULE_FILE).
+MAX_FEATURES_FILE = 4 * 1024 * 1024
 
 
 class FeatureFileError(ValueError):
@@ -68,9 +73,9 @@ def _s(v: Any) -> str:
 
 def read_features_file(path: Path) -> Features:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise FeatureFileError(f"{path}: cannot read: {e}") from None
+        text = boundedfile.read_text(path, MAX_FEATURES_FILE)
+    except boundedfile.FileReadError as e:
+        raise FeatureFileError(str(e)) from None
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as e:

@@ -14,15 +14,14 @@ message names the field (``matchFeatures[0].matchExpressions.vendor.op``).
 from __future__ import annotations
 
 import logging
-import os
 import re
-import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from nfd_gpu import boundedfile
 from nfd_gpu.rules.expressions import ExpressionError, MatchExpression, validate_expression
 from nfd_gpu.rules.model import Rule, RuleError, RuleObject, RuleSet, Taint, Term
 from nfd_gpu.rules.template import TemplateError
@@ -390,34 +389,12 @@ def load_yaml_documents(text: str) -> list[Any]:
 
 
 def read_rule_file(path: Path) -> str:
-    """The text of a rule file: a regular file of at most MAX_RULE_FILE bytes, opened
-    non-blocking (a FIFO or device is refused, never waited on). Raises RuleError."""
+    """The text of a rule file (:func:`nfd_gpu.boundedfile.read_text`: a regular file of at
+    most MAX_RULE_FILE bytes, a FIFO or device refused, never waited on). Raises RuleError."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as e:
-        raise RuleError([f"{path}: cannot read: {e.strerror}"]) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise RuleError([f"{path}: not a regular file"])
-        if st.st_size > MAX_RULE_FILE:
-            raise RuleError(
-                [f"{path}: file is {st.st_size} bytes, larger than the {MAX_RULE_FILE} allowed"]
-            )
-        with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read(MAX_RULE_FILE + 1)
-    except OSError as e:
-        raise RuleError([f"{path}: cannot read: {e.strerror}"]) from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_RULE_FILE:
-        raise RuleError([f"{path}: file is larger than the {MAX_RULE_FILE} bytes allowed"])
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise RuleError(
-            [f"{path}: cannot read: not UTF-8 ({e.reason} at byte {e.start})"]
-        ) from None
+        return boundedfile.read_text(path, MAX_RULE_FILE)
+    except boundedfile.FileReadError as e:
+        raise RuleError([str(e)]) from None
 
 
 def parse_documents(text: str, source: str, warnings: list[str]) -> list[Any]:
@@ -441,12 +418,12 @@ def parse_documents(text: str, source: str, warnings: list[str]) -> list[Any]:
 
 
 def rule_files(path: Path) -> list[Path]:
-    """The rule files ``load_rules`` reads for ``path`` (sorted, no hidden files)."""
+    """The rule files ``load_rules`` reads for ``path`` (sorted, no hidden files). Every
+    entry with a rule suffix counts, whatever its type: a FIFO, a directory or a dangling
+    link named ``*.yaml`` is a problem the reader reports, not a file silently skipped."""
     if path.is_dir():
         return sorted(
-            p
-            for p in path.iterdir()
-            if p.is_file() and not p.name.startswith(".") and p.suffix in RULE_SUFFIXES
+            p for p in path.iterdir() if not p.name.startswith(".") and p.suffix in RULE_SUFFIXES
         )
     return [path]
 

@@ -36,6 +36,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from nfd_gpu import boundedfile
 from nfd_gpu.features import owned
 from nfd_gpu.sinks import Publication, SinkError
 
@@ -60,6 +61,9 @@ def build_api_client(kubeconfig: str | None = None) -> Any:
     cfg = kubernetes.client.Configuration()
     try:
         if kubeconfig:
+            # the bounded reader refuses a FIFO, a device or an oversized file first (the
+            # client library then opens the file itself)
+            boundedfile.read(kubeconfig)
             kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
         else:
             try:

@@ -127,6 +127,7 @@ UNAVAILABLE: dict[str, Unavailable] = {
         labels=(  # what NVML adds to or corrects in the procfs facts
             "gpu.feature.node.kubernetes.io/compute-units",
             "gpu.feature.node.kubernetes.io/memory-mib",
+            "gpu.feature.node.kubernetes.io/class",  # rules/gpu-class.yaml reads memory-mib
             "gpu.feature.node.kubernetes.io/mig.*",
             "gpu.feature.node.kubernetes.io/nvidia.cuda.*",
             "gpu.feature.node.kubernetes.io/virtualization",  # procfs has no virtualization mode

@@ -128,9 +128,10 @@ def test_product_from_pci_ids_when_the_table_lacks_the_device(tmp_path: Path) ->
 
     root = tmp_path / "root"
     shutil.copytree(fixture_root("hgx-h100"), root, symlinks=True)
-    _retarget(root, "0000:18:00.0", "2204")  # GA102 [GeForce RTX 3090]: in pci.ids, not the table
+    # GK110 [GeForce GTX 780]: Kepler, in pci.ids, not the table (current drivers dropped it)
+    _retarget(root, "0000:18:00.0", "1004")
     gpu = {g.address: g for g in run_scan(root).snapshot.gpus}["0000:18:00.0"]
-    assert gpu.product == "NVIDIA GeForce RTX 3090"
+    assert gpu.product == "NVIDIA GeForce GTX 780"
     assert gpu.sources["product"] == "pci.ids"
     assert gpu.family is None  # pci.ids knows no architecture
 
@@ -141,10 +142,10 @@ def test_product_without_any_name_source(tmp_path: Path) -> None:
     root = tmp_path / "root"
     shutil.copytree(fixture_root("hgx-h100"), root, symlinks=True)
     (root / "usr/share/misc/pci.ids").unlink()
-    _retarget(root, "0000:18:00.0", "2204")
+    _retarget(root, "0000:18:00.0", "1004")  # Kepler: not in the table
     r = run_scan(root)
     gpu = {g.address: g for g in r.snapshot.gpus}["0000:18:00.0"]
-    assert gpu.product == "NVIDIA Device 2204"
+    assert gpu.product == "NVIDIA Device 1004"
     assert r.labels["gpu.feature.node.kubernetes.io/product"] == "mixed"
     # A GPU of unknown family makes the summary unknown rather than wrong.
     assert "gpu.feature.node.kubernetes.io/family" not in r.labels

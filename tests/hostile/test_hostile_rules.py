@@ -160,7 +160,7 @@ def test_fifo_given_to_rules_check_does_not_hang(tmp_path: Path, bounded: None) 
     holder.start()
     p = _cli("rules", "check", str(f), timeout=10)
     assert p.returncode == 2
-    assert p.stderr.strip().endswith(f"{f}: not a regular file"), p.stderr
+    assert p.stderr.strip().endswith(f"{f}: not a regular file (a FIFO)"), p.stderr
 
 
 def test_deep_yaml_is_a_parse_error(tmp_path: Path, bounded: None) -> None:

@@ -42,7 +42,7 @@ def test_fixture_partition() -> None:
     # Driver-bound NVIDIA fixtures without recorded NVML answers: nfd-gpu labels them from
     # procfs/PCI (docs/migration.md: "differs because"); GFD's output needs NVML answers.
     assert UNRECORDED == ["hgx-h100", "hyperv-p100-vm", "mixed-nvidia-amd", "nvidia-vgpu-host",
-                          "workstation-rtx4090"]  # fmt: skip
+                          "real-laptop-cml-1660ti", "workstation-rtx4090"]  # fmt: skip
     assert {"a100-t4", "dgx-a100-mig-mixed", "h100-mig-single", "h100-gpu-lost", "broken",
             "h100-no-driver", "passthrough-host", "nvidia-vgpu-guest"} <= set(CHECKED)  # fmt: skip
 

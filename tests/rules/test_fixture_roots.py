@@ -122,6 +122,18 @@ SHIPPED_EXPECTED: dict[str, dict[str, str]] = {
     },
     # 2x H100 + 2x MI210: family is `mixed`, so not the large tier; 64 GiB minimum -> medium
     "mixed-nvidia-amd": {G + "class": "medium"},
+    # real listings (tests/fixtures/real_listings.py): RTX 5090 + 4090, smallest 24564 MiB
+    "real-rtx5090-rtx4090": {G + "class": "small"},
+    # GB10, V100 and the laptop: no memory figure in the listing (nor a one-size table row)
+    "real-gb10-spark": {},
+    "real-v100-aws": {},
+    "real-laptop-cml-1660ti": {},
+    # MI350X: cdna4 with the table's 288 GiB; not the CDNA3 rule
+    "real-mi350x": {G + "class": "large"},
+    # RX 7900 XTX: 24560 MiB (LACT), just under the medium tier's 24 GiB
+    "real-rx7900xtx": {G + "class": "small"},
+    # Arc B580: the table's 12 GiB
+    "real-b580-xe": {G + "class": "small"},
     # 8x MI300X PF on gim (cdna3, 196608 MiB from the table) -> large. The CDNA3 rule
     # matches pci.device, which lists every function: 8 PFs (74a1) + 8 VFs (74b5) = 16.
     "mi300x-sriov-host": {

@@ -31,6 +31,8 @@ import types
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from nfd_gpu import boundedfile
+
 # System-level functions and functions of one device handle (physical GPU or MIG device)
 # whose answers are recorded (record.py) and replayed as is: one list each, so the two can
 # never disagree.
@@ -454,8 +456,9 @@ def loads(data: bytes) -> types.ModuleType:
 
 
 def load(path: str) -> types.ModuleType:
-    with open(path, "rb") as f:
-        data = f.read(MAX_RECORDING + 1)
-    if len(data) > MAX_RECORDING:
-        raise RecordingError(f"larger than {MAX_RECORDING} bytes")
+    """A replaying module from the recording file ``path`` (bounded: MAX_RECORDING)."""
+    try:
+        data = boundedfile.read(path, MAX_RECORDING)
+    except boundedfile.FileReadError as exc:
+        raise RecordingError(str(exc)) from None
     return loads(data)

@@ -1,0 +1,83 @@
+"""nfd_gpu/data/*.tsv are exactly what scripts/gen_tables.py makes of tests/data/ids/, and
+the lookups give what the saved lists say for devices users buy now."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from types import ModuleType
+
+import pytest
+
+from nfd_gpu import tables
+from tests.conftest import TESTS
+
+
+def _script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, TESTS.parent / "scripts" / f"{name}.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("vendor", ["nvidia", "amd", "intel"])
+def test_committed_table_is_the_generator_output(vendor: str) -> None:
+    gen = _script("gen_tables")
+    committed = (gen.DATA / f"{vendor}.tsv").read_text("utf-8")
+    assert committed == gen.render(vendor), "run: python scripts/gen_tables.py"
+
+
+@pytest.mark.parametrize(
+    ("vendor", "device", "revision", "subsystem", "name", "family"),
+    [
+        # the open kernel modules' README names them; CC per chip from the CUDA table
+        ("nvidia", "2b85", "", "", "NVIDIA GeForce RTX 5090", "blackwell"),
+        ("nvidia", "2c18", "", "", "NVIDIA GeForce RTX 5090 Laptop GPU", "blackwell"),
+        ("nvidia", "2e12", "", "10de:21ec", "NVIDIA GB10", "blackwell"),
+        ("nvidia", "26ba", "", "", "NVIDIA L20", "ada-lovelace"),
+        # Pascal / Maxwell: driver 550's supported-gpus.json
+        ("nvidia", "15f8", "", "", "Tesla P100-PCIE-16GB", "pascal"),
+        ("nvidia", "13c0", "", "", "NVIDIA GeForce GTX 980", "maxwell"),
+        # one device id, two boards: the subsystem picks the driver's name
+        ("nvidia", "25b6", "", "10de:14a9", "NVIDIA A16", "ampere"),
+        ("nvidia", "25b6", "", "10de:157e", "NVIDIA A2", "ampere"),
+        ("nvidia", "2342", "", "10de:1809", "NVIDIA GH200 480GB", "hopper"),
+        # AMD: amdgpu.ids by revision; chip from the kernel list or the pci.ids code name
+        ("amd", "687f", "c1", "", "AMD Radeon RX Vega", "gcn5"),
+        ("amd", "67df", "c7", "", "AMD Radeon RX 480 Graphics", "gcn4"),
+        ("amd", "7480", "c0", "", "AMD Radeon RX 7600 XT", "rdna3"),
+        ("amd", "7550", "c0", "", "AMD Radeon RX 9070 XT", "rdna4"),
+        # Intel: platform from the kernel's pciids.h, name from compute-runtime
+        ("intel", "e20b", "", "", "Intel Arc B580", "xe2"),
+        ("intel", "3e92", "", "", "Intel UHD Graphics 630", "gen9"),
+    ],
+)
+def test_lookup(
+    vendor: str, device: str, revision: str, subsystem: str, name: str, family: str
+) -> None:
+    info = tables.lookup(vendor, device, revision, subsystem)
+    assert info is not None
+    assert (info.name, info.family) == (name, family)
+
+
+def test_nvidia_compute_capability_per_chip() -> None:
+    cases = {"2b85": (12, 0), "2e12": (12, 1), "3182": (10, 3), "1b80": (6, 1), "1db1": (7, 0)}
+    for device, cc in cases.items():
+        info = tables.lookup("nvidia", device)
+        assert info is not None
+        assert (info.compute_major, info.compute_minor) == cc, device
+
+
+def test_an_unknown_subsystem_gets_the_device_row() -> None:
+    info = tables.lookup("nvidia", "25b6", "", "1028:0000")
+    assert info is not None and info.subsystem == "*"
+    assert info.name == "NVIDIA A2 / A16"  # pci.ids: the driver names only the two boards
+
+
+def test_amd_gfx_targets() -> None:
+    cases = {("7448", "00"): "gfx1100", ("75a0", "c0"): "gfx950", ("74a1", "00"): "gfx942"}
+    for (device, rev), gfx in cases.items():
+        info = tables.lookup("amd", device, rev)
+        assert info is not None and info.gfx == gfx, device
