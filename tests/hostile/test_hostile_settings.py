@@ -1,4 +1,4 @@
-"""Settings out of range and hostile downward-API names (issue 20, findings 8 and 9):
+"""Settings out of range and hostile downward-API names:
 every number has bounds declared once (nfd_gpu/settings.py) and checked when the
 configuration is validated, the range in the message; NODE_NAME, POD_NAMESPACE,
 POD_NAME and POD_UID are validated as Kubernetes names; a log line never carries a raw
