@@ -1,40 +1,48 @@
-"""Agent cost: RSS after N passes with the NodeFeature sink, and CPU time per pass.
+"""Agent cost: CPU and wall time per pass, interleaved, and resident memory per setup.
 
-Runs the real Agent (real scan of a fixture; real NodeFeature sink over HTTP to
-tests/k8s_api_server.py) for --passes passes in-process. ``--fixture h200-vm`` is the real
-H200 capture with its NVML answers replayed from ``nvml.json`` every pass; the default HGX
-fixture has no recording (NVML: ``--nvml auto``, the library is asked and absent here).
+Runs the real Agent in-process (real scan of a fixture; the real NodeFeature sink over
+HTTP to tests/k8s_api_server.py), one pass of every setup per round, the order rotated
+each round (benchmarks/rounds.py), after one warm-up pass each:
 
-    python benchmarks/agent.py [--passes 100] [--fixture hgx-h100] [--rules 1000]
+* ``h200-vm``: the real H200 capture, its NVML answers replayed from ``nvml.json``;
+* ``hgx-h100``: the 8-GPU HGX fixture (no NVML recording: the library is asked, absent);
+* ``hgx-h100 + N rules``: with ``--rules`` N NodeFeatureRule rules (benchmarks/rules.py's
+  mix, default 1,000) read from a file every pass, as the agent does: the rule output is
+  reused while the features and the rule set are unchanged (nfd_gpu/scan.py);
+* ``... rules evaluated every pass``: the same with that reuse emptied before each pass,
+  i.e. what a pass costs when the features or the rules changed.
 
-``--rules N`` adds N NodeFeatureRule rules (benchmarks/rules.py's mix) read from a file
-every pass, as ``--rules`` does in the agent. ``--owner-refs`` is the agent's option (default
-``pod,ds``, as deployed): the sink reads its own Pod from the test API server once for the
-DaemonSet owner reference; ``--owner-refs ''`` skips that lookup.
+Then the resident set size (``/proc/self/statm``) of one fresh process per setup after
+``--passes`` passes (feature file only; NodeFeature; NodeFeature with the rules),
+``--rss-rounds`` processes each, interleaved: median and range.
+
+    python benchmarks/agent.py [--rounds 200] [--rules 1000] [--passes 100]
+
+``--owner-refs`` is the agent's option (default ``pod,ds``, as deployed): the sink reads its
+own Pod from the test API server once for the DaemonSet owner reference.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
-import time
+from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-sys.path.insert(0, ROOT)
+sys.path.insert(1, os.path.join(ROOT, "benchmarks"))
+if importlib.util.find_spec("nfd_gpu") is None:  # not installed: the source tree
+    sys.path.insert(0, ROOT)
 
-import kubernetes  # noqa: E402
-import yaml  # noqa: E402
-from k8s_api_server import FakeKubeAPI  # noqa: E402
+import rounds  # noqa: E402
 
-from nfd_gpu.agent import Agent  # noqa: E402
-from nfd_gpu.config import Config  # noqa: E402
-from nfd_gpu.metrics import Metrics  # noqa: E402
-from nfd_gpu.sinks.nodefeature import NodeFeatureSink  # noqa: E402
+SETUPS = ("featurefile", "nodefeature", "nodefeature+rules")
 
 
 def rss_bytes() -> int:
@@ -45,6 +53,8 @@ def rss_bytes() -> int:
 
 def write_rules(n: int, path: str) -> int:
     """Write ``n`` rules of benchmarks/rules.py's mix as one NodeFeatureRule to ``path``."""
+    import yaml
+
     spec = importlib.util.spec_from_file_location(
         "bench_rules", os.path.join(ROOT, "benchmarks", "rules.py")
     )
@@ -62,80 +72,212 @@ def write_rules(n: int, path: str) -> int:
     return 0
 
 
+def rules_file(n: int) -> str:
+    """``n`` rules written by a child process: building and dumping 1,000 rules here would
+    grow this process's RSS, which is what the benchmark measures."""
+    fd, path = tempfile.mkstemp(prefix="nfd-gpu-bench-", suffix=".yaml")
+    os.close(fd)
+    cmd = [sys.executable, __file__, "--rules", str(n), "--write-rules", path]
+    subprocess.run(cmd, check=True)
+    return path
+
+
+def serve_api() -> int:
+    """The test API server with the agent's Pod, in this process until stdin closes: its URL
+    on stdout, then its write count. A process of its own, so that neither its CPU time
+    nor its memory (jsonschema, the CRD schema) is counted as the agent's."""
+    from k8s_api_server import FakeKubeAPI
+
+    server = FakeKubeAPI().start()
+    ds_owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "nfd-gpu", "uid": "d"}
+    server.add_pod("nfd-gpu", "nfd-gpu-bench", "pod-uid", [ds_owner])
+    print(server.url, flush=True)
+    sys.stdin.read()
+    print(server.writes(), flush=True)
+    server.stop()
+    return 0
+
+
+class ApiServer:
+    """:func:`serve_api` in a child process."""
+
+    def __init__(self) -> None:
+        cmd = [sys.executable, __file__, "--serve-api"]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+
+    def stop(self) -> int:
+        """Stop it; the number of writes it took."""
+        out, _ = self.proc.communicate("", timeout=30)
+        return int(out.strip() or 0)
+
+
+class Api:
+    """A kubernetes client configuration for the API server at ``url``."""
+
+    def __init__(self, url: str) -> None:
+        import kubernetes
+
+        self.cfg = kubernetes.client.Configuration()
+        self.cfg.host = url
+        self.cfg.retries = 0
+
+    def client(self) -> Any:
+        import kubernetes
+
+        return kubernetes.client.ApiClient(self.cfg)
+
+
+def make_agent(
+    fixture: str, node: str, *, rules: str | None, api: Api | None, owner_refs: str, out: str
+) -> Any:
+    """An Agent on ``fixture`` publishing a NodeFeature for ``node`` (``api``) or, without
+    ``api``, a feature file under ``out``."""
+    from nfd_gpu.agent import Agent
+    from nfd_gpu.config import Config
+    from nfd_gpu.metrics import Metrics
+
+    root = os.path.join(ROOT, "tests", "fixtures", "sysfs", fixture)
+    if api is None:
+        cfg = Config(root=root, outputs=("featurefile",), features_dir=out, rules=rules)
+        return Agent(cfg, metrics=Metrics())
+    from nfd_gpu.sinks.nodefeature import NodeFeatureSink
+
+    cfg = Config(
+        root=root, outputs=("nodefeature",), node_name=node, namespace="nfd-gpu", rules=rules
+    )
+    sink = NodeFeatureSink(
+        node_name=node,
+        namespace="nfd-gpu",
+        api_client=api.client(),
+        owner_refs=tuple(k for k in owner_refs.split(",") if k),
+        pod_name="nfd-gpu-bench",
+        pod_uid="pod-uid",
+    )
+    return Agent(cfg, sinks=[sink], metrics=Metrics())
+
+
+def passes(args: argparse.Namespace, rules: str) -> int:
+    """The interleaved CPU / wall table of one pass per setup."""
+    from nfd_gpu import scan
+
+    server = ApiServer()
+    api = Api(server.url)
+    n = args.rules
+    agents = {
+        "h200-vm": make_agent("h200-vm", "h200", rules=None, api=api, **_common(args)),
+        "hgx-h100": make_agent("hgx-h100", "hgx", rules=None, api=api, **_common(args)),
+        f"hgx-h100 + {n} rules": make_agent(
+            "hgx-h100", "hgx-rules", rules=rules, api=api, **_common(args)
+        ),
+        f"hgx-h100 + {n} rules evaluated every pass": make_agent(
+            "hgx-h100", "hgx-eval", rules=rules, api=api, **_common(args)
+        ),
+    }
+    every = f"hgx-h100 + {n} rules evaluated every pass"
+
+    def one(name: str) -> Any:
+        agent = agents[name]
+
+        def run() -> None:
+            if name == every:
+                scan._OUTPUT_CACHE.clear()  # as if features or rules had changed
+            assert agent.run_pass()
+
+        return rounds.in_process(run)
+
+    res = rounds.interleave({name: one(name) for name in agents}, args.rounds)
+    writes = server.stop()
+    print(rounds.header(res, "agent passes"))
+    print(f"API writes: {writes} (the {len(agents)} creates at warm-up only)\n")
+    notes = {name: _p95(res.cpu(name)) for name in agents}
+    print(rounds.table(res, None, notes))
+    return 0
+
+
+def _common(args: argparse.Namespace) -> dict[str, str]:
+    return {"owner_refs": args.owner_refs, "out": args.tmp}
+
+
+def _p95(cpu: list[float]) -> str:
+    return f"CPU p95 {rounds.quantile(cpu, 0.95) * 1000:.2f} ms"
+
+
+def child(args: argparse.Namespace) -> int:
+    """One setup in this (fresh) process: ``--passes`` passes, then print the RSS."""
+    api = None if args.child == "featurefile" else Api(args.url)
+    rules = args.rules_file if args.child == "nodefeature+rules" else None
+    agent = make_agent("hgx-h100", "rss", rules=rules, api=api, **_common(args))
+    for _ in range(args.passes + 1):
+        assert agent.run_pass()
+    print(json.dumps({"rss": rss_bytes()}))
+    return 0
+
+
+def memory(args: argparse.Namespace, rules: str) -> None:
+    out: dict[str, list[float]] = {s: [] for s in SETUPS}
+    server = ApiServer()
+    python = args.python or sys.executable
+    try:
+        for r in range(args.rss_rounds):
+            for s in SETUPS[r % 3 :] + SETUPS[: r % 3]:
+                cmd = [python, __file__, "--child", s, "--rules-file", rules, "--url", server.url]
+                cmd += ["--passes", str(args.passes), "--owner-refs", args.owner_refs]
+                cmd += ["--tmp", args.tmp]
+                p = subprocess.run(cmd, check=True, capture_output=True, text=True)
+                out[s].append(json.loads(p.stdout.strip().splitlines()[-1])["rss"] / 2**20)
+    finally:
+        server.stop()
+    kind = rounds.install_kind_of_python(python)
+    print(
+        f"\nRSS after {args.passes} passes (hgx-h100), one fresh process each ({python}: "
+        f"nfd-gpu {kind}), {args.rss_rounds} rounds interleaved; the API server is a "
+        "process of its own\n"
+    )
+    print("| setup | RSS MB median (min-max) |\n|---|---|")
+    for s in SETUPS:
+        label = s.replace("+rules", f" + {args.rules} rules")
+        v = out[s]
+        print(f"| {label} | {statistics.median(v):.1f} ({min(v):.1f}-{max(v):.1f}) |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--passes", type=int, default=100)
-    ap.add_argument("--fixture", default="hgx-h100")
-    ap.add_argument("--rules", type=int, default=0, help="NodeFeatureRule rules to apply")
+    ap.add_argument("--rounds", type=int, default=200, help="passes per setup, interleaved")
+    ap.add_argument("--rules", type=int, default=1000, help="NodeFeatureRule rules to apply")
+    ap.add_argument("--passes", type=int, default=100, help="passes before RSS is read")
+    ap.add_argument("--rss-rounds", type=int, default=3)
     ap.add_argument(
         "--owner-refs", default="pod,ds", help="owner references, as the agent's option"
     )
     ap.add_argument("--write-rules", metavar="FILE", help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=SETUPS, help=argparse.SUPPRESS)
+    ap.add_argument("--rules-file", help=argparse.SUPPRESS)
+    ap.add_argument("--tmp", help=argparse.SUPPRESS)
+    ap.add_argument("--url", help=argparse.SUPPRESS)
+    ap.add_argument("--serve-api", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--python",
+        help="interpreter of the RSS processes (e.g. a regular install's, without the test "
+        "extras: kubernetes imports kubernetes-validate when it is installed)",
+    )
     args = ap.parse_args()
     if args.write_rules:
         return write_rules(args.rules, args.write_rules)
-    rules_path = None
-    if args.rules:
-        # Written by a child process: building and dumping 1,000 rules here would grow
-        # this process's RSS, which is what the benchmark measures.
-        fd, rules_path = tempfile.mkstemp(prefix="nfd-gpu-bench-", suffix=".yaml")
-        os.close(fd)
-        cmd = [sys.executable, __file__, "--rules", str(args.rules), "--write-rules", rules_path]
-        subprocess.run(cmd, check=True)
-    api = FakeKubeAPI().start()
-    ds_owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "nfd-gpu", "uid": "ds-uid"}
-    api.add_pod("nfd-gpu", "nfd-gpu-bench", "pod-uid", [ds_owner])
-    owner_refs = tuple(k for k in args.owner_refs.split(",") if k)
-    cfg_k = kubernetes.client.Configuration()
-    cfg_k.host = api.url
-    cfg_k.retries = 0
-    root = os.path.join(ROOT, "tests", "fixtures", "sysfs", args.fixture)
-    cfg = Config(
-        root=root,
-        outputs=("nodefeature",),
-        node_name="bench",
-        namespace="nfd-gpu",
-        rules=rules_path,
-    )
-    sink = NodeFeatureSink(
-        node_name="bench",
-        namespace="nfd-gpu",
-        api_client=kubernetes.client.ApiClient(cfg_k),
-        owner_refs=owner_refs,
-        pod_name="nfd-gpu-bench",
-        pod_uid="pod-uid",
-    )
-    agent = Agent(cfg, sinks=[sink], metrics=Metrics())
-    agent.run_pass()  # warm-up: imports, owner lookup, create
-    obj = api.get("nfd-gpu", "nfd-gpu-bench")
-    assert obj is not None
-    kinds = [r["kind"] for r in obj["metadata"].get("ownerReferences", [])]
-    cpu: list[float] = []
-    for _ in range(args.passes):
-        c0 = time.process_time()
-        assert agent.run_pass()
-        cpu.append(time.process_time() - c0)
-    rss = rss_bytes() / 2**20
-    api.stop()
-    if rules_path:
-        os.unlink(rules_path)
-    cpu.sort()
-    med = cpu[len(cpu) // 2] * 1000
-    p95 = cpu[int(len(cpu) * 0.95)] * 1000
-    rows = [
-        ("fixture", args.fixture),
-        ("passes", str(args.passes)),
-        ("rules", str(args.rules)),
-        ("owner references", ",".join(kinds) or "none"),
-        ("API writes", f"{api.writes()} (create at warm-up only)"),
-        ("RSS after passes", f"{rss:.1f} MB (target < 80 MB)"),
-        ("CPU per pass, median", f"{med:.2f} ms (target < 15 ms)"),
-        ("CPU per pass, p95", f"{p95:.2f} ms"),
-    ]
-    w = max(len(r[0]) for r in rows)
-    for name, value in rows:
-        print(f"{name:<{w}}  {value}")
-    return 0 if rss < 80 and med < 15 else 1
+    if args.serve_api:
+        return serve_api()
+    if args.child:
+        return child(args)
+    with tempfile.TemporaryDirectory(prefix="nfd-gpu-bench-") as tmp:
+        args.tmp = tmp
+        rules = rules_file(args.rules)
+        try:
+            passes(args, rules)
+            memory(args, rules)
+        finally:
+            os.unlink(rules)
+    return 0
 
 
 if __name__ == "__main__":

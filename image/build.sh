@@ -134,17 +134,32 @@ cp "$WORK"/project/nfd_gpu-*.whl "$ROOTFS/tmp/wheels/"
 PIP_WHL=$(find "$CACHE/installer" -maxdepth 1 -name 'pip-*.whl' | sort | tail -1)
 cp "$PIP_WHL" "$ROOTFS/tmp/pip.whl"
 
-step "installing into the root filesystem (pip run from its wheel, not installed)"
+step "installing into the root filesystem (the locked pip, run by the host for $ARCH)"
 in_root() {
   chroot "$ROOTFS" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root LC_ALL=C.UTF-8 \
     SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" PYTHONHASHSEED=0 "$@"
 }
-wheels=("$ROOTFS"/tmp/wheels/*.whl)
-# --break-system-packages: Debian marks its python3 EXTERNALLY-MANAGED (PEP 668); the
-# wheels go to /usr/local, beside (not over) Debian's packages.
-in_root /usr/bin/python3 /tmp/pip.whl/pip install --quiet --no-index --no-deps \
-  --no-cache-dir --no-compile --disable-pip-version-check --root-user-action=ignore \
-  --break-system-packages "${wheels[@]#"$ROOTFS"}"
+# The locked pip (from its wheel) runs on the HOST, for the image's interpreter and
+# platform: no emulation for another architecture (the arm64 image on an amd64 machine
+# ran pip under qemu: minutes). Wheels are only unpacked (no build, no compile here), into
+# the image's /usr/local dist-packages, beside (not over) Debian's packages. By name from
+# the wheel directory (--find-links): no PEP 610 direct_url.json naming a build path.
+site_dir=$ROOTFS/usr/local/lib/$IMAGE_PY/dist-packages
+reqs=("nfd-gpu==$VERSION")
+while IFS='=' read -r name _ version; do reqs+=("$name==$version"); done \
+  < <(grep -o '^[a-z0-9-]*==[^ ]*' "$LOCK")
+mkdir -p "$site_dir" "$ROOTFS/usr/local/bin"
+env -i PATH="$PATH" HOME="$WORK" LC_ALL=C.UTF-8 SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" \
+  "$PYTHON" "$ROOTFS/tmp/pip.whl/pip" install --quiet --no-index --no-deps --no-cache-dir \
+  --no-compile --disable-pip-version-check --root-user-action=ignore \
+  --find-links "$ROOTFS/tmp/wheels" \
+  --only-binary=:all: "${PY_TAGS[@]}" "${PLATFORMS[@]}" --target "$site_dir" "${reqs[@]}"
+# Console scripts: to /usr/local/bin, for the image's python3 (pip wrote the host's).
+for script in "$site_dir"/bin/*; do
+  sed -i "1s|^#!.*python.*$|#!/usr/bin/python3|" "$script"
+  mv "$script" "$ROOTFS/usr/local/bin/"
+done
+rmdir "$site_dir/bin"
 rm -rf "$ROOTFS/tmp/wheels" "$ROOTFS/tmp/pip.whl"
 
 # -- 3. nfd-gpu files and user -------------------------------------------------------------
@@ -198,9 +213,18 @@ find "$site/kubernetes" -name '*_test.py' -delete
 echo nfd-gpu >"$r/etc/hostname"
 # Hash-based .pyc (PEP 552): valid although every mtime is reset in the layer.
 find "$r/usr" -name __pycache__ -type d -prune -exec rm -rf {} +
-in_root /usr/bin/python3 -m compileall -q -j1 --invalidation-mode checked-hash \
-  /usr/lib/$IMAGE_PY /usr/lib/python3/dist-packages /usr/local/lib/$IMAGE_PY/dist-packages \
-  >/dev/null
+py_dirs=(/usr/lib/$IMAGE_PY /usr/lib/python3/dist-packages /usr/local/lib/$IMAGE_PY/dist-packages)
+host_py=$("$PYTHON" -c 'import sys; print(f"python{sys.version_info[0]}.{sys.version_info[1]}")')
+if [ "$ARCH" != "$HOST_ARCH" ] && [ "$host_py" = "$IMAGE_PY" ]; then
+  # Another architecture: .pyc files do not depend on it, and the host's Python of the
+  # same minor version writes the same format (magic number): compiled here, not under
+  # emulation, with the paths the image's interpreter sees (-s/-p).
+  "$PYTHON" -m compileall -q -j0 --invalidation-mode checked-hash -s "$r" -p / \
+    "${py_dirs[@]/#/$r}" >/dev/null
+else
+  in_root /usr/bin/python3 -m compileall -q -j1 --invalidation-mode checked-hash \
+    "${py_dirs[@]}" >/dev/null
+fi
 for banned in pip pip3 gcc cc make sh bash dash apt apt-get dpkg perl su mount; do
   [ ! -e "$r/usr/bin/$banned" ] && [ ! -e "$r/usr/local/bin/$banned" ] \
     || die "$banned found in the image"
@@ -241,7 +265,19 @@ layer_bytes=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))[
   "$OUT/$NAME.json")
 manifest=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifest"])' \
   "$OUT/$NAME.json")
+step "SBOM (SPDX 2.3: the locked wheels and the Debian packages installed)"
+"$PYTHON" image/sbom.py "$ROOTFS" "$LOCK" "$ARCH" "$VERSION" "$REVISION" "$OUT/$NAME.spdx.json"
 step "done"
 echo "image:    $archive"
 echo "manifest: $manifest"
 echo "size:     $(mb "$layer_bytes") MB compressed (pull), ${rootfs_mb} MB unpacked"
+# The multi-arch image (one OCI index, RELEASING.md) once both architectures of this
+# version are built; image/index.py refuses layouts of different revisions.
+layouts=()
+for a in amd64 arm64; do
+  [ -d "$OUT/nfd-gpu-$VERSION-linux-$a.oci" ] && layouts+=("$OUT/nfd-gpu-$VERSION-linux-$a.oci")
+done
+if [ "${#layouts[@]}" = 2 ]; then
+  "$PYTHON" image/index.py "$OUT/nfd-gpu-$VERSION" "${layouts[@]}" --tag "$VERSION" \
+    --epoch "$SOURCE_DATE_EPOCH" || echo "image/build.sh: no multi-arch index (see above)" >&2
+fi

@@ -71,7 +71,7 @@ def main() -> int:
         project = next((t / "project").glob("nfd_gpu-*.whl"))
         amd = t / "amd64"
         _pip("download", "-q", "--only-binary=:all:", "--dest", str(amd), *PY,
-             *PLATFORMS["amd64"], str(project))  # fmt: skip
+             *PLATFORMS["amd64"], f"{project}[kubernetes]")  # fmt: skip
         (amd / project.name).unlink()
         pins = _lock(amd)
         _write("amd64", pins)

@@ -208,7 +208,7 @@ def hostname_node_name() -> str | None:
     return name if ok and len(name) <= NODE_NAME_MAX else None
 
 
-def _namespace_fallback() -> str | None:
+def namespace_fallback() -> str | None:
     try:
         return boundedfile.read_text(SA_NAMESPACE_FILE, NAMESPACE_FILE_MAX).strip() or None
     except OSError:
@@ -235,7 +235,7 @@ def load(
             raise ConfigError(f"flags: unknown setting {k!r}")
         values[k] = _coerce(k, v, "flag")
     if "nodefeature" in values.get("outputs", ()) and not values.get("namespace"):
-        ns = _namespace_fallback()
+        ns = namespace_fallback()
         if ns:
             values["namespace"] = ns
     if values.get("dry_run") and "nodefeature" in values.get("outputs", ()):

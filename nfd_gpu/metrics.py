@@ -1,11 +1,14 @@
 """Prometheus metrics and health endpoints (the only module importing prometheus_client).
 
 ``/metrics`` (text exposition), ``/healthz`` (200 while the agent loop is alive),
-``/readyz``: 200 when **the labels this node carries are the result of the latest scan**:
-the last pass scanned completely and every sink holds (wrote, or confirmed unchanged)
-its result; 503 with the reason otherwise (not published yet, the API server or the
-disk refused the last write, the last scan was incomplete and the last good labels are
-kept). A long API outage therefore shows as not ready for its whole length.
+``/readyz``: 200 when **this agent scans and can publish**: the last pass scanned
+completely, and every sink either holds its result or failed only in a way that passes
+by itself (an API outage: 5xx, 429, timeouts, refused connections; shown by
+``nfd_gpu_publish_failing{sink}`` and the body, not by 503, so an outage does not stall a
+rollout). 503 with the reason before the first complete pass, when a sink refused the
+write (403, 401, an invalid object, a disk error), and while an incomplete scan keeps the
+last good labels. The body of a 200 lists what is degraded: a transient publish failure,
+a configuration file kept at its last valid version (``nfd_gpu_config_stale{file}``).
 
 Served by a small, bounded stdlib HTTP server on ``--metrics-address``: at most
 ``MAX_CONNECTIONS`` requests are handled at once (further connections are accepted and
@@ -95,6 +98,10 @@ class Metrics:
             ["source"],
             registry=r,
         )
+        self._own_output_metrics(pc, r)
+        for output in ("nodefeature", "featurefile"):
+            self.repairs.labels(output=output)
+        self.notes: dict[str, str] = {}  # degraded but ready: listed in /readyz's body
         for res in ("ok", "warning", "incomplete", "error"):
             self.scans.labels(result=res)
         self._vendors: set[str] = set()
@@ -102,6 +109,30 @@ class Metrics:
         self.not_ready_reason = "not published yet"
         self.heartbeat = time.monotonic()
         self.liveness_timeout = 300.0
+
+    def _own_output_metrics(self, pc: Any, r: Any) -> None:
+        """Repairs of the published outputs, publish failures, stale configuration."""
+        self.repairs = pc.Counter(
+            "nfd_gpu_repairs_total",
+            "Published outputs restored after they were changed behind the agent's back "
+            "(NodeFeature deleted, edited or relabelled; feature file edited or removed)",
+            ["output"],
+            registry=r,
+        )
+        self.publish_failing = pc.Gauge(
+            "nfd_gpu_publish_failing",
+            "1 while the last publish to this sink failed (an API outage: /readyz stays 200 "
+            "for transient failures)",
+            ["sink"],
+            registry=r,
+        )
+        self.config_stale = pc.Gauge(
+            "nfd_gpu_config_stale",
+            "1 while this configuration file is unreadable or invalid and its last valid "
+            "version is used",
+            ["file"],
+            registry=r,
+        )
 
     def observe_scan(
         self,
@@ -139,6 +170,38 @@ class Metrics:
     def published_all(self) -> None:
         self.last_publish.set(time.time())
         self.ready.set()
+
+    def mark_ready(self) -> None:
+        """The pass scanned completely; every sink failure was transient."""
+        self.ready.set()
+
+    def publish_failed(self, sink: str, reason: str, transient: bool) -> None:
+        self.publish_failing.labels(sink=sink).set(1)
+        if transient:
+            self.notes[f"sink {sink}"] = f"publishing failing (retried): {reason}"
+        else:
+            self.not_ready(reason)
+
+    def publish_ok(self, sink: str) -> None:
+        self.publish_failing.labels(sink=sink).set(0)
+        self.notes.pop(f"sink {sink}", None)
+
+    def observe_repair(self, output: str) -> None:
+        self.repairs.labels(output=output).inc()
+
+    def set_config_stale(self, file: str, reason: str | None) -> None:
+        """``reason``: why ``file``'s last valid version is used; None: it is valid."""
+        self.config_stale.labels(file=file).set(0 if reason is None else 1)
+        if reason is None:
+            self.notes.pop(f"file {file}", None)
+        else:
+            self.notes[f"file {file}"] = f"{file}: stale, its last valid version is used: {reason}"
+
+    def readyz(self) -> tuple[int, bytes]:
+        if not self.ready.is_set():
+            return 503, (self.not_ready_reason + "\n").encode("utf-8", "replace")
+        notes = "".join(f"{v}\n" for _, v in sorted(self.notes.copy().items()))
+        return 200, ("ok\n" + notes).encode("utf-8", "replace")
 
     def not_ready(self, reason: str) -> None:
         """The node's labels are not the latest scan's (see the module docstring)."""
@@ -213,10 +276,7 @@ class MetricsServer:
                     ok = m.healthy()
                     code, body = (200, b"ok\n") if ok else (503, b"agent loop stalled\n")
                 elif path == "/readyz":
-                    if m.ready.is_set():
-                        code, body = 200, b"ok\n"
-                    else:
-                        code, body = 503, (m.not_ready_reason + "\n").encode("utf-8", "replace")
+                    code, body = m.readyz()
                 else:
                     code, body = 404, b"not found\n"
                 self.send_response(code)

@@ -25,6 +25,9 @@ T = TypeVar("T")
 
 DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d/"
 OUTPUTS = ("featurefile", "nodefeature", "hook")
+# Outputs still accepted, with a warning at start; gone in the next minor release. `hook`:
+# NFD's local source stopped running hooks (source.d) in v0.17, nothing reads it.
+DEPRECATED_OUTPUTS = ("hook",)
 OWNER_REF_KINDS = ("pod", "ds")
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -89,6 +92,12 @@ def _mig_strategies() -> tuple[str, ...]:
     return (*GFD_MIG_STRATEGIES, *(s for s in MIG_STRATEGIES if s not in GFD_MIG_STRATEGIES))
 
 
+def _nvml_modes() -> tuple[str, ...]:
+    from nfd_gpu.discovery.nvidia.session import NVML_MODES  # lazy: as above
+
+    return NVML_MODES
+
+
 def _default_mig_strategy() -> str:
     from nfd_gpu.labels.nvidia import NvidiaOptions  # lazy: as above
 
@@ -128,8 +137,8 @@ class Config:
     outputs: tuple[str, ...] = setting(
         ("featurefile",),
         Setting(
-            "sinks: {choices} (several allowed)",
-            "{choices}; repeat or comma-separate (default {default})",
+            "sinks: {choices} (several allowed; `hook` is deprecated: NFD v0.17 dropped hooks)",
+            "{choices} (hook: deprecated); repeat or comma-separate (default {default})",
             flags=("--output", "-o"),
             choices=OUTPUTS,
         ),
@@ -199,13 +208,16 @@ class Config:
             "NVML: auto (recording, else library, else procfs; default), on, off",
             scan_help="NVML: auto (ROOT/nvml.json, else pynvml, else procfs), on (required: "
             "exit 1 when NVML does not answer), off.",
+            choices=_nvml_modes,
         ),
     )
     rules: str | None = setting(
         None,
         Setting(
-            "NodeFeatureRule file or directory",
-            "NodeFeatureRule file or directory",
+            "NodeFeatureRule file or directory; unset, `run` applies `/etc/nfd-gpu/rules.d` "
+            "when that directory exists on the machine it runs on (not under `--root`; the "
+            "image has none, deploy/ passes `--rules`), `scan` applies none",
+            "NodeFeatureRule file or directory (default /etc/nfd-gpu/rules.d if it exists)",
             scan_help="NodeFeatureRule file or directory to apply.",
         ),
     )
@@ -281,8 +293,9 @@ class Config:
     resync_interval: float = setting(
         3600.0,
         Setting(
-            "seconds between NodeFeature resync GETs (jittered)",
-            "NodeFeature resync GET period seconds (default {default})",
+            "seconds a watch on the own NodeFeature lasts (jittered; a resync GET period "
+            "without the watch verb)",
+            "NodeFeature watch / resync period seconds (default {default})",
             bounds=(1.0, WEEK),
         ),
     )

@@ -29,14 +29,25 @@ HEAD = """# nfd-gpu Helm chart
 {description}
 
 ```sh
-helm install nfd-gpu deploy/helm/nfd-gpu -n nfd-gpu --create-namespace
+kubectl create namespace nfd-gpu
+kubectl label namespace nfd-gpu pod-security.kubernetes.io/enforce=privileged
+helm install nfd-gpu deploy/helm/nfd-gpu -n nfd-gpu
 ```
 
 docs/install.md walks through an install from an empty cluster, with NFD. The defaults
 render the same objects as `kubectl apply -k deploy/overlays/nodefeature-api` (the
 NodeFeature output on nodes NFD labels as having a GPU); `tests/deploy/test_helm.py`
 checks that and a matrix of values with `helm lint`, `helm template` and the API's
-schemas.
+schemas, with Helm 3 and Helm 4; `tests/e2e/test_helm_lifecycle.py` installs, upgrades,
+switches outputs and uninstalls on a real kube-apiserver with both.
+
+The label step is for clusters whose default Pod Security level is stricter than
+`privileged` (the pods' hostPath volumes need it, even read-only). On install and upgrade
+the NOTES warn when NFD's NodeFeature CRD is missing (with the `nodefeature` output) and
+when the namespace's level would keep the pods out. Values the agent would refuse at
+start fail `helm template`/`helm install` instead of crash-looping: `featureFile.expiry`
+below twice `interval`, a `profileOptions` entry without its profile, and `config` keys
+the chart sets itself (the schema rejects unknown `config` keys).
 
 ## Values
 

@@ -50,3 +50,5 @@ neutral.documented
 nvidia.documented
 # typing only: the bound of model's TypeVar, named in a string
 model.DataclassInstance
+# click's Option attribute, read by typer's help formatter (run --help names NFD_GPU_*)
+cli.options.TyperOption.show_envvar

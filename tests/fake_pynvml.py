@@ -6,6 +6,11 @@ it finds nvidia-ml-py on a GPU node. Its answers are the recorded NVML answers r
 ``nvmlInit`` raises ``DriverNotLoaded`` and every other NVML call ``Unknown``: NVML going
 away under a running agent (driver reload, library gone from the container).
 ``write_unimportable`` writes a ``pynvml.py`` whose import fails (nvidia-ml-py missing).
+
+Beside the module, ``libnvidia-ml.so.1`` stands in for the driver's NVML library (a link
+to this process's libc: it opens, nothing in it is called): nfd-gpu asks NVML only where
+that library opens, as nvidia-ml-py's ``nvmlInit`` does first. A process finds it with
+``LD_LIBRARY_PATH`` set to the directory (:func:`library_env`).
 """
 
 from __future__ import annotations
@@ -53,7 +58,26 @@ def write_fake_pynvml(directory: Path, recording: Path, outage: Path | None = No
         recording=str(recording), outage=str(outage) if outage is not None else None
     )
     (directory / "pynvml.py").write_text(text)
+    nvml = directory / "libnvidia-ml.so.1"
+    if not nvml.is_symlink():
+        nvml.symlink_to(_libc())
     return directory
+
+
+def _libc() -> str:
+    """The C library this process runs with (any library that opens would do)."""
+    with open("/proc/self/maps", encoding="utf-8") as f:
+        for line in f:
+            path = line.split()[-1]
+            if "/libc.so" in path or "/libc-" in path:
+                return path
+    raise RuntimeError("no libc in /proc/self/maps")
+
+
+def library_env(directory: Path, env: dict[str, str]) -> dict[str, str]:
+    """``env`` with ``directory`` (a fake pynvml's) first on ``LD_LIBRARY_PATH``."""
+    paths = [str(directory), *filter(None, env.get("LD_LIBRARY_PATH", "").split(":"))]
+    return {**env, "LD_LIBRARY_PATH": ":".join(paths)}
 
 
 def write_unimportable(directory: Path) -> Path:

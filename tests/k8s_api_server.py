@@ -19,6 +19,15 @@ seconds_per_byte, count)`` -> an answer dribbled out one byte at a time (each by
 inside a socket timeout), ``cut(verb, count)`` -> the write is applied but the answer is
 cut off half-way, ``bump(ns, name)`` -> a concurrent writer. ``counts`` tallies requests
 per verb, ``object_counts`` per object name.
+
+Watches (``GET .../nodefeatures?watch=true``, verb ``watch``) as a real server streams them:
+chunked, one JSON event per line (``ADDED``, ``MODIFIED``, ``DELETED``, ``BOOKMARK``,
+``ERROR``), ``fieldSelector=metadata.name=<name>``, ``resourceVersion`` (events after it;
+none: the current object as ``ADDED`` first), ``timeoutSeconds``, ``allowWatchBookmarks``
+(a bookmark every ``bookmark_every`` seconds). ``compact()`` forgets the history (a resume
+from an older version gets ``ERROR`` 410 Gone), ``end_watches()`` ends every open watch.
+Foreign writers: ``edit(ns, name, fn)`` (``fn`` changes the stored object) and
+``remove(ns, name)``, each producing its event.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import re
 import socket
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -72,6 +82,12 @@ class FakeKubeAPI:
         self.rejected: list[str] = []
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.changed = threading.Condition(self.lock)
+        self.history: list[tuple[int, str, dict[str, Any]]] = []  # (rv, type, object)
+        self.compacted = 0  # resourceVersions up to this one are forgotten
+        self.bookmark_every = 1.0
+        self.watch_generation = 0  # end_watches() bumps it
+        self.stopping = False
 
     # -- controls ---------------------------------------------------------------------
     @property
@@ -116,6 +132,92 @@ class FakeKubeAPI:
             obj = self.objects[(namespace, name)]
             self.rv += 1
             obj["metadata"]["resourceVersion"] = str(self.rv)
+
+    def _event(self, kind: str, obj: dict[str, Any]) -> None:
+        """Record a change for the watches (caller holds the lock)."""
+        self.history.append((self.rv, kind, json.loads(json.dumps(obj))))
+        self.changed.notify_all()
+
+    def edit(self, namespace: str, name: str, fn: Any) -> None:
+        """A foreign writer changes the stored object (``fn(obj)``)."""
+        with self.lock:
+            obj = self.objects[(namespace, name)]
+            fn(obj)
+            self.rv += 1
+            obj["metadata"]["resourceVersion"] = str(self.rv)
+            self._event("MODIFIED", obj)
+
+    def remove(self, namespace: str, name: str) -> None:
+        """A foreign writer deletes the object."""
+        with self.lock:
+            obj = self.objects.pop((namespace, name))
+            self.rv += 1
+            obj["metadata"]["resourceVersion"] = str(self.rv)
+            self._event("DELETED", obj)
+
+    def compact(self) -> None:
+        with self.lock:
+            self.rv += 1  # later writes happened and were compacted away
+            self.compacted = self.rv
+            self.history.clear()
+
+    def end_watches(self) -> None:
+        with self.lock:
+            self.watch_generation += 1
+            self.changed.notify_all()
+
+    def watch_events(self, ns: str, query: dict[str, str], wfile: Any) -> None:
+        """Stream one watch (the handler's ``wfile``, chunked) until its timeout."""
+        name = query.get("fieldSelector", "").removeprefix("metadata.name=")
+        timeout = float(query.get("timeoutSeconds") or 1800)
+        bookmarks = query.get("allowWatchBookmarks") == "true"
+        since = query.get("resourceVersion") or ""
+        deadline = time.monotonic() + timeout
+        next_bookmark = time.monotonic() + self.bookmark_every
+
+        def send(kind: str, obj: dict[str, Any]) -> None:
+            data = json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+            wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            wfile.flush()
+
+        with self.lock:
+            generation = self.watch_generation
+            if since and int(since) < self.compacted:
+                pending: list[tuple[str, dict[str, Any]]] = [
+                    ("ERROR", _status(410, "Expired", f"too old resource version: {since}"))
+                ]
+                deadline = 0.0
+                last = self.rv
+            elif since:
+                last = int(since)
+                pending = []
+            else:
+                obj = self.objects.get((ns, name))
+                pending = [("ADDED", json.loads(json.dumps(obj)))] if obj is not None else []
+                last = self.rv
+        while True:
+            for kind, obj in pending:
+                send(kind, obj)
+            with self.lock:
+                pending = []
+                now = time.monotonic()
+                if self.stopping or generation != self.watch_generation or now >= deadline:
+                    break
+                fresh = [(rv, k, o) for rv, k, o in self.history if rv > last]
+                if not fresh:
+                    wait = min(deadline, next_bookmark if bookmarks else deadline) - now
+                    self.changed.wait(max(0.0, wait))
+                    fresh = [(rv, k, o) for rv, k, o in self.history if rv > last]
+                for rv, k, o in fresh:
+                    last = rv
+                    if o["metadata"].get("namespace") == ns and o["metadata"]["name"] == name:
+                        pending.append((k, o))
+                if bookmarks and time.monotonic() >= next_bookmark:
+                    next_bookmark = time.monotonic() + self.bookmark_every
+                    pending.append(("BOOKMARK", {"metadata": {"resourceVersion": str(self.rv)}}))
+                    last = max(last, self.rv)
+        wfile.write(b"0\r\n\r\n")
+        wfile.flush()
 
     def add_pod(self, namespace: str, name: str, uid: str, owners: list[dict[str, Any]]) -> None:
         self.pods[(namespace, name)] = {
@@ -169,11 +271,25 @@ class FakeKubeAPI:
         return self
 
     def stop(self) -> None:
+        with self.lock:
+            self.stopping = True
+            self.changed.notify_all()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
 
     # -- request handling (called by the handler) -------------------------------------
+    def handle_watch(self, namespace: str) -> tuple[int, dict[str, Any]]:
+        """Count a watch request; its injected fault (403, a status), if any."""
+        with self.lock:
+            self.counts["watch"] += 1
+            failure = self.failures["watch"].pop(0) if self.failures["watch"] else 0
+        if "watch" in self.denied:
+            return 403, _status(403, "Forbidden", "nodefeatures is forbidden: cannot watch")
+        if failure:
+            return failure, _status(failure, "InternalError", "injected failure")
+        return 200, {}
+
     def answer_mode(self, method: str, path: str) -> tuple[float, bool]:
         """(seconds per byte, cut off) for this request's answer; consumes one fault."""
         path = path.split("?", 1)[0]
@@ -245,8 +361,12 @@ class FakeKubeAPI:
                 return 404, _status(404, "NotFound", f'nodefeatures "{name}" not found')
             return 200, obj
         if verb == "delete":
-            if self.objects.pop(key, None) is None:
+            gone = self.objects.pop(key, None)
+            if gone is None:
                 return 404, _status(404, "NotFound", f'nodefeatures "{name}" not found')
+            self.rv += 1
+            gone["metadata"]["resourceVersion"] = str(self.rv)
+            self._event("DELETED", gone)
             return 200, _status(200, "", "deleted")
         if not isinstance(body, dict):
             return 400, _status(400, "BadRequest", "body must be a JSON object")
@@ -271,6 +391,7 @@ class FakeKubeAPI:
                 creationTimestamp=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             )
             self.objects[key] = obj
+            self._event("ADDED", obj)
             return 201, obj
         # update
         cur = self.objects.get(key)
@@ -297,6 +418,7 @@ class FakeKubeAPI:
             generation=cur["metadata"]["generation"] + (obj.get("spec") != cur.get("spec")),
         )
         self.objects[key] = obj
+        self._event("MODIFIED", obj)
         return 200, obj
 
 
@@ -329,7 +451,36 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         return None
 
+    def _watch(self) -> bool:
+        """A watch request: streamed here (True), or not a watch (False)."""
+        path, _, qs = self.path.partition("?")
+        query = dict(urllib.parse.parse_qsl(qs))
+        m = NF_PATH.match(path)
+        if self.command != "GET" or not m or m.group(2) or query.get("watch") not in ("true", "1"):
+            return False
+        code, payload = self.server_api.handle_watch(m.group(1))
+        try:
+            if code != 200:
+                data = json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return True
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.flush()
+            self.server_api.watch_events(m.group(1), query, self.wfile)
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True
+        return True
+
     def _serve(self) -> None:
+        if self._watch():
+            return
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:

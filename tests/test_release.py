@@ -36,3 +36,11 @@ def test_changelog_has_the_current_version() -> None:
     text = (REPO / "CHANGELOG.md").read_text()
     assert re.search(rf"^## \[{re.escape(__version__)}\] - \d{{4}}-\d{{2}}-\d{{2}}$", text, re.M)
     assert "## [Unreleased]" in text
+
+
+def test_chart_version_is_the_release() -> None:
+    """deploy/helm/nfd-gpu/Chart.yaml: version X.Y.Z, appVersion vX.Y.Z (RELEASING.md)."""
+    import yaml
+
+    chart = yaml.safe_load((REPO / "deploy" / "helm" / "nfd-gpu" / "Chart.yaml").read_text())
+    assert (chart["version"], chart["appVersion"]) == (__version__, f"v{__version__}")

@@ -3,6 +3,8 @@
 - ``loop.py``     the Agent: passes, timer, signals, reload, back-off
 - ``publish.py``  one publication to every sink; the "published ..." change line
 - ``outputs.py``  the sinks a configuration asks for
+- ``lastvalid.py`` last valid configuration wins: stale files, said once
+- ``rulefiles.py`` the rules, file by file, each at its last valid version
 - ``startup.py``  the start-up line and the NVML state it reports
 - ``udev.py``     rescans on PCI/DRM hot-plug (pyudev)
 - ``logs.py``     text or JSON log records, uncaught exceptions logged

@@ -1,7 +1,9 @@
 """The agent loop: scan -> publish, once or forever.
 
-A pass runs on a timer (``interval``), on debounced udev events (``udev.py``), and on
-SIGHUP (which also reloads the configuration; rules are re-read by every scan).
+A pass runs on a timer (``interval``), on debounced udev events (``udev.py``), on
+SIGHUP (which also reloads the configuration; rules are re-read by every scan), and when a
+sink reports its published object changed behind the agent's back (``on_drift``: the
+NodeFeature's watch), paced by :class:`~nfd_gpu.agent.publish.RepairPacer`.
 SIGTERM/SIGINT stop the loop once the current write has finished. A failed publish is
 retried with jittered exponential back-off (capped at the interval); the agent never
 exits because the API server or the disk misbehaves. Readiness and liveness are the
@@ -20,10 +22,17 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
+from nfd_gpu.agent.lastvalid import LastValid, StaleFiles, changes
 from nfd_gpu.agent.logs import one_line, setup_logging
 from nfd_gpu.agent.outputs import build_sinks, sink_settings
-from nfd_gpu.agent.publish import Publisher
-from nfd_gpu.agent.startup import DEFAULT_RULES_DIR, startup_line
+from nfd_gpu.agent.publish import Publisher, RepairPacer
+from nfd_gpu.agent.rulefiles import RuleFiles
+from nfd_gpu.agent.startup import (
+    DEFAULT_RULES_DIR,
+    remove_stale_nodefeature,
+    startup_line,
+    warn_deprecated,
+)
 from nfd_gpu.agent.udev import UdevTrigger
 from nfd_gpu.config import Config, split_address
 from nfd_gpu.discovery.nvidia.session import NvmlSession
@@ -54,6 +63,7 @@ class Agent:
         sinks: Sequence[Sink] | None = None,
         reload: Callable[[], Config] | None = None,
         metrics: Any = None,
+        config_file: str | None = None,
     ) -> None:
         self.cfg = cfg
         self._scan: ScanFn = scan or run_scan
@@ -77,6 +87,14 @@ class Agent:
         self._done = threading.Event()  # run() has finished (the watchdog stands down)
         self._nvml: NvmlSession | None = None  # kept across passes (built on first use)
         self._nvml_state: tuple[str, str | None] = ("none", None)
+        self._drift = threading.Event()  # a sink's published object changed: repair it
+        # last valid configuration wins (lastvalid.py): rules, sharing config, config file
+        self.stale = StaleFiles(metrics)
+        self._rules = RuleFiles(self.stale)
+        self._sharing: LastValid[NvidiaOptions] = LastValid(self.stale, "sharing config")
+        self.config_file = config_file
+        self._pacer = RepairPacer()
+        self._attach(self.sinks)
 
     @property
     def sinks(self) -> list[Sink]:
@@ -99,6 +117,16 @@ class Agent:
     def request_reload(self, *_: Any) -> None:
         self._reload_requested.set()
         self._wake.set()
+
+    def drift_event(self) -> None:
+        """A sink's published object was changed behind the agent's back (any thread)."""
+        self._drift.set()
+        self._wake.set()
+
+    def _attach(self, sinks: Sequence[Sink]) -> None:
+        for sink in sinks:
+            if hasattr(sink, "on_drift"):
+                sink.on_drift = self.drift_event
 
     def udev_event(self) -> None:
         with self._udev_lock:
@@ -144,13 +172,14 @@ class Agent:
         ):
             kwargs["nvidia_options"] = self._nvidia_options()
         kwargs["nvml"] = self._nvml_session()
+        kwargs["nfd_attributes"] = False  # no sink publishes pci.device (rules turn it on)
         rules = self.cfg.rules
         if rules is None and os.path.isdir(DEFAULT_RULES_DIR):
             rules = DEFAULT_RULES_DIR
         if rules:
-            # One broken rule must not take the others (or the agent) down.
-            kwargs["rules_path"] = rules
-            kwargs["tolerant_rules"] = True
+            # One broken rule must not take the others (or the agent) down; a file that
+            # breaks keeps its last valid rules (rulefiles.py)
+            kwargs["rules"] = self._rules.load(rules)
         return self._scan(self.cfg.root, **kwargs)
 
     def _nvml_session(self) -> NvmlSession:
@@ -163,18 +192,20 @@ class Agent:
         return self._nvml
 
     def _nvidia_options(self) -> NvidiaOptions:
-        """MIG strategy and sharing config; the file is re-read every pass (a bad one warns).
+        """MIG strategy and sharing config; the file is re-read every pass (one that breaks
+        keeps its last valid version: lastvalid.py).
 
         ``gfd.timestamp`` (``gfd_timestamp``) is the agent's start time, the same every pass."""
         # the default leaves the choice to the sharing config's flags.migStrategy
         strategy = self.cfg.mig_strategy if self.cfg.mig_strategy != DEFAULT_MIG_STRATEGY else None
         stamp = self.started if self.cfg.gfd_timestamp else None
-        if self.cfg.sharing_config:
-            try:
-                return load_sharing_config(self.cfg.sharing_config, strategy, stamp)
-            except ValueError as exc:
-                log.warning("sharing config ignored: %s", exc)
-        return NvidiaOptions(mig_strategy=self.cfg.mig_strategy, timestamp=stamp)
+        fallback = NvidiaOptions(mig_strategy=self.cfg.mig_strategy, timestamp=stamp)
+        path = self.cfg.sharing_config
+        if path:
+            return self._sharing.get(
+                path, lambda: load_sharing_config(path, strategy, stamp), fallback
+            )
+        return fallback
 
     def run_pass(self) -> bool:
         """Scan and publish once. True when every sink holds a complete scan's result.
@@ -236,9 +267,20 @@ class Agent:
         pub = Publication(dict(result.labels), result.features)
         self._last_good = pub
         ok = self._publish(pub)
+        log.debug(
+            "pass %d: scan %.1f ms, GPUs %s, %d labels, %d warning(s), %d rule error(s); %s",
+            self.passes, duration * 1000,
+            ",".join(f"{v}={n}" for v, n in result.gpu_count_by_vendor.items()) or "none",
+            len(result.labels), len(result.warnings), len(result.rule_errors),
+            "every sink holds it" if ok else "not every sink took it",
+        )  # fmt: skip
         if self.metrics is not None:
             if ok:
                 self.metrics.published_all()
+            elif not self.publisher.refused:
+                # readiness: this agent scans and can publish; an API outage is not its
+                # fault (nfd_gpu_publish_failing shows it), a refusal is
+                self.metrics.mark_ready()
             self.metrics.beat()
         return ok
 
@@ -267,21 +309,27 @@ class Agent:
         self._reload_requested.clear()
         if self._reload_fn is None:
             return
+        where = self.config_file or "configuration"
         try:
             new = self._reload_fn()
         except Exception as e:  # ConfigError, SinkError from a new kubeconfig
-            log.error("reload failed, keeping the previous configuration: %s", e)
+            self.stale.stale(where, f"reload failed: {str(e).removeprefix(where + ': ')}")
             return
         if sink_settings(new) != sink_settings(self.cfg):
             try:
                 sinks = build_sinks(new)
             except SinkError as e:
-                log.error("reload failed, keeping the previous configuration: %s", e)
+                self.stale.stale(where, f"reload failed: {e}")
                 return
+            for gone in self.publisher.sinks:
+                if hasattr(gone, "on_drift"):
+                    gone.close()  # its watch (a NodeFeature sink never deletes its object)
             self.publisher.sinks = sinks
-        self.cfg = new
+            self._attach(sinks)
+        old, self.cfg = self.cfg, new
         setup_logging(new.log_format, new.log_level)
-        log.info("configuration reloaded")
+        self.stale.valid(where)
+        log.info("configuration reloaded: %s changed", changes(old, new))
 
     def _delay(self, ok: bool) -> float:
         if ok:
@@ -301,6 +349,13 @@ class Agent:
             with self._udev_lock:
                 udev_at = self._udev_at
             now = time.monotonic()
+            if self._drift.is_set():
+                at = self._pacer.not_before()
+                if now >= at:
+                    self._drift.clear()
+                    self._pacer.ran(now, self.cfg.interval)
+                    return
+                deadline = min(deadline, at)
             if udev_at is not None:
                 quiet_until = udev_at + self.cfg.udev_debounce
                 if now >= quiet_until:
@@ -326,7 +381,9 @@ class Agent:
         """The loop. Returns the exit code (oneshot: 0 if published, 1 if not)."""
         self._install_signals()
         log.info("%s", startup_line(self.cfg))
+        warn_deprecated(self.cfg)
         self.start_metrics()
+        remove_stale_nodefeature(self.cfg)  # one request (api_timeout) with the probes up
         udev: UdevTrigger | None = None
         if self.cfg.udev and not self.cfg.oneshot:
             udev = UdevTrigger(self.udev_event)
@@ -341,7 +398,9 @@ class Agent:
                 if self.cfg.oneshot:
                     code = 0 if ok else 1
                     break
-                self._wait(self._delay(ok))
+                delay = self._delay(ok)
+                log.debug("next pass in %.3g s (or on a udev event or SIGHUP)", delay)
+                self._wait(delay)
         finally:
             if udev is not None:
                 udev.stop()

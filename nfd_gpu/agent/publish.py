@@ -1,8 +1,11 @@
 """Publishing: one publication handed to every sink, and the change line.
 
 A failing sink is logged and counted and the others still get the publication; whether
-the failure may pass by itself (``transient``) decides the back-off. One log line per
-publish that changed something."""
+the failure may pass by itself (``transient``) decides the back-off and readiness (a
+transient failure, an API outage, leaves ``/readyz`` 200 and sets
+``nfd_gpu_publish_failing{sink}``; a refusal makes it 503). One log line per publish that
+changed something; one warning per repair (a sink restored what was changed behind the
+agent's back: ``take_repair()``), counted in ``nfd_gpu_repairs_total{output}``."""
 
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ class Publisher:
         self.sinks: list[Sink] = list(sinks)
         self.metrics = metrics
         self.transient = False  # the last publish failed in a way that may pass by itself
+        self.refused = False  # the last publish failed in a way that will not pass by itself
         # labels and features of the last publish that wrote (for the change log line)
         self._published: dict[str, str] | None = None
         self._published_features: Features | None = None
@@ -44,6 +48,7 @@ class Publisher:
         ok = True
         written: list[str] = []
         self.transient = False
+        self.refused = False
         for sink in self.sinks:
             if stopping():
                 ok = False
@@ -54,21 +59,34 @@ class Publisher:
                 ok = False
                 transient = isinstance(e, SinkError) and e.transient
                 self.transient = self.transient or transient
+                self.refused = self.refused or not transient
                 if isinstance(e, SinkError):
                     log.error("%s: %s", sink.name, e)
                 else:
                     log.error("%s: unexpected %s", sink.name, one_line(e), exc_info=True)
                 if self.metrics is not None:
                     self.metrics.observe_publish(sink.name, "error")
-                    self.metrics.not_ready(f"{sink.name}: {e}")
+                    self.metrics.publish_failed(sink.name, f"{sink.name}: {e}", transient)
                 continue
             if self.metrics is not None:
                 self.metrics.observe_publish(sink.name, "written" if wrote else "unchanged")
+                self.metrics.publish_ok(sink.name)
             if wrote:
                 written.append(sink.name)
+                self._note_repair(sink)
         if written:
             self._log_change(written, pub)
         return ok
+
+    def _note_repair(self, sink: Sink) -> None:
+        take = getattr(sink, "take_repair", None)
+        what = take() if take is not None else None
+        if what:
+            log.warning(
+                "%s: restored what was changed behind the agent's back: %s", sink.name, what
+            )
+            if self.metrics is not None:
+                self.metrics.observe_repair(sink.name)
 
     def _log_change(self, sinks: list[str], pub: Publication) -> None:
         """One line per publish that changed something: label counts added / removed /
@@ -87,3 +105,23 @@ class Publisher:
             )
         self._published = dict(pub.labels)
         self._published_features = copy.deepcopy(pub.features)
+
+
+class RepairPacer:
+    """When a repair pass may run: at once for the first, then, while repairs keep
+    coming (another writer fighting the agent), at most one per ``gap``, which doubles
+    from 1 s up to the interval; a quiet minute (or 4 gaps) resets it."""
+
+    def __init__(self) -> None:
+        self._last = float("-inf")
+        self._gap = 0.0
+
+    def not_before(self) -> float:
+        return self._last + self._gap
+
+    def ran(self, now: float, interval: float) -> None:
+        if now - self._last > max(60.0, 4 * self._gap):
+            self._gap = 0.0
+        else:
+            self._gap = min(interval, max(1.0, 2 * self._gap))
+        self._last = now

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand, TyperOption
 
-from nfd_gpu.settings import CONFIG_ENV, KINDS, SETTINGS, env_var, fill, flags
+from nfd_gpu.settings import CONFIG_ENV, KINDS, SETTINGS, choices, env_var, fill, flags
 
 _TYPES: dict[str, Any] = {"float": float, "bool": bool, "list": list[str], "str": str}
 
@@ -33,11 +33,48 @@ class SettingsCommand(TyperCommand):
                     p.help = fill(p.help, p.name)
         return super().get_params(ctx)
 
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """``run``'s settings come from ``NFD_GPU_<KEY>`` too, read by config.py itself
+        (above the file, below the flags), not by click: the help names each variable as
+        click does scan's, set on the options only while the help is written."""
+        shown = []
+        for p in self.params:
+            if isinstance(p, TyperOption) and p.envvar is None:
+                var = CONFIG_ENV if p.name == "config" else None
+                var = env_var(p.name) if p.name in SETTINGS else var
+                if var:
+                    p.envvar, p.show_envvar = var, True
+                    shown.append(p)
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            for p in shown:
+                p.envvar, p.show_envvar = None, False
+
+
+def completion(key: str) -> Any:
+    """Shell completion of a setting's choices (None: it has none); a comma-separated
+    list (``--output featurefile,no``) completes its last item."""
+    if SETTINGS[key].choices is None:
+        return None
+
+    def complete(incomplete: str) -> list[str]:
+        done, _, last = incomplete.rpartition(",")
+        head = f"{done}," if done else ""
+        return [head + c for c in choices(key) if c.startswith(last)]
+
+    return complete
+
 
 def scan_option(key: str) -> Any:
     """``scan``'s option for a setting: its scan help, flags and environment variable."""
     s = SETTINGS[key]
-    return typer.Option(*(s.scan_flags or flags(key)), envvar=env_var(key), help=s.scan_help)
+    return typer.Option(
+        *(s.scan_flags or flags(key)),
+        envvar=env_var(key),
+        help=s.scan_help,
+        autocompletion=completion(key),
+    )
 
 
 RootOption = Annotated[str, scan_option("root")]
@@ -51,10 +88,10 @@ def run_signature() -> inspect.Signature:
         kind = inspect.Parameter.KEYWORD_ONLY
         return inspect.Parameter(name, kind, default=None, annotation=annotation)
 
-    config = typer.Option("--config", "-c", help=f"YAML config file (env {CONFIG_ENV})")
+    config = typer.Option("--config", "-c", help="YAML config file")
     params = [param("config", str, config)]
     for key, s in SETTINGS.items():
         if s.run_help is not None:
-            option = typer.Option(*flags(key), help=s.run_help)
+            option = typer.Option(*flags(key), help=s.run_help, autocompletion=completion(key))
             params.append(param(key, _TYPES[KINDS[key]], option))
     return inspect.Signature(params, return_annotation=None)

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
 import typer
 
 from nfd_gpu.cli.options import run_signature
+from nfd_gpu.settings import CONFIG_ENV
 
 
 def run_command(config: str | None = None, **flags: Any) -> None:
@@ -49,6 +51,7 @@ def main_run(config_path: str | None, flags: dict[str, Any]) -> int:
         sinks=sinks,
         reload=lambda: config_mod.load(config_path, flags=flags),
         metrics=metrics,
+        config_file=config_path or os.environ.get(CONFIG_ENV) or None,
     )
     try:
         return agent.run()

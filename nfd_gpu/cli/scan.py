@@ -72,6 +72,7 @@ def scan(
             profile_options=options,
             nvidia_options=nvidia_options,
             nvml=nvml,
+            nfd_attributes=fmt in (Format.json, Format.yaml),  # they print the features
         )
     except NvmlRequired as exc:
         raise fail(str(exc), 1) from None
@@ -101,6 +102,10 @@ def _print(result: ScanResult, fmt: Format) -> None:
         # the host: print no labels a hook could publish
         n = len(result.errors)
         raise fail(f"scan incomplete, no output ({n} error(s)): {result.errors[0]}", 1)
+    snap = result.snapshot
+    if not snap.gpus:  # else `--format labels` prints nothing at all: say why
+        why = f"no GPU found under {snap.root} ({len(snap.pci)} PCI function(s) read)"
+        print(f"nfd-gpu: {why}", file=sys.stderr)
     if fmt is Format.labels:
         for k in sorted(result.labels):
             typer.echo(f"{k}={result.labels[k]}")
@@ -125,6 +130,8 @@ def _print(result: ScanResult, fmt: Format) -> None:
 def _nvidia_options(
     mig_strategy: str | None, sharing_config: str | None, timestamp: int | None = None
 ) -> Any:
+    if mig_strategy is None and sharing_config is None and timestamp is None:
+        return None  # the NVIDIA profile's defaults; its code loads only when it is chosen
     from nfd_gpu.labels.nvidia import NvidiaOptions  # lazy: label code
     from nfd_gpu.sharing_config import load_sharing_config  # lazy: reads YAML
 

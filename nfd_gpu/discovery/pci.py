@@ -144,6 +144,7 @@ def read_device(
     *,
     full: bool | None = None,
     physfn: str | None = None,
+    nfd_attributes: bool = True,
 ) -> PciDevice | None:
     """Read one PCI function. None (with a warning) when its identity is unreadable.
 
@@ -153,7 +154,8 @@ def read_device(
     one of ``gpu_vendor_ids``, the registered vendors' PCI ids) also get
     revision, NUMA node, IOMMU group, ``physfn``, PCIe link and DRM nodes. Keeping the
     other thousands of functions (NIC VFs, bridges) to two reads each keeps a scan
-    cheaper than ``lspci``.
+    cheaper than ``lspci``. ``nfd_attributes=False`` leaves out the IOMMU attributes only
+    NFD's ``pci.device`` feature carries.
     """
     base = f"{PCI_DEVICES}/{address}"
     raw: dict[str, str] = {}  # NFD attributes the typed fields cannot hold
@@ -181,8 +183,10 @@ def read_device(
         sriov_numvfs=numvfs,
         physfn=physfn,
         virtfns=virtfns,
-        iommu_type=_nfd_value(host, f"{base}/iommu_group/type"),
-        intel_iommu_version=_nfd_value(host, f"{base}/iommu/intel-iommu/version"),
+        iommu_type=_nfd_value(host, f"{base}/iommu_group/type") if nfd_attributes else None,
+        intel_iommu_version=(
+            _nfd_value(host, f"{base}/iommu/intel-iommu/version") if nfd_attributes else None
+        ),
         nfd_raw=tuple(sorted(raw.items())),
     )
     return _with_gpu_attributes(host, base, basic) if full else basic
@@ -309,21 +313,27 @@ def list_addresses(host: HostRoot) -> list[str]:
     return out
 
 
-def discover(host: HostRoot, gpu_vendor_ids: Collection[str]) -> tuple[PciDevice, ...]:
+def discover(
+    host: HostRoot, gpu_vendor_ids: Collection[str], nfd_attributes: bool = True
+) -> tuple[PciDevice, ...]:
     """Every readable PCI function on the host, in address order; the functions of
-    ``gpu_vendor_ids`` (PCI vendor ids) that can be GPUs get the full read.
+    ``gpu_vendor_ids`` (PCI vendor ids) that can be GPUs get the full read (the IOMMU
+    attributes of NFD's ``pci.device`` only with ``nfd_attributes``).
 
     A VF named by its PF's ``virtfnN`` link is recorded with ``physfn`` from that
     link (PFs sort before their VFs), so host-side VFs cost two reads each.
     """
     devices = []
+    nfd = nfd_attributes
     vf_parent: dict[str, str] = {}
     for address in list_addresses(host):
         parent = vf_parent.get(address)
         if parent is not None:
-            dev = read_device(host, address, gpu_vendor_ids, full=False, physfn=parent)
+            dev = read_device(
+                host, address, gpu_vendor_ids, full=False, physfn=parent, nfd_attributes=nfd
+            )
         else:
-            dev = read_device(host, address, gpu_vendor_ids)
+            dev = read_device(host, address, gpu_vendor_ids, nfd_attributes=nfd)
         if dev is None:
             continue
         for vf in dev.virtfns:
@@ -336,6 +346,7 @@ def source(gpu_vendor_ids: Collection[str]) -> Step:
     """The ``pci`` source, reading the functions of ``gpu_vendor_ids`` in full."""
 
     def run(ctx: Context, snap: Snapshot) -> Snapshot:
-        return dataclasses.replace(snap, pci=discover(ctx.host, gpu_vendor_ids))
+        pci = discover(ctx.host, gpu_vendor_ids, ctx.nfd_attributes)
+        return dataclasses.replace(snap, pci=pci)
 
     return Step("pci", run)

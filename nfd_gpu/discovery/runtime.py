@@ -113,16 +113,26 @@ def device_nodes(host: HostRoot) -> tuple[DeviceNode, ...]:
     return tuple(n for n in (_stat(host, p) for p in sorted(names)) if n is not None)
 
 
-def derived_device_nodes(host: HostRoot, pci: tuple[PciDevice, ...]) -> tuple[DeviceNode, ...]:
-    """The devtmpfs nodes of DRM, KFD and VFIO groups, named from sysfs (no ``dev/``)."""
+def _iommu_group(host: HostRoot, address: str, read: dict[str, str | None]) -> str | None:
+    """The IOMMU group of a function pci.py read without it (a host-side VF), read once per
+    scan: ``read`` holds the groups already read."""
+    if address not in read:
+        read[address] = host.readlink_name(f"sys/bus/pci/devices/{address}/iommu_group")
+    return read[address]
+
+
+def derived_device_nodes(
+    host: HostRoot, pci: tuple[PciDevice, ...], read: dict[str, str | None] | None = None
+) -> tuple[DeviceNode, ...]:
+    """The devtmpfs nodes of DRM, KFD and VFIO groups, named from sysfs (no ``dev/``);
+    ``read``: the IOMMU groups read so far (see :func:`_iommu_group`)."""
+    read = {} if read is None else read
     names = [f"dev/dri/{n}" for n in host.listdir("sys/class/drm") if _DRM_NODE.match(n)]
     if host.is_dir("sys/class/kfd/kfd"):
         names.append("dev/kfd")
     for d in pci:
         if _is_vfio_driver(d.driver):
-            group = d.iommu_group or host.readlink_name(
-                f"sys/bus/pci/devices/{d.address}/iommu_group"
-            )
+            group = d.iommu_group or _iommu_group(host, d.address, read)
             if group:
                 names.append(f"dev/vfio/{group}")
     return tuple(DeviceNode(path=p, mode=None) for p in sorted(set(names)))
@@ -151,17 +161,22 @@ def level_zero(host: HostRoot) -> bool:
 
 
 def required_nodes(
-    gpus: tuple[Gpu, ...], pci: tuple[PciDevice, ...], host: HostRoot | None = None
+    gpus: tuple[Gpu, ...],
+    pci: tuple[PciDevice, ...],
+    host: HostRoot | None = None,
+    read: dict[str, str | None] | None = None,
 ) -> list[list[str]]:
     """Per GPU, the device nodes containers or VMs need (empty: nothing to check).
     Host-side VFs are read without their IOMMU group (pci.py keeps them cheap), so
-    ``host`` supplies it for the VFs of a ``vf-passthrough`` GPU."""
+    ``host`` supplies it for the VFs of a ``vf-passthrough`` GPU (``read``: the groups
+    read so far, see :func:`_iommu_group`)."""
+    read = {} if read is None else read
     groups = {d.address: d.iommu_group for d in pci if d.iommu_group}
     if host is not None:
         for g in gpus:
             for v in g.vfs:
                 if v not in groups:
-                    grp = host.readlink_name(f"sys/bus/pci/devices/{v}/iommu_group")
+                    grp = _iommu_group(host, v, read)
                     if grp:
                         groups[v] = grp
     out: list[list[str]] = []
@@ -186,10 +201,11 @@ def required_nodes(
 
 def discover(host: HostRoot, gpus: tuple[Gpu, ...], pci: tuple[PciDevice, ...]) -> Runtime:
     visible = host.is_dir("dev")
-    nodes = device_nodes(host) if visible else derived_device_nodes(host, pci)
+    read: dict[str, str | None] = {}  # VF IOMMU groups: each link read once
+    nodes = device_nodes(host) if visible else derived_device_nodes(host, pci, read)
     ready: bool | None = None
     present = {n.path for n in nodes}
-    needs = required_nodes(gpus, pci, host)
+    needs = required_nodes(gpus, pci, host, read)
     nv = [g for g in gpus if g.vendor == "nvidia" and g.mode == "container"]
     minors = sum(1 for p in present if _NVIDIA_MINOR.match(p.removeprefix("dev/")))
     if any(needs) and (visible or not nv):  # dev/nvidia* cannot be derived

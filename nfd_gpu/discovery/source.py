@@ -36,6 +36,9 @@ class Context:
     host: HostRoot
     nvml_lib: ModuleType | None = None  # replaces the NVML library (``nfd-gpu snapshot``)
     nvml: NvmlSession | None = None  # the NVML session (mode; the agent's kept state)
+    # read the pci.device attributes only NFD's features carry (``iommu_group/type``,
+    # ``iommu/intel-iommu/version``): False when no rule or output will see pci.device
+    nfd_attributes: bool = True
 
 
 class Source(Protocol):

@@ -28,12 +28,15 @@ def loaded_modules(host: HostRoot) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def builtin_modules(host: HostRoot, gpu_modules: tuple[str, ...]) -> tuple[str, ...]:
+def builtin_modules(
+    host: HostRoot, gpu_modules: tuple[str, ...], loaded: Iterable[str] | None = None
+) -> tuple[str, ...]:
     """Modules built into the kernel (Talos builds i915/xe in: no ``proc/modules`` line).
 
     ``lib/modules/<proc/sys/kernel/osrelease>/modules.builtin`` (``.ko`` paths, as NFD's
     ``kernel.enabledmodule``), plus the GPU driver modules that have a ``sys/module/<name>``
-    directory without a ``proc/modules`` entry (built in, kernel without that file)."""
+    directory without a ``proc/modules`` entry (built in, kernel without that file).
+    ``loaded``: :func:`loaded_modules`, when already read."""
     names: set[str] = set()
     release = (host.read_text("proc/sys/kernel/osrelease") or "").strip()
     if release and "/" not in release and not release.startswith("."):
@@ -43,9 +46,9 @@ def builtin_modules(host: HostRoot, gpu_modules: tuple[str, ...]) -> tuple[str, 
                 name = line.rsplit("/", 1)[-1][: -len(".ko")]
                 if name and name.replace("_", "").replace("-", "").isalnum():
                     names.add(name)
-    loaded = set(loaded_modules(host))
-    names.update(m for m in gpu_modules if m not in loaded and host.exists(f"sys/module/{m}"))
-    return tuple(sorted(names - loaded))
+    have = set(loaded_modules(host) if loaded is None else loaded)
+    names.update(m for m in gpu_modules if m not in have and host.exists(f"sys/module/{m}"))
+    return tuple(sorted(names - have))
 
 
 def module_versions(host: HostRoot, modules: tuple[str, ...]) -> dict[str, str]:
@@ -102,10 +105,11 @@ def source(gpu_vendors: Mapping[str, Vendor]) -> Step:
     modules = gpu_modules(gpu_vendors.values())
 
     def run(ctx: Context, snap: Snapshot) -> Snapshot:
+        loaded = loaded_modules(ctx.host)
         return dataclasses.replace(
             snap,
-            loaded_modules=loaded_modules(ctx.host),
-            builtin_modules=builtin_modules(ctx.host, modules),
+            loaded_modules=loaded,
+            builtin_modules=builtin_modules(ctx.host, modules, loaded),
             machine=machine(ctx.host),
         )
 

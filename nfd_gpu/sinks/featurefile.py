@@ -8,6 +8,11 @@ with ``.``, and reads on change (fsnotify) or every sleep interval.
 Writes are atomic: a ``.nfd-gpu.*`` temp file in the same directory (ignored by NFD),
 fsync, chmod 0644, ``os.replace``, fsync of the directory. Any failure leaves the old
 file in place.
+
+The file is the agent's: every pass reads it back (at most NFD's 65,536 bytes, regular
+files only, never following a link or blocking) and compares it with what was written; a
+file removed, replaced or edited by someone else is rewritten at once, and
+``take_repair()`` says what differed (the agent logs and counts it).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import contextlib
 import datetime as dt
 import logging
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -138,30 +144,47 @@ class FeatureFileSink:
         self.clock = clock
         self._body: str | None = None
         self._expires_at = 0.0
-        self._stat: tuple[int, int, int] | None = None  # (ino, size, mtime_ns) of our last write
+        self._written: bytes | None = None  # the bytes of our last write
+        self._repaired: str | None = None
 
-    def _on_disk_is_ours(self) -> bool:
+    def _drift(self) -> str | None:
+        """How the file on disk differs from our last write (None: it is ours)."""
+        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
         try:
-            st = os.stat(self.path)
-        except OSError:
-            return False
-        return (st.st_ino, st.st_size, st.st_mtime_ns) == self._stat
+            fd = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return "removed"
+        except OSError as e:
+            return f"unreadable ({e.strerror})"
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return "replaced by something that is not a regular file"
+            data = os.read(fd, MAX_FILE_SIZE + 1)
+        except OSError as e:
+            return f"unreadable ({e.strerror})"
+        finally:
+            os.close(fd)
+        if data == self._written:
+            return None
+        return "edited: " + _line_diff(self._written or b"", data)
+
+    def take_repair(self) -> str | None:
+        """What the last write restored (the file changed behind the agent's back), once."""
+        repaired, self._repaired = self._repaired, None
+        return repaired
 
     def publish(self, pub: Publication) -> bool:
         now = self.clock()
         body = render_body(pub, raw=self.raw_features)
-        if (
-            body == self._body
-            and now < self._expires_at - self.expiry / 2
-            and self._on_disk_is_ours()
-        ):
+        drift = self._drift() if self._written is not None else None
+        if body == self._body and now < self._expires_at - self.expiry / 2 and drift is None:
             return False
         if self._body is None:
             why = "first write"
+        elif drift is not None:
+            why = f"restored: {drift}"
         elif body != self._body:
             why = "content changed"
-        elif not self._on_disk_is_ours():
-            why = "file changed or removed by someone else"
         else:
             why = "expiry refresh"
         expires_at = now + self.expiry
@@ -183,7 +206,6 @@ class FeatureFileSink:
         try:
             os.makedirs(self.directory, exist_ok=True)
             atomic_write(self.path, data)
-            st = os.stat(self.path)
         except OSError as e:
             raise SinkError(f"{self.path}: cannot write feature file: {e}") from None
         log.info(
@@ -196,7 +218,8 @@ class FeatureFileSink:
         )
         self._body = body
         self._expires_at = expires_at
-        self._stat = (st.st_ino, st.st_size, st.st_mtime_ns)
+        self._written = data
+        self._repaired = drift
         return True
 
     def close(self) -> None:
@@ -208,3 +231,16 @@ class FeatureFileSink:
                 pass
             except OSError as e:
                 log.error("%s: cannot remove feature file: %s", self.path, e.strerror)
+
+
+def _line_diff(want: bytes, have: bytes) -> str:
+    """The first lines added (+) and removed (-) from ``want`` to ``have``, in one line."""
+    old = want.decode("utf-8", "replace").splitlines()
+    new = have.decode("utf-8", "replace").splitlines()
+    old_set, new_set = set(old), set(new)
+    diffs = [f"+{line}" for line in new if line not in old_set]
+    diffs += [f"-{line}" for line in old if line not in new_set]
+    if not diffs:
+        return "lines reordered or whitespace changed"
+    more = f" and {len(diffs) - 5} more" if len(diffs) > 5 else ""
+    return ", ".join(repr(d)[1:-1][:120] for d in diffs[:5]) + more

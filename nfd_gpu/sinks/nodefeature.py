@@ -17,8 +17,12 @@ not server-side apply. Reasons:
   bounded, jittered re-GET + retry resolves them.
 
 Requests per node: one GET (+ one create) at start, zero on unchanged passes, one PUT per
-change, one GET per resync period (default 1 h, jittered +/-10 %) to heal drift (an object
-deleted or edited behind the agent's back). The sink never deletes the object.
+change, and one watch request per resync period (default 1 h, ``nodefeature_watch.py``): the
+watch on the object by name reports within a second an object deleted, edited or
+relabelled behind the agent's back; the sink then holds the server's version, calls
+``on_drift`` (the agent runs a pass at once) and the next publish restores the object (a
+repair: ``take_repair()`` says what differed). Without the ``watch`` verb the sink falls
+back to one GET per resync period (jittered +/-10 %). The sink never deletes the object.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from typing import Any
 from nfd_gpu import boundedfile
 from nfd_gpu.features import owned
 from nfd_gpu.sinks import Publication, SinkError
+from nfd_gpu.sinks.kubeclient import get_raw, track_sockets
+from nfd_gpu.sinks.nodefeature_watch import OwnObjectWatch, describe_drift
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +61,12 @@ def build_api_client(kubeconfig: str | None = None) -> Any:
     """A ``kubernetes.client.ApiClient``: kubeconfig if given, else in-cluster, else
     ``~/.kube/config``. urllib3's own retries are off: the sink and the agent back off.
     The client has no timeout of its own: the sink gives each request its ``timeout``."""
-    import kubernetes as _kubernetes  # lazy: heavy import, only for this sink
+    try:
+        import kubernetes as _kubernetes  # lazy: heavy import, only for this sink
+    except ImportError:
+        raise SinkError(
+            "the nodefeature output needs the kubernetes client: pip install 'nfd-gpu[kubernetes]'"
+        ) from None
 
     kubernetes: Any = _kubernetes
     cfg = kubernetes.client.Configuration()
@@ -110,6 +121,7 @@ class NodeFeatureSink:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], object] | None = None,
         rng: random.Random | None = None,
+        watch: bool = True,
     ) -> None:
         self.node_name = node_name
         self.namespace = namespace
@@ -133,6 +145,16 @@ class NodeFeatureSink:
         self._owner_refs: list[Obj] | None = None
         self._sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
         self._aborted = threading.Event()
+        # the watch on the own object, and the state it shares with publish()
+        self.watch_enabled = watch
+        self.on_drift: Callable[[], object] | None = None  # set by the agent: run a pass now
+        self._watch: OwnObjectWatch | None = None
+        self._lock = threading.Lock()
+        self._want: Obj | None = None  # the object the last publish asked for
+        self._held: Obj | None = None  # what the server was last confirmed to hold
+        self._drift: str | None = None  # what differed, until the next write restores it
+        self._repaired: str | None = None  # the last repair, for take_repair()
+        self._own_rvs: list[str] = []  # resourceVersions of the last writes (their echoes)
 
     # -- client -------------------------------------------------------------------------
 
@@ -144,7 +166,7 @@ class NodeFeatureSink:
         if self._custom is None:
             if self._api_client is None:
                 self._api_client = build_api_client(self._kubeconfig)
-            _track_sockets(self._api_client, self._sockets)
+            track_sockets(self._api_client, self._sockets)
             self._custom = kubernetes.client.CustomObjectsApi(self._api_client)
         return self._custom
 
@@ -222,6 +244,8 @@ class NodeFeatureSink:
         """Stop now (SIGTERM): cut in-flight requests; later calls fail at once."""
         self._aborted.set()
         self._cut_connections()
+        if self._watch is not None:
+            self._watch.stop()
 
     def _get(self) -> Obj | None:
         custom = self._apis()
@@ -271,7 +295,7 @@ class NodeFeatureSink:
                 data = self._call(
                     "get",
                     # the body is read inside the call: under the request's deadline
-                    lambda: _get_raw(
+                    lambda: get_raw(
                         self._api_client,
                         "/api/v1/namespaces/{namespace}/pods/{name}",
                         {"namespace": self.namespace, "name": str(self.pod_name)},
@@ -339,25 +363,129 @@ class NodeFeatureSink:
     def _schedule_resync(self) -> None:
         self._next_resync = self.clock() + self.resync_interval * self.rng.uniform(0.9, 1.1)
 
+    def _watching(self) -> bool:
+        w = self._watch
+        return w is not None and w.running and not w.forbidden
+
+    def _read_server(self) -> None:
+        """GET the object into ``_obj``; a difference from what was confirmed is drift."""
+        obj = self._get()
+        with self._lock:
+            self._note(obj)
+            self._obj = obj
+            self._known = True
+        self._schedule_resync()
+
+    def _note(self, obj: Obj | None) -> None:
+        """Record drift when ``obj`` (the server's) is not what the server was confirmed
+        to hold last (caller holds the lock): a new scan's labels are not drift."""
+        held, want = self._held, self._want
+        if held is None:
+            return
+        if obj is not None and any(self._matches(obj, w) for w in (held, want) if w):
+            return
+        self._drift = describe_drift(obj, held, NODE_NAME_LABEL)
+
+    def on_watch_event(self, kind: str, obj: Obj | None) -> None:
+        """From the watch thread: the server's version of the object changed."""
+        with self._lock:
+            if kind == "EXPIRED":  # the watch restarts at "now": read the object once
+                self._known = False
+                wake = True
+            else:
+                rv = (obj or {}).get("metadata", {}).get("resourceVersion")
+                if kind != "DELETED" and rv in self._own_rvs:
+                    return  # the echo of the agent's own write
+                current = None if kind == "DELETED" else obj
+                before = self._drift
+                self._note(current)
+                self._obj = current
+                self._known = True
+                wake = self._drift is not None and self._drift != before
+        callback = self.on_drift
+        if wake and callback is not None:
+            callback()
+
+    def take_repair(self) -> str | None:
+        """What the last write restored (drift found by the watch or a re-read), once."""
+        with self._lock:
+            repaired, self._repaired = self._repaired, None
+        return repaired
+
+    def _start_watch(self) -> None:
+        if not self.watch_enabled or self._watch is not None or self._aborted.is_set():
+            return
+        import kubernetes  # lazy: with the sink
+
+        self._apis()
+        client = kubernetes.client.ApiClient(self._api_client.configuration)
+        self._watch = OwnObjectWatch(
+            api_client=client,
+            group=GROUP,
+            version=VERSION,
+            namespace=self.namespace,
+            plural=PLURAL,
+            name=self.object_name,
+            on_event=self.on_watch_event,
+            duration=self.resync_interval,
+            timeout=self.timeout,
+            rng=self.rng,
+        )
+        with self._lock:
+            rv = (self._obj or {}).get("metadata", {}).get("resourceVersion")
+        self._watch.start(rv)
+
+    def _confirm(self, obj: Obj | None, wrote: bool) -> None:
+        """The server holds ``_want`` (``obj``): drift, if any, is repaired."""
+        with self._lock:
+            if obj is not None:
+                self._obj = obj
+            if wrote and self._drift is not None:
+                self._repaired = self._drift
+            self._drift = None
+            self._held = self._want
+            rv = (self._obj or {}).get("metadata", {}).get("resourceVersion")
+            if wrote and rv:
+                self._own_rvs = [*self._own_rvs[-7:], rv]
+        self._start_watch()
+
     def publish(self, pub: Publication) -> bool:
         want = self.desired(pub)
-        if not self._known or self.clock() >= self._next_resync:
-            self._obj = self._get()
-            self._known = True
-            self._schedule_resync()
-        if self._obj is not None and self._matches(self._obj, want):
+        with self._lock:
+            self._want = want
+            known = self._known
+        if not known or (not self._watching() and self.clock() >= self._next_resync):
+            self._read_server()
+        with self._lock:
+            current = self._obj
+        if current is not None and self._matches(current, want):
+            self._confirm(None, wrote=False)
             return False
+        answer = self._write(want)
+        if answer is None:
+            self._confirm(None, wrote=False)
+            return False
+        self._confirm(answer, wrote=True)
+        return True
+
+    def _write(self, want: Obj) -> Obj | None:
+        """Create or replace until the server holds ``want``; its answer (None: a re-read
+        found it there already)."""
         custom = self._apis()
         for attempt in range(self.max_conflict_retries + 1):
             if attempt:
                 # jittered back-off before re-reading after a conflict
                 self.sleep(self.rng.uniform(0.05, 0.2) * 2 ** min(attempt - 1, 4))
-                self._obj = self._get()
-                if self._obj is not None and self._matches(self._obj, want):
-                    return False
-            verb = "create" if self._obj is None else "update"
+                obj = self._get()
+                with self._lock:
+                    self._obj = obj
+                if obj is not None and self._matches(obj, want):
+                    return None
+            with self._lock:
+                current = self._obj
+            verb = "create" if current is None else "update"
             try:
-                if self._obj is None:
+                if current is None:
                     answer = self._call(
                         "create",
                         functools.partial(
@@ -380,7 +508,7 @@ class NodeFeatureSink:
                             self.namespace,
                             PLURAL,
                             self.object_name,
-                            self._replacement(self._obj, want),
+                            self._replacement(current, want),
                             _request_timeout=self.timeout,
                         ),
                     )
@@ -393,23 +521,25 @@ class NodeFeatureSink:
                     s.reason,
                 )
                 if s.status == 404:
-                    self._obj = None  # deleted behind our back: re-GET then create
+                    with self._lock:
+                        self._obj = None  # deleted behind our back: re-GET then create
                 continue
             # Success is what the server confirmed: the object it answered with, carrying
             # a resourceVersion and exactly the spec sent. Anything else (a cut-off or
             # empty answer) is a failure, and the next pass re-reads the object.
             if not _is_object(answer) or answer.get("spec") != want["spec"]:
-                self._obj = None
-                self._known = False
+                with self._lock:
+                    self._obj = None
+                    self._known = False
                 raise SinkError(
                     f"{verb} NodeFeature {self.namespace}/{self.object_name}: the server did "
                     "not confirm the write (no or incomplete object in the answer)",
                     transient=True,
                 )
-            self._obj = answer
             log.info("%sd NodeFeature %s/%s", verb, self.namespace, self.object_name)
-            return True
-        self._known = False
+            return dict(answer)
+        with self._lock:
+            self._known = False
         raise SinkError(
             f"NodeFeature {self.namespace}/{self.object_name}: gave up after "
             f"{self.max_conflict_retries + 1} conflicting writes",
@@ -429,8 +559,10 @@ class NodeFeatureSink:
         return body
 
     def close(self) -> None:
-        """Never deletes the object: labels must not flap on a restart or rollout."""
-        return None
+        """Stops the watch. Never deletes the object: labels must not flap on a restart or
+        rollout."""
+        if self._watch is not None:
+            self._watch.stop(join=1.0)
 
 
 class _Status(Exception):
@@ -446,79 +578,6 @@ def _is_object(obj: Any) -> bool:
         return False
     meta = obj.get("metadata")
     return isinstance(meta, dict) and bool(meta.get("resourceVersion"))
-
-
-def _get_raw(api_client: Any, path: str, path_params: dict[str, str], timeout: float) -> bytes:
-    """GET ``path`` through ``api_client`` (its host, TLS, token, proxy) and return the
-    body, undecoded; a non-2xx answer raises ``ApiException`` like the generated APIs do.
-
-    Used for the own Pod instead of ``CoreV1Api.read_namespaced_pod``: kubernetes >= 35
-    builds pydantic validators for every method of an API class when its module is
-    imported: 11-16 MB more RSS for ``CoreV1Api`` (``benchmarks/agent.py --rules 1000``,
-    86.5 -> 71-75 MB against an 80Mi request), to read one field once. Both client
-    generations are supported (pyproject allows kubernetes >= 29): >= 35 has
-    ``param_serialize`` + ``call_api(method, url, ...)``; older ones
-    ``call_api(resource_path, method, ...)`` with ``_preload_content`` (checked with 34.1)."""
-    from kubernetes.client.exceptions import ApiException  # lazy: with kubernetes
-
-    headers = {"Accept": "application/json"}
-    if hasattr(api_client, "param_serialize"):  # kubernetes >= 35
-        request = api_client.param_serialize(
-            "GET",
-            path,
-            path_params=path_params,
-            header_params=headers,
-            auth_settings=["BearerToken"],
-        )
-        resp = api_client.call_api(*request, _request_timeout=timeout)
-        resp.read()
-        if not 200 <= resp.status <= 299:
-            raise ApiException.from_response(
-                http_resp=resp, body=resp.data.decode("utf-8", "replace"), data=None
-            )
-        return bytes(resp.data)
-    raw = api_client.call_api(  # kubernetes < 35: non-2xx raises in the REST layer
-        path,
-        "GET",
-        path_params,
-        [],
-        headers,
-        auth_settings=["BearerToken"],
-        _return_http_data_only=True,
-        _preload_content=False,
-        _request_timeout=timeout,
-    )
-    return bytes(raw.data)
-
-
-def _track_sockets(api_client: Any, sockets: weakref.WeakSet[socket.socket]) -> None:
-    """Remember every socket the client's connection pools open (urllib3's public
-    ``pool_classes_by_scheme`` hook), so a deadline or SIGTERM can shut them down."""
-    import urllib3  # lazy: comes with kubernetes
-
-    pm = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
-    if pm is None or getattr(pm, "_nfd_gpu_tracked", False):
-        return
-
-    def tracked(conn_cls: Any) -> Any:
-        class Conn(conn_cls):  # type: ignore[misc]
-            def connect(self) -> None:
-                super().connect()
-                if self.sock is not None:
-                    sockets.add(self.sock)
-
-        return Conn
-
-    def pool(pool_cls: Any) -> Any:
-        return type(
-            pool_cls.__name__, (pool_cls,), {"ConnectionCls": tracked(pool_cls.ConnectionCls)}
-        )
-
-    pm.pool_classes_by_scheme = {
-        "http": pool(urllib3.HTTPConnectionPool),
-        "https": pool(urllib3.HTTPSConnectionPool),
-    }
-    pm._nfd_gpu_tracked = True
 
 
 def _message(e: Any) -> str:

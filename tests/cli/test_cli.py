@@ -99,3 +99,22 @@ def test_scan_profile_amd(subprocess_env: dict[str, str]) -> None:
     p = run(["scan", "--root", root, "--profile", "bogus"], subprocess_env)
     assert p.returncode == 2
     assert "--profile bogus: unknown" in p.stderr
+
+
+def test_scan_without_gpus_says_so() -> None:
+    """``scan --root /`` on a host without GPUs: no labels, and one stderr line saying why
+    (exit 0: nothing is wrong)."""
+    root = fixture_root("vm-no-gpu")
+    p = subprocess.run(
+        [*nfd_gpu_cmd(), "scan", "--root", str(root)], capture_output=True, text=True, timeout=60
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == ""
+    assert p.stderr == f"nfd-gpu: no GPU found under {root} (6 PCI function(s) read)\n"
+    with_gpus = subprocess.run(
+        [*nfd_gpu_cmd(), "scan", "--root", str(fixture_root("hgx-h100"))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert with_gpus.returncode == 0 and "no GPU found" not in with_gpus.stderr

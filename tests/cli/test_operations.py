@@ -48,6 +48,40 @@ def test_shell_completion(subprocess_env: dict[str, str]) -> None:
     assert "--oneshot" in _complete("nfd-gpu run --one", 2, subprocess_env)
 
 
+def test_shell_completion_of_setting_values(subprocess_env: dict[str, str]) -> None:
+    """Every option with a fixed set of values completes them (settings.py ``choices``),
+    a comma-separated list its last item."""
+    from nfd_gpu.settings import choices
+
+    env = subprocess_env
+    assert _complete("nfd-gpu run --output ", 3, env) == list(choices("outputs"))
+    assert _complete("nfd-gpu run --output featurefile,n", 3, env) == ["featurefile,nodefeature"]
+    assert _complete("nfd-gpu run --profile ", 3, env) == list(choices("profiles"))
+    assert _complete("nfd-gpu scan --profile n", 3, env) == ["neutral", "nvidia"]
+    assert _complete("nfd-gpu run --nvml ", 3, env) == ["auto", "on", "off"]
+    assert _complete("nfd-gpu scan --nvml o", 3, env) == ["on", "off"]
+    assert _complete("nfd-gpu run --log-level ", 3, env) == ["debug", "info", "warning", "error"]
+    assert _complete("nfd-gpu run --mig-strategy ", 3, env) == list(choices("mig_strategy"))
+    assert _complete("nfd-gpu scan --mig-strategy m", 3, env) == ["mixed"]
+
+
+def test_run_help_names_the_environment_variables(subprocess_env: dict[str, str]) -> None:
+    from nfd_gpu.settings import SETTINGS, env_var
+
+    p = subprocess.run(
+        [*nfd_gpu_cmd(), "run", "--help"],
+        env=dict(subprocess_env, COLUMNS="200", TERM="dumb"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    for key, s in SETTINGS.items():
+        if s.run_help is not None:
+            assert f"[env var: {env_var(key)}]" in p.stdout, key
+    assert "[env var: NFD_GPU_CONFIG]" in p.stdout
+
+
 def test_show_completion_prints_a_bash_script(subprocess_env: dict[str, str]) -> None:
     code = "import sys; sys.argv[0] = 'nfd-gpu'; from nfd_gpu.cli import main; sys.exit(main())"
     p = subprocess.run(
@@ -143,6 +177,36 @@ def test_run_logs_startup_changes_and_file_writes(
     assert len(writes) == 1 and "(content changed)" in writes[0]
 
 
+def test_debug_logs_each_pass(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """--log-level debug: every pass says what the scan found and whether it was held,
+    also an unchanged pass (which logs nothing at info)."""
+    caplog.set_level(logging.DEBUG)
+    cfg = Config(
+        root=str(fixture_root("hgx-h100")),
+        outputs=("featurefile",),
+        features_dir=str(tmp_path),
+        oneshot=True,
+        udev=False,
+    )
+    agent = Agent(cfg)
+    assert agent.run_pass() and agent.run_pass()
+    passes = [m for m in _messages(caplog, "nfd_gpu.agent") if m.startswith("pass ")]
+    n = len((tmp_path / "nfd-gpu").read_text().splitlines()) - 2
+    assert [p.split(":")[0] for p in passes] == ["pass 1", "pass 2"]
+    for line in passes:
+        assert f"GPUs nvidia=8, {n} labels, 0 warning(s)" in line, line
+        assert line.endswith("every sink holds it"), line
+
+
+def test_hook_output_is_deprecated(caplog: pytest.LogCaptureFixture) -> None:
+    """NFD v0.17 stopped running hooks: ``--output hook`` still works, with a warning."""
+    caplog.set_level(logging.WARNING)
+    cfg = Config(root=str(fixture_root("hgx-h100")), outputs=("hook",), oneshot=True, udev=False)
+    assert Agent(cfg).run() == 0
+    (msg,) = [m for m in _messages(caplog, "nfd_gpu.agent") if "deprecated" in m]
+    assert msg.startswith("--output hook is deprecated") and "NFD v0.17" in msg
+
+
 def test_feature_file_expiry_refresh_is_logged(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -161,5 +225,5 @@ def test_feature_file_expiry_refresh_is_logged(
     assert [m.split("(")[1].split(")")[0] for m in msgs] == [
         "first write",
         "expiry refresh",
-        "file changed or removed by someone else",
+        "restored: removed",
     ]

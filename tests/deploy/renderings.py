@@ -41,7 +41,12 @@ HELM_MATRIX: dict[str, tuple[Obj, tuple[str, ...] | None]] = {
         {"profiles": ["neutral", "nvidia", "amd", "intel"], "profileOptions": ["amd-beta"]},
         ("compat", "gpu-nodes-only"),
     ),
-    "featurefile-sidecar": ({"outputs": ["featurefile"]}, ("gpu-nodes-only", "worker-sidecar")),
+    # the worker-sidecar component has no API access at all: nor the chart's removal of a
+    # NodeFeature an earlier nodefeature output left (nodeFeatureCleanup)
+    "featurefile-sidecar": (
+        {"outputs": ["featurefile"], "nodeFeatureCleanup": False},
+        ("gpu-nodes-only", "worker-sidecar"),
+    ),
     "monitoring": (
         {
             "podMonitor": {"enabled": True},
@@ -166,11 +171,17 @@ def kustomize_real(directory: Path) -> list[Obj]:
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
-def helm(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([tool("helm"), *args], capture_output=True, text=True, timeout=120)
+# Helm 3 (helm) and Helm 4 (helm4), both built by tests/e2e/build-tools.sh.
+HELMS = ("helm", "helm4")
 
 
-def helm_template(values: Obj, where: Path, release: str = RELEASE) -> list[Obj]:
+def helm(*args: str, binary: str = "helm") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([tool(binary), *args], capture_output=True, text=True, timeout=120)
+
+
+def helm_template(
+    values: Obj, where: Path, release: str = RELEASE, binary: str = "helm"
+) -> list[Obj]:
     where.mkdir(parents=True, exist_ok=True)
     vf = where / "values.yaml"
     vf.write_text(yaml.safe_dump(values))
@@ -184,6 +195,7 @@ def helm_template(values: Obj, where: Path, release: str = RELEASE) -> list[Obj]
         HELM_KUBE_VERSION,
         "--values",
         str(vf),
+        binary=binary,
     )
     assert out.returncode == 0, out.stderr
     return [d for d in yaml.safe_load_all(out.stdout) if d]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from nfd_gpu.labels.options import PROFILE_OPTIONS
 from tests.deploy import renderings as r
 from tests.deploy.kustomize import CLUSTER_SCOPED
 from tests.deploy.test_manifests import agent_container, validate
@@ -72,7 +73,35 @@ def test_helm_defaults_equal_default_overlay(tmp_path: Path) -> None:
 
     helm_objs = r.helm_template({}, tmp_path)
     kust = [o for o in build(r.DEPLOY / "overlays" / "nodefeature-api") if o["kind"] != "Namespace"]
+    # but for the cluster-scoped policy's name: the release's and namespace's, so that it
+    # does not collide with kustomize's (or another release's)
+    policy = f"{r.RELEASE}-{r.NAMESPACE}-own-nodefeature"
+    for o in helm_objs:
+        if o["kind"].startswith("ValidatingAdmissionPolicy"):
+            assert o["metadata"]["name"] == policy
+            o["metadata"]["name"] = "nfd-gpu-own-nodefeature"
+            if "policyName" in o["spec"]:
+                assert o["spec"]["policyName"] == policy
+                o["spec"]["policyName"] = "nfd-gpu-own-nodefeature"
     assert r.normalized(helm_objs) == r.normalized(kust)
+
+
+def test_admission_policy_unique_per_release_and_namespace(tmp_path: Path) -> None:
+    """Two releases of one name in two namespaces (or the chart next to kustomize's
+    nfd-gpu-own-nodefeature) name different cluster-scoped policies."""
+    names = set()
+    for ns in ("a", "b"):
+        out = r.helm("template", "gpu", str(r.CHART), "-n", ns, "--kube-version",
+                     r.HELM_KUBE_VERSION)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        objs = [d for d in yaml.safe_load_all(out.stdout) if d]
+        (vap,) = [o for o in objs if o["kind"] == "ValidatingAdmissionPolicy"]
+        (binding,) = [o for o in objs if o["kind"] == "ValidatingAdmissionPolicyBinding"]
+        assert (
+            binding["metadata"]["name"] == binding["spec"]["policyName"] == vap["metadata"]["name"]
+        )
+        names.add(vap["metadata"]["name"])
+    assert names == {"gpu-nfd-gpu-a-own-nodefeature", "gpu-nfd-gpu-b-own-nodefeature"}
 
 
 def test_everything_case(tmp_path: Path) -> None:
@@ -98,11 +127,39 @@ def test_everything_case(tmp_path: Path) -> None:
 
 
 def test_rbac_only_with_nodefeature_output(tmp_path: Path) -> None:
-    objs = r.helm_template({"outputs": ["featurefile"]}, tmp_path)
+    values = {"outputs": ["featurefile"], "nodeFeatureCleanup": False}
+    objs = r.helm_template(values, tmp_path)
     kinds = {o["kind"] for o in objs}
     assert not {"Role", "RoleBinding", "ValidatingAdmissionPolicy"} & kinds
     spec = next(o for o in objs if o["kind"] == "DaemonSet")["spec"]["template"]["spec"]
     assert spec["automountServiceAccountToken"] is False
+
+
+def test_featurefile_output_may_only_remove_its_old_nodefeature(tmp_path: Path) -> None:
+    """Without the nodefeature output (the default nodeFeatureCleanup), the agent may get and
+    delete NodeFeatures and nothing else (the admission policy: only its own node's)."""
+    objs = r.helm_template({"outputs": ["featurefile"]}, tmp_path)
+    import re
+
+    from tests.deploy.test_manifests import CLIENT_VERBS
+
+    (role,) = [o for o in objs if o["kind"] == "Role"]
+    assert role["rules"] == [
+        {
+            "apiGroups": ["nfd.k8s-sigs.io"],
+            "resources": ["nodefeatures"],
+            "verbs": ["get", "delete"],
+        }
+    ]
+    # exactly the client calls of the removal (agent/startup.py)
+    src = (r.REPO / "nfd_gpu" / "agent" / "startup.py").read_text()
+    calls = set(
+        re.findall(r"\.((?:get|list|create|replace|patch|delete|read)_namespaced_\w+)", src)
+    )
+    assert {CLIENT_VERBS[c][2] for c in calls} == set(role["rules"][0]["verbs"])
+    assert {"RoleBinding", "ValidatingAdmissionPolicy"} <= {o["kind"] for o in objs}
+    spec = next(o for o in objs if o["kind"] == "DaemonSet")["spec"]["template"]["spec"]
+    assert "automountServiceAccountToken" not in spec
 
 
 @pytest.mark.parametrize(
@@ -128,9 +185,11 @@ def test_schema_enums_are_the_agents() -> None:
     from nfd_gpu.config import OUTPUTS
     from nfd_gpu.labels.options import PROFILE_OPTIONS
     from nfd_gpu.labels.registry import PROFILES
+    from nfd_gpu.settings import DEPRECATED_OUTPUTS
 
     props = json.loads((r.CHART / "values.schema.json").read_text())["properties"]
-    assert set(props["outputs"]["items"]["enum"]) == set(OUTPUTS)
+    # a deprecated output (hook: stdout, nothing reads it in a pod) is not offered
+    assert set(props["outputs"]["items"]["enum"]) == set(OUTPUTS) - set(DEPRECATED_OUTPUTS)
     assert set(props["profiles"]["items"]["enum"]) == set(PROFILES)
     assert set(props["profileOptions"]["items"]["enum"]) == set(PROFILE_OPTIONS)
 
@@ -178,3 +237,111 @@ def test_no_security_objects_when_disabled(tmp_path: Path) -> None:
     values = {"networkPolicy": {"enabled": False}, "admissionPolicy": {"enabled": False}}
     kinds = {o["kind"] for o in r.helm_template(values, tmp_path)}
     assert not {"NetworkPolicy", "ValidatingAdmissionPolicy"} & kinds
+
+
+def test_monitors_put_the_node_on_every_series(tmp_path: Path) -> None:
+    """PodMonitor and ServiceMonitor relabel the pod's node name to ``node`` (the alerts
+    are keyed by node: tests/monitoring/test_monitoring.py)."""
+    from tests.monitoring.test_monitoring import NODE_RELABELING
+
+    objs = r.helm_template(r.HELM_MATRIX["monitoring"][0], tmp_path)
+    pm = next(o for o in objs if o["kind"] == "PodMonitor")
+    sm = next(o for o in objs if o["kind"] == "ServiceMonitor")
+    eps = pm["spec"]["podMetricsEndpoints"] + sm["spec"]["endpoints"]
+    for ep in eps:
+        assert NODE_RELABELING in ep["relabelings"], ep
+
+
+@pytest.mark.parametrize("helm", r.HELMS)
+@pytest.mark.parametrize(
+    "values, error",
+    [
+        (
+            {"outputs": ["featurefile"], "interval": 400, "featureFile": {"expiry": 600}},
+            "featureFile.expiry (600s) must be at least twice interval (400s)",
+        ),
+        ({"profileOptions": ["amd-beta"]}, "profileOptions: amd-beta needs the amd profile"),
+        ({"config": {"interval": 5}}, "config.interval: the chart sets interval itself"),
+        ({"config": {"rules": "/x"}}, "config.rules: the chart sets rules itself"),
+        (
+            {"config": {"log_level": "debug"}, "logLevel": "info"},
+            "config.log_level: the chart sets log_level itself",
+        ),
+        ({"config": {"no_such_key": 1}}, "config"),
+        ({"image": {"digest": "latest"}}, "/image/digest"),
+    ],
+)
+def test_cross_field_checks_fail_template(
+    helm: str, values: dict[str, object], error: str, tmp_path: Path
+) -> None:
+    """What the agent refuses at start (nfd_gpu/config.py) fails ``helm template``, not the
+    pod (a crash loop); with Helm 3 and Helm 4."""
+    vf = tmp_path / "v.yaml"
+    vf.write_text(yaml.safe_dump(values))
+    out = r.helm("template", "x", str(r.CHART), "--values", str(vf), binary=helm)
+    assert out.returncode != 0 and error in out.stderr, out.stderr
+
+
+def test_cross_field_checks_are_the_agents(tmp_path: Path) -> None:
+    """The values the chart refuses, given to the agent itself, are refused too (and the
+    chart's boundary, expiry = 2 x interval, is accepted by both)."""
+    from nfd_gpu.config import ConfigError, load
+
+    env = {"NODE_NAME": "n", "POD_NAMESPACE": "ns"}
+    with pytest.raises(ConfigError, match="at least twice the interval"):
+        load(env=env, flags={"outputs": "featurefile", "interval": 400, "expiry": 600})
+    with pytest.raises(ConfigError, match="needs the amd profile"):
+        load(env=env, flags={"profile_options": "amd-beta"})
+    load(env=env, flags={"outputs": "featurefile", "interval": 300, "expiry": 600})
+    values = {"outputs": ["featurefile"], "interval": 300, "featureFile": {"expiry": 600}}
+    assert r.helm_template(values, tmp_path)
+    for option in PROFILE_OPTIONS:  # the chart takes an option's profile from its prefix
+        assert option.split("-")[0] == PROFILE_OPTIONS[option][0]
+
+
+def test_new_values_render(tmp_path: Path) -> None:
+    """image.digest, serviceAccount.annotations and the agent's own config file."""
+    digest = "sha256:" + "ab" * 32
+    values = {
+        "image": {"digest": digest, "tag": "ignored"},
+        "outputs": ["nodefeature", "featurefile"],
+        "serviceAccount": {"annotations": {"iam.example.com/role": "gpu"}},
+        "config": {"api_timeout": 5, "owner_refs": ["pod"]},
+    }
+    objs = r.helm_template(values, tmp_path)
+    ds = next(o for o in objs if o["kind"] == "DaemonSet")
+    pod = ds["spec"]["template"]
+    images = {c["image"] for c in pod["spec"]["containers"] + pod["spec"]["initContainers"]}
+    assert images == {f"ghcr.io/nfd-gpu/nfd-gpu@{digest}"}
+    (sa,) = [o for o in objs if o["kind"] == "ServiceAccount"]
+    assert sa["metadata"]["annotations"] == {"iam.example.com/role": "gpu"}
+    cm = next(
+        o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-config")
+    )
+    path = "/etc/nfd-gpu/config/config.yaml"
+    c = agent_container(objs)
+    assert {"name": "NFD_GPU_CONFIG", "value": path} in c["env"]
+    (mount,) = [m for m in c["volumeMounts"] if m["name"] == "config"]
+    assert mount["mountPath"] == "/etc/nfd-gpu/config"
+    assert "checksum/config" in pod["metadata"]["annotations"]
+    # the file the agent gets is one it loads, with the chart's own settings on top
+    (tmp_path / "config.yaml").write_text(cm["data"]["config.yaml"])
+    from nfd_gpu.config import load
+
+    cfg = load(str(tmp_path / "config.yaml"), env={"NODE_NAME": "n", "POD_NAMESPACE": "ns"})
+    assert cfg.api_timeout == 5 and cfg.owner_refs == ("pod",)
+
+
+@pytest.mark.parametrize("case", MATRIX)
+def test_helm4_renders_what_helm3_renders(case: str, tmp_path: Path) -> None:
+    """The chart is Helm-4 ready: the same objects from both majors, and lint clean."""
+    values, _ = r.HELM_MATRIX[case]
+    h3 = r.helm_template(values, tmp_path / "3")
+    h4 = r.helm_template(values, tmp_path / "4", binary="helm4")
+    assert h4 == h3
+    vf = tmp_path / "values.yaml"
+    vf.write_text(yaml.safe_dump(values))
+    out = r.helm("lint", "--strict", str(r.CHART), "--kube-version", r.HELM_KUBE_VERSION,
+                 "--values", str(vf), binary="helm4")  # fmt: skip
+    assert out.returncode == 0 and "[ERROR]" not in out.stdout, out.stdout + out.stderr
+    assert "[WARNING]" not in out.stdout, out.stdout

@@ -42,7 +42,7 @@ CLIENT_VERBS = {
     "read_namespaced_daemon_set": ("apps", "daemonsets", "get"),
 }
 SINK_NEEDS = {
-    ("nfd.k8s-sigs.io", "nodefeatures"): {"get", "create", "update"},
+    ("nfd.k8s-sigs.io", "nodefeatures"): {"get", "create", "update", "watch"},
     ("", "pods"): {"get"},
 }
 
@@ -358,18 +358,27 @@ def test_role_is_what_the_sink_needs() -> None:
 
 
 def test_rbac_matches_sink() -> None:
-    spec = importlib.util.find_spec("nfd_gpu.sinks.nodefeature")
-    assert spec is not None and spec.origin is not None
-    src = Path(spec.origin).read_text()
-    calls = set(
-        re.findall(r"\.((?:get|list|create|replace|patch|delete|read)_namespaced_\w+)", src)
-    )
-    unknown = calls - set(CLIENT_VERBS)
-    assert not unknown, f"new client calls in the sink, map them to RBAC verbs: {unknown}"
     needs: dict[tuple[str, str], set[str]] = {}
-    for call in calls:
-        g, res, verb = CLIENT_VERBS[call]
-        needs.setdefault((g, res), set()).add(verb)
+    # the sink, its raw GET of the own Pod (kubeclient: read_namespaced_pod's request) and
+    # its watch (whose list call is a watch: watch=True)
+    for module, watch in (
+        ("nfd_gpu.sinks.kubeclient", False),
+        ("nfd_gpu.sinks.nodefeature", False),
+        ("nfd_gpu.sinks.nodefeature_watch", True),
+    ):
+        spec = importlib.util.find_spec(module)
+        assert spec is not None and spec.origin is not None
+        src = Path(spec.origin).read_text()
+        calls = set(
+            re.findall(r"\.((?:get|list|create|replace|patch|delete|read)_namespaced_\w+)", src)
+        )
+        unknown = calls - set(CLIENT_VERBS)
+        assert not unknown, f"new client calls in the sink, map them to RBAC verbs: {unknown}"
+        if watch:
+            assert "watch=True" in src
+        for call in calls:
+            g, res, verb = CLIENT_VERBS[call]
+            needs.setdefault((g, res), set()).add("watch" if watch and verb == "list" else verb)
     assert needs == SINK_NEEDS
 
 

@@ -19,7 +19,7 @@ import pytest
 from nfd_gpu.discovery.nvidia import replay as nvml_replay
 from nfd_gpu.scan import run_scan
 from tests.conftest import DATA, REPO, fixture_root, nfd_gpu_cmd
-from tests.fake_pynvml import write_fake_pynvml, write_unimportable
+from tests.fake_pynvml import library_env, write_fake_pynvml, write_unimportable
 
 G = "gpu.feature.node.kubernetes.io"
 CAPTURE = DATA / "captures" / "h200-vm"
@@ -51,6 +51,8 @@ def cli(
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NFD_GPU_")}
     env["PYTHONPATH"] = os.pathsep.join([*(str(p) for p in pythonpath or []), str(REPO)])
+    for p in pythonpath or []:
+        env = library_env(p, env)  # a fake pynvml's stand-in NVML library
     return subprocess.run(
         [*nfd_gpu_cmd(), *args], capture_output=True, text=True, env=env, timeout=timeout
     )

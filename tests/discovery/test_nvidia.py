@@ -117,6 +117,16 @@ def test_missing_library(monkeypatch: pytest.MonkeyPatch) -> None:
     assert nvml.query() is None
 
 
+def test_missing_shared_library_skips_the_pynvml_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the NVML library nvmlInit cannot succeed: pynvml is not even imported."""
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    monkeypatch.setattr(nvml, "NVML_SONAME", "libnvidia-ml-absent-for-this-test.so.1")
+    assert nvml.query() is None
+    assert "pynvml" not in sys.modules
+    monkeypatch.setattr(nvml, "NVML_SONAME", "libc.so.6")  # a library that opens
+    assert nvml.library_present()
+
+
 def test_not_supported_is_absent(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", nvml_replay.build(_recording("a100-t4")))
     facts = nvml.query()

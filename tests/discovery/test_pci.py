@@ -216,3 +216,37 @@ def test_nfd_pci_device_attributes_as_nfd_reads_them(tmp_path: Path) -> None:
     from nfd_gpu.scan import run_scan
 
     assert "0000:04:00.0" not in {g.address for g in run_scan(root).snapshot.gpus}
+
+
+def test_nfd_iommu_attributes_read_only_when_something_sees_pci_device(tmp_path: Path) -> None:
+    """``nfd_attributes=False`` (the agent without rules, ``scan`` printing labels) skips the
+    two IOMMU attributes only NFD's pci.device carries; rules read them again."""
+    import shutil
+
+    from nfd_gpu.scan import run_scan
+
+    root = tmp_path / "root"
+    shutil.copytree(fixture_root("hgx-h100"), root, symlinks=True)
+    dev = root / "sys/devices/pci0000:00/0000:00:00.0"
+    (dev / "iommu/intel-iommu").mkdir(parents=True)
+    (dev / "iommu/intel-iommu/version").write_text("1:0\n")
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata: {name: r}\n"
+        "spec:\n  rules:\n    - name: iommu\n      labels: {example.com/iommu: v1}\n"
+        "      matchFeatures:\n        - feature: pci.device\n"
+        "          matchExpressions: {iommu/intel-iommu/version: {op: In, value: ['1:0']}}\n"
+    )
+
+    def versions(**kw: object) -> list[str]:
+        r = run_scan(root, **kw)  # type: ignore[arg-type]
+        els = r.features["instances"]["pci.device"]["elements"]
+        return [e["attributes"].get("iommu/intel-iommu/version", "") for e in els]
+
+    assert "1:0" in versions()
+    assert "1:0" not in versions(nfd_attributes=False)
+    assert "1:0" in versions(nfd_attributes=False, rules_path=rules)
+    with_rules = run_scan(root, nfd_attributes=False, rules_path=rules)
+    assert with_rules.labels["example.com/iommu"] == "v1"
+    plain = run_scan(root, nfd_attributes=False)
+    assert plain.labels == run_scan(root).labels  # no label depends on them

@@ -345,3 +345,26 @@ def test_nvidia_nodes_are_not_guessed_without_dev(tmp_path: Path) -> None:
     rt = scan.discover(HostRoot(root)).runtime
     assert rt is not None and rt.devices_ready is None
     assert not any(n.path.startswith("dev/nvidia") for n in rt.device_nodes)
+
+
+def test_vf_iommu_groups_are_read_once_without_dev(tmp_path: Path) -> None:
+    """Without ``dev/`` the VFIO nodes are derived from the VFs' IOMMU groups, which the
+    readiness check needs again: each group link is read once, the nodes are the same."""
+    from collections import Counter
+
+    from nfd_gpu.hostroot import HostRoot
+    from nfd_gpu.scan import discover
+    from tests.conftest import fixture_root
+
+    root = tmp_path / "root"
+    shutil.copytree(fixture_root("mi300x-sriov-host"), root, symlinks=True)
+    shutil.rmtree(root / "dev")
+    seen: list[str] = []
+    host = HostRoot(root)
+    host.set_recorder(seen.append)
+    snap = discover(host)
+    groups = Counter(p for p in seen if p.endswith("/iommu_group"))
+    assert groups and max(groups.values()) == 1, groups
+    assert snap.runtime is not None
+    vfio = [n.path for n in snap.runtime.device_nodes if n.path.startswith("dev/vfio/")]
+    assert len(vfio) == 8 and snap.runtime.devices_ready is True

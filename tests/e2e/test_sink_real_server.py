@@ -9,6 +9,7 @@ server cannot be made to do on demand (5xx answers, slow answers, endless confli
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,13 @@ class Env:
         self.name = f"nfd-gpu-{node}"
         self.path = f"/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/{NS}/nodefeatures/{self.name}"
         self._mark = len(cluster.audit_events())
+        self.sinks: list[NodeFeatureSink] = []
 
     def sink(self, clock: Clock | None = None, kubeconfig: Path | None = None, **kw: Any) -> Any:
+        self.sinks.append(self._sink(clock, kubeconfig, **kw))
+        return self.sinks[-1]
+
+    def _sink(self, clock: Clock | None, kubeconfig: Path | None, **kw: Any) -> NodeFeatureSink:
         return NodeFeatureSink(
             node_name=self.node,
             namespace=NS,
@@ -57,13 +63,17 @@ class Env:
             raise
 
     def calls(self) -> list[tuple[str, str, int]]:
-        """(verb, resource, status) of the agent's requests since the last call."""
+        """(verb, resource, status) of the agent's requests since the last call; watches
+        aside (audited when they end, e.g. an earlier test's, closed at its teardown; their
+        cost is tests/e2e/test_own_object.py's)."""
         events = self.cluster.audit_events()
         new, self._mark = events[self._mark :], len(events)
         return [
             (e["verb"], e["objectRef"]["resource"], e["responseStatus"]["code"])
             for e in new
-            if e.get("stage") == "ResponseComplete" and e["user"]["username"] == SA_USER
+            if e.get("stage") == "ResponseComplete"
+            and e["user"]["username"] == SA_USER
+            and e["verb"] != "watch"
         ]
 
 
@@ -74,6 +84,8 @@ def env(
     node = "sink-" + request.node.name.removeprefix("test_").replace("_", "-")[:40]
     e = Env(kube_cluster, agent_sa["kubeconfig"], node)
     yield e
+    for sink in e.sinks:
+        sink.close()  # its watch
     if e.get() is not None:
         kube_cluster.request("DELETE", e.path)
 
@@ -104,7 +116,8 @@ def test_change_is_one_replace(env: Env) -> None:
 
 
 def test_concurrent_writer_conflict_is_retried_with_fresh_resource_version(env: Env) -> None:
-    sink = env.sink()
+    # without the watch (a Role without 'watch'): the foreign write is found by the 409
+    sink = env.sink(watch=False)
     sink.publish(pub(8))
     # someone else writes the object: its resourceVersion moves on
     obj = env.get()
@@ -124,9 +137,29 @@ def test_concurrent_writer_conflict_is_retried_with_fresh_resource_version(env: 
     assert obj["metadata"]["annotations"]["someone/else"] == "was-here"
 
 
+def test_foreign_write_seen_by_the_watch_costs_no_conflict(env: Env) -> None:
+    """With the watch, the sink learns the foreign write's resourceVersion from the server
+    at once: the next change is one PUT, and the foreign annotation is kept."""
+    sink = env.sink()
+    sink.publish(pub(8))
+    time.sleep(1.0)  # the watch is up
+    obj = env.get()
+    assert obj is not None
+    obj["metadata"].setdefault("annotations", {})["someone/else"] = "was-here"
+    env.cluster.request("PUT", env.path, obj)
+    time.sleep(1.0)  # the watch delivers it
+    env.calls()
+    assert sink.publish(pub(9)) is True
+    assert env.calls() == [("update", "nodefeatures", 200)]
+    obj = env.get()
+    assert obj is not None and obj["spec"]["labels"][COUNT] == "9"
+    assert obj["metadata"]["annotations"]["someone/else"] == "was-here"
+
+
 def test_resync_get_heals_deleted_object(env: Env) -> None:
+    # without the watch (a Role without 'watch'), the resync GET finds the deletion
     clock = Clock()
-    sink = env.sink(clock=clock, resync_interval=3600)
+    sink = env.sink(clock=clock, resync_interval=3600, watch=False)
     sink.publish(pub())
     env.cluster.request("DELETE", env.path)  # deleted behind the agent's back
     env.calls()

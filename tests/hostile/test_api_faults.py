@@ -7,10 +7,22 @@ minute" at the default. For every fault the suite records the requests made, the
 recover once the fault ends, and every label set the server held during the fault, which
 must be the last good one (or, where the server applied a write but cut its answer, the
 new complete scan's). The table is printed (``pytest -s`` shows it) and checked.
+
+Readiness (issue 23): a transient fault (5xx, conflicts, timeouts, cut answers) leaves
+``/readyz`` 200 with the failure in its body and ``nfd_gpu_publish_failing`` 1; a refusal
+(403) or an incomplete scan makes it 503.
+
+The published object (issue 20): the object deleted, edited with foreign labels and
+relabelled to another node behind the agent's back; the watch on it sees each within a
+second and the agent restores it ("recover s" is the time until the server holds the
+scan's object again, "requests" those the repair cost). The steady-state row runs the
+agent with the watch's period (the resync interval, 1 h by default) scaled to 2 s and
+prints requests per node per hour at the default (watch reconnects included).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -96,6 +108,22 @@ def _inject(api: FakeKubeAPI, host: Host, fault: str) -> None:
         raise AssertionError(fault)
 
 
+def _foreign_labels(obj: dict[str, Any]) -> None:
+    obj["spec"]["labels"]["gpu.feature.node.kubernetes.io/evil"] = "1"
+    obj["spec"]["labels"]["gpu.feature.node.kubernetes.io/present"] = "false"
+
+
+def _relabel(obj: dict[str, Any]) -> None:
+    obj["metadata"]["labels"][NODE_LABEL] = "node-without-gpus"
+
+
+# the published object changed behind the agent's back: (fault, inject)
+REPAIRS: dict[str, Callable[[FakeKubeAPI], None]] = {
+    "object deleted": lambda api: api.remove(NS, OBJ),
+    "foreign labels added": lambda api: api.edit(NS, OBJ, _foreign_labels),
+    "relabelled to a node": lambda api: api.edit(NS, OBJ, _relabel),
+}
+
 FAULTS = [
     "500 outage",
     "409 forever",
@@ -106,6 +134,11 @@ FAULTS = [
     "scan incomplete (EMFILE)",
     "scan raises",
 ]
+
+# faults that make the agent not ready (503): a refusal, a scan that cannot complete; the
+# others pass by themselves and leave it ready (issue 23: an outage stalls no rollout)
+NOT_READY = {"403 forbidden", "scan incomplete (EMFILE)", "scan raises"}
+NODE_LABEL = "nfd.node.kubernetes.io/node-name"
 
 # faults where the server applies the write but the agent never gets a complete answer:
 # the server may hold the new (complete) scan's labels; the agent does not count it done.
@@ -126,12 +159,12 @@ def _until(cond: Callable[[], bool], limit: float) -> float:
     return time.monotonic() - t0
 
 
-@pytest.fixture
-def agent_on(k8s_server: FakeKubeAPI) -> Iterator[tuple[Agent, Host]]:
+@contextlib.contextmanager
+def running_agent(api: FakeKubeAPI, resync: float = 3600) -> Iterator[tuple[Agent, Host]]:
     import kubernetes
 
     kc = kubernetes.client.Configuration()
-    kc.host = k8s_server.url
+    kc.host = api.url
     kc.retries = 0
     sink = NodeFeatureSink(
         node_name=NODE,
@@ -139,7 +172,7 @@ def agent_on(k8s_server: FakeKubeAPI) -> Iterator[tuple[Agent, Host]]:
         api_client=kubernetes.client.ApiClient(kc),
         owner_refs=(),
         timeout=TIMEOUT,
-        resync_interval=3600,
+        resync_interval=resync,
     )
     host = Host()
     cfg = Config(
@@ -161,6 +194,17 @@ def agent_on(k8s_server: FakeKubeAPI) -> Iterator[tuple[Agent, Host]]:
         assert not thread.is_alive(), "agent did not stop within 5 s"
 
 
+@pytest.fixture
+def agent_on(k8s_server: FakeKubeAPI) -> Iterator[tuple[Agent, Host]]:
+    with running_agent(k8s_server) as pair:
+        yield pair
+
+
+def _errors(agent: Agent) -> float:
+    assert agent.metrics is not None
+    return float(agent.metrics.publishes.labels(sink="nodefeature", result="error")._value.get())
+
+
 def run_fault(api: FakeKubeAPI, agent: Agent, host: Host, fault: str) -> Row:
     assert _until(lambda: _labels(api) == GOOD, 5) < 5, "first publish"
     assert agent.metrics is not None
@@ -171,14 +215,18 @@ def run_fault(api: FakeKubeAPI, agent: Agent, host: Host, fault: str) -> Row:
         host.labels = dict(NEW)  # a complete scan with new labels the server refuses
     agent.udev_event()  # start a pass now
     seen: list[dict[str, str]] = []
+    errors0 = _errors(agent)
     t0 = time.monotonic()
+    ready_all_along = True
     while time.monotonic() - t0 < FAULT_SECONDS:
         lab = _labels(api)
         if lab is not None and lab not in seen:
             seen.append(lab)
+        ready_all_along = ready_all_along and agent.metrics.ready.is_set()
         time.sleep(0.02)
     requests = sum(api.counts.values())
     not_ready = not agent.metrics.ready.is_set()
+    failed = _errors(agent) > errors0
     api.clear_faults()
     host.mode = "ok"
     host.labels = dict(NEW)
@@ -187,7 +235,9 @@ def run_fault(api: FakeKubeAPI, agent: Agent, host: Host, fault: str) -> Row:
     if recover == float("inf"):
         recover = time.monotonic() - t1
     allowed = [GOOD, NEW] if fault in APPLIED else [GOOD]
-    ok = all(s in allowed for s in seen) and recover < 10 and not_ready
+    readiness_ok = not_ready if fault in NOT_READY else ready_all_along
+    ok = all(s in allowed for s in seen) and recover < 10 and readiness_ok
+    ok = ok and (failed or fault.startswith("scan"))
     return Row(fault, requests, requests * INTERVAL / FAULT_SECONDS, recover, seen, ok)
 
 
@@ -198,6 +248,29 @@ def _fmt(row: Row) -> str:
         f"| {row.fault:<25} | {row.requests:>8} | {row.per_interval:>10.1f} | "
         f"{row.recover_s:>9.2f} | {seen}"
     )
+
+
+def _object_ok(api: FakeKubeAPI) -> bool:
+    obj = api.get(NS, OBJ)
+    return (
+        obj is not None
+        and obj["spec"]["labels"] == GOOD
+        and obj["metadata"]["labels"].get(NODE_LABEL) == NODE
+    )
+
+
+def run_repair(api: FakeKubeAPI, agent: Agent, fault: str) -> Row:
+    assert _until(lambda: _object_ok(api), 5) < 5, "first publish"
+    assert agent.metrics is not None
+    time.sleep(0.3)  # the watch is established after the first publish
+    api.reset_counts()
+    REPAIRS[fault](api)
+    recover = _until(lambda: _object_ok(api), 10)
+    time.sleep(0.3)  # anything the repair still sends
+    requests = sum(api.counts.values())
+    repairs = agent.metrics.repairs.labels(output="nodefeature")._value.get()
+    ok = recover < 5 and repairs == 1 and agent.metrics.ready.is_set()
+    return Row(fault, requests, requests * INTERVAL / max(recover, INTERVAL), recover, [], ok)
 
 
 ROWS: list[Row] = []
@@ -218,11 +291,57 @@ def test_fault_keeps_last_good_labels(
     assert row.per_interval <= 12, row
 
 
+@pytest.mark.parametrize("fault", list(REPAIRS))
+def test_fault_published_object_is_restored(
+    k8s_server: FakeKubeAPI, agent_on: tuple[Agent, Host], fault: str
+) -> None:
+    """Issue 20 finding 1: deleted, edited, relabelled behind the agent's back; before, the
+    agent sent 0 requests and the object stayed wrong until the hourly re-read."""
+    agent, _ = agent_on
+    row = run_repair(k8s_server, agent, fault)
+    ROWS.append(row)
+    print("\n" + _fmt(row))
+    assert row.recover_s < 5, row
+    assert row.ok, row
+    assert 1 <= row.requests <= 2, row  # one create or update (a 409 re-read at most)
+
+
+STEADY: dict[str, float] = {}
+
+
+def test_fault_steady_state_requests_per_hour(k8s_server: FakeKubeAPI) -> None:
+    """Requests per node per hour at steady state, the watch's reconnects included, with
+    the watch period (the resync interval) scaled from 3600 s to RESYNC s; then the
+    watch's history lost (410 Gone on resume) once."""
+    resync, window = 2.0, 10.0
+    with running_agent(k8s_server, resync=resync) as _:
+        assert _until(lambda: _object_ok(k8s_server), 5) < 5
+        time.sleep(1.0)
+        k8s_server.reset_counts()
+        time.sleep(window)
+        steady = sum(k8s_server.counts.values())
+        k8s_server.compact()
+        k8s_server.end_watches()
+        time.sleep(2.0)
+        after_410 = dict(k8s_server.counts)
+    per_hour = steady * resync / window  # requests per resync period = per hour at 3600 s
+    STEADY["per_hour"] = per_hour
+    print(f"\nsteady state: {steady} requests in {window:g} s at a {resync:g} s watch period")
+    print(f"= {per_hour:.2f} requests per node per hour at the default (resync 3600 s)")
+    print(f"history lost (410): {after_410}")
+    assert per_hour <= 2.0, (steady, k8s_server.counts)
+    assert _object_ok(k8s_server)
+    # after a 410: the watch restarts at "now" and the object is read once
+    assert after_410.get("get", 0) >= 1 and after_410.get("watch", 0) >= 2, after_410
+
+
 def test_fault_table() -> None:
     """Prints the whole table (runs after the parametrized cases in file order)."""
-    if len(ROWS) < len(FAULTS):
+    if len(ROWS) < len(FAULTS) + len(REPAIRS):
         pytest.skip("run with the fault cases (-k fault) to print the table")
     print("\n\nfault suite: interval 1 s (requests per interval = per minute at 60 s)")
+    if "per_hour" in STEADY:
+        print(f"steady state: {STEADY['per_hour']:.2f} requests per node per hour (watch included)")
     head = "| fault                     | requests | / interval | recover s | labels on server"
     print(head + " during fault")
     print(

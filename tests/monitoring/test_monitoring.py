@@ -172,3 +172,39 @@ def test_alerts_doc_points_at_the_manifest() -> None:
     assert "kind: PrometheusRule" not in doc  # one copy only: the manifest
     for rule in _alerts():
         assert rule["alert"] in doc, rule["alert"]
+
+
+NODE_RELABELING = {
+    "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+    "targetLabel": "node",
+    "action": "replace",
+}
+
+
+def test_podmonitor_puts_the_node_on_every_series() -> None:
+    """The kustomize PodMonitor relabels the pod's node name to ``node`` on every endpoint
+    (the Helm chart's PodMonitor and ServiceMonitor: tests/deploy/test_helm.py)."""
+    pm = yaml.safe_load((REPO / "deploy/components/monitoring/podmonitor.yaml").read_text())
+    for ep in pm["spec"]["podMetricsEndpoints"]:
+        assert NODE_RELABELING in ep["relabelings"], ep
+
+
+def test_alerts_and_panels_key_on_node_not_pod() -> None:
+    """A pod restart (the reboot after an XID 79) changes ``pod``, not ``node``: every
+    aggregation groups by node, and no alert names the pod it cannot keep."""
+    by = re.compile(r"\bby \(([^)]*)\)")
+    exprs = [(r["alert"], r["expr"]) for r in _alerts() if r["alert"] != "NfdGpuNotReady"]
+    for name, expr in exprs:
+        groups = by.findall(expr)
+        assert groups, name
+        for g in groups:
+            keys = {k.strip() for k in g.split(",")}
+            assert "node" in keys and "pod" not in keys, (name, g)
+    for rule in _alerts():
+        assert "$labels.pod" not in str(rule["annotations"]), rule["alert"]
+    for title, expr in _panel_exprs():
+        for g in by.findall(expr):
+            assert "pod" not in {k.strip() for k in g.split(",")}, (title, g)
+    dash = json.loads(DASHBOARD.read_text())
+    legends = [t.get("legendFormat", "") for p in dash["panels"] for t in p["targets"]]
+    assert not [x for x in legends if "{{pod}}" in x], legends

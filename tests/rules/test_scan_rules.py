@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,100 @@ def test_rules_are_reloaded_when_a_file_changes(tmp_path: Path) -> None:
     (d / "b.yaml").write_text(BAD)
     r = run_scan(root, rules_path=d, tolerant_rules=True)
     assert any("b.yaml" in w for w in r.warnings)
+
+
+def _counting_evaluate(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count full evaluations (run_scan imports ``evaluate`` from the engine each pass)."""
+    from nfd_gpu.rules import engine
+
+    calls: list[int] = []
+    real = engine.evaluate
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine, "evaluate", counted)
+    return calls
+
+
+def test_rule_output_reused_while_features_and_rules_are_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _counting_evaluate(monkeypatch)
+    rules = tmp_path / "good.yaml"
+    rules.write_text(GOOD)
+    first = run_scan(fixture_root("hgx-h100"), rules_path=rules, tolerant_rules=True)
+    again = run_scan(fixture_root("hgx-h100"), rules_path=rules, tolerant_rules=True)
+    assert len(calls) == 1  # the first pass evaluates, the unchanged second reuses
+    assert again.labels == first.labels and again.labels["example.com/hopper"] == "true"
+    assert again.rule_errors == first.rule_errors
+
+
+def test_changed_features_are_evaluated_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _counting_evaluate(monkeypatch)
+    rules = tmp_path / "good.yaml"
+    rules.write_text(GOOD)
+    hopper = run_scan(fixture_root("hgx-h100"), rules_path=rules, tolerant_rules=True)
+    amd = run_scan(fixture_root("mi210-8x"), rules_path=rules, tolerant_rules=True)
+    back = run_scan(fixture_root("hgx-h100"), rules_path=rules, tolerant_rules=True)
+    assert len(calls) == 3
+    assert hopper.labels["example.com/hopper"] == "true" == back.labels["example.com/hopper"]
+    assert "example.com/hopper" not in amd.labels
+
+
+def test_changed_rules_are_evaluated_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _counting_evaluate(monkeypatch)
+    rules = tmp_path / "good.yaml"
+    rules.write_text(GOOD)
+    run_scan(fixture_root("hgx-h100"), rules_path=rules, tolerant_rules=True)
+    # a new label value, same file size: the file's mtime tells the change
+    rules.write_text(GOOD.replace('hopper: "true"', 'hopper: "truu"'))
+    st = rules.stat()
+    os.utime(rules, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    r = run_scan(fixture_root("hgx-h100"), rules_path=rules, tolerant_rules=True)
+    assert len(calls) == 2
+    assert r.labels["example.com/hopper"] == "truu"
+
+
+def test_rule_documents_compacted_after_parsing_are_unchanged() -> None:
+    """The documents rebuilt after parsing (loader._compacted, for the agent's RSS) are the
+    parsed ones: every YAML type, and an alias still one shared object."""
+    import datetime
+
+    from nfd_gpu.rules.loader import parse_documents
+
+    text = "a: &x [1, 2.5, true, null, 2024-01-02, !!binary aGk=]\nb: *x\nc: {k: v}\n---\n- 1\n"
+    docs = parse_documents(text, "t.yaml", [])
+    assert docs == [
+        {
+            "a": [1, 2.5, True, None, datetime.date(2024, 1, 2), b"hi"],
+            "b": [1, 2.5, True, None, datetime.date(2024, 1, 2), b"hi"],
+            "c": {"k": "v"},
+        },
+        [1],
+    ]
+    assert docs[0]["a"] is docs[0]["b"]
+
+
+def test_rule_file_with_a_recursive_alias_is_one_error(tmp_path: Path) -> None:
+    """A YAML node nested in itself (``&a [*a]``) expands without end: one error naming the
+    file (it hung the loader); the tolerant agent skips the file."""
+    from nfd_gpu.rules.loader import load_rules
+
+    f = tmp_path / "loop.yaml"
+    f.write_text(GOOD.replace("rules:\n", "x: &a [1, *a]\n  rules:\n", 1))
+    with pytest.raises(RuleError) as e:
+        load_rules(f)
+    assert str(f) in str(e.value) and "recursive alias" in str(e.value)
+    assert load_rules(f, tolerant=True).rule_count == 0
+
+
+def test_equal_strings_in_rule_documents_are_one_object() -> None:
+    from nfd_gpu.rules.loader import parse_documents
+
+    docs = parse_documents("a: [1, &x {k: v}, *x]\nb: [k, k]\n", "t.yaml", [])
+    assert docs[0]["a"][1] is docs[0]["a"][2] and docs[0]["b"] == ["k", "k"]
+    assert docs[0]["b"][0] is docs[0]["b"][1]

@@ -146,7 +146,7 @@ def test_agent_publishes_once_survives_faults_and_stops(
         assert http_get(url + "/healthz")[0] == 200
         # unchanged passes: no further requests at all
         time.sleep(1.5)
-        assert k8s_server.counts == {"get-pod": 1, "get": 1, "create": 1}, agent.log()
+        assert k8s_server.counts == {"get-pod": 1, "get": 1, "create": 1, "watch": 1}, agent.log()
         obj = k8s_server.get(NS, OBJ)
         assert obj is not None and obj["spec"]["labels"] == run_scan(root).labels
         assert [r["kind"] for r in obj["metadata"]["ownerReferences"]] == ["Pod", "DaemonSet"]

@@ -66,3 +66,115 @@ def test_timeout_is_transient(k8s_server: FakeKubeAPI, api_client: object) -> No
         sink.publish(pub())
     assert ei.value.transient
     assert sink.publish(pub()) is True
+
+
+def test_without_the_kubernetes_client_one_line_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``kubernetes`` is the optional extra ``[kubernetes]``: without it the nodefeature
+    output fails with one line naming it (``run`` prints it as ``nfd-gpu: error: ...``)."""
+    import sys
+
+    from nfd_gpu.sinks.nodefeature import build_api_client
+
+    monkeypatch.setitem(sys.modules, "kubernetes", None)  # import kubernetes -> ImportError
+    with pytest.raises(SinkError) as e:
+        build_api_client()
+    assert str(e.value) == (
+        "the nodefeature output needs the kubernetes client: pip install 'nfd-gpu[kubernetes]'"
+    )
+
+
+def test_watch_forbidden_falls_back_to_the_resync_get(
+    k8s_server: FakeKubeAPI, api_client: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Role without 'watch' (an older install): one warning, and drift is still found by
+    the resync GET, as before the watch existed."""
+    import time
+
+    clock = Clock()
+    k8s_server.deny("watch")
+    sink = make_sink(api_client, clock, resync_interval=3600)
+    try:
+        sink.publish(pub(8))
+        deadline = time.monotonic() + 5
+        while k8s_server.counts["watch"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)
+        assert k8s_server.counts["watch"] == 1  # refused once; retried after a period
+        assert sum("watch forbidden" in m for m in caplog.messages) == 1
+        k8s_server.remove(NS, "nfd-gpu-node-a")
+        assert sink.publish(pub(8)) is False  # no watch: not seen before the resync
+        clock.t += 3600 * 1.1 + 1
+        assert sink.publish(pub(8)) is True  # the resync GET finds it gone: created
+        assert sink.take_repair() == "deleted"
+        assert k8s_server.get(NS, "nfd-gpu-node-a") is not None
+    finally:
+        sink.close()
+
+
+def test_watch_sees_a_foreign_edit_and_says_what_differed(
+    k8s_server: FakeKubeAPI, api_client: object
+) -> None:
+    import threading
+
+    woke = threading.Event()
+    sink = make_sink(api_client)
+    sink.on_drift = woke.set
+    try:
+        sink.publish(pub(8))
+
+        def evil(obj: dict[str, Any]) -> None:
+            obj["spec"]["labels"]["gpu.feature.node.kubernetes.io/count"] = "99"
+            obj["metadata"]["labels"]["nfd.node.kubernetes.io/node-name"] = "node-b"
+
+        k8s_server.edit(NS, "nfd-gpu-node-a", evil)
+        assert woke.wait(5)
+        assert sink.publish(pub(8)) is True
+        what = sink.take_repair()
+        assert what is not None
+        assert "node-name='node-b' (want 'node-a')" in what
+        assert "gpu.feature.node.kubernetes.io/count=99 (want 8)" in what
+        assert sink.take_repair() is None  # said once
+        obj = k8s_server.get(NS, "nfd-gpu-node-a")
+        assert (
+            obj is not None
+            and obj["metadata"]["labels"]["nfd.node.kubernetes.io/node-name"] == "node-a"
+        )
+    finally:
+        sink.close()
+
+
+def test_a_reload_that_rebuilds_the_sinks_stops_the_old_watch(
+    k8s_server: FakeKubeAPI, tmp_path: Any
+) -> None:
+    import time
+
+    from nfd_gpu import config
+    from nfd_gpu.agent import Agent
+    from tests.hostile.test_api_faults import FakeResult
+
+    flags = {
+        "outputs": "nodefeature",
+        "node_name": "node-a",
+        "namespace": NS,
+        "kubeconfig": k8s_server.kubeconfig(str(tmp_path / "kubeconfig")),
+        "udev": False,
+    }
+    agent = Agent(
+        config.load(env={}, flags=flags),
+        scan=lambda *_, **__: FakeResult({"a.example.com/x": "1"}),
+        reload=lambda: config.load(env={}, flags={**flags, "api_timeout": 5}),
+    )
+    try:
+        assert agent.run_pass()
+        old = agent.sinks[0]
+        assert isinstance(old, NodeFeatureSink) and old._watch is not None
+        agent._reload()
+        assert agent.sinks[0] is not old
+        time.sleep(0.1)
+        assert not old._watch.running
+        assert agent.sinks[0].on_drift == agent.drift_event  # type: ignore[attr-defined]
+    finally:
+        for sink in agent.sinks:
+            sink.close()

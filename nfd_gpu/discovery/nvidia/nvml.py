@@ -20,6 +20,7 @@ import contextlib
 import ctypes
 import importlib
 import math
+import sys
 import uuid
 from types import ModuleType
 from typing import Any
@@ -77,6 +78,20 @@ def profile_name(g: int, c: int, gb: int, suffix: str) -> str:
     return base + suffix
 
 
+# what nvidia-ml-py's nvmlInit opens on Linux (CDLL of this name, nothing else)
+NVML_SONAME = "libnvidia-ml.so.1"
+
+
+def library_present() -> bool:
+    """The NVML shared library opens. Without it ``nvmlInit`` fails, so ``pynvml`` (5,000
+    lines, which import ctypes.util, shutil, tempfile, ...) is not imported to find out."""
+    try:
+        ctypes.CDLL(NVML_SONAME)
+    except OSError:
+        return False
+    return True
+
+
 def load_library() -> ModuleType | None:
     """``import pynvml`` (or the module a test put in ``sys.modules``); None when missing."""
     try:
@@ -127,6 +142,8 @@ def init(lib: ModuleType) -> str | None:
 def query(lib: ModuleType | None = None) -> NvidiaFacts | None:
     """Everything NVML says, or None when ``nvmlInit`` fails (init, collect, shutdown)."""
     if lib is None:
+        if "pynvml" not in sys.modules and not library_present():
+            return None  # nvmlInit could not succeed
         lib = load_library()
         if lib is None:
             return None

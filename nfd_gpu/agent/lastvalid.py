@@ -1,0 +1,82 @@
+"""Last valid configuration wins: a configuration file (rules, the sharing config, the
+agent's configuration file) that becomes unreadable or invalid while the agent runs keeps
+its last valid parsed version, so the labels stay as they were.
+
+Each such file is *stale* until it is valid again: one warning when it becomes stale or
+its problem changes (not one per pass), ``nfd_gpu_config_stale{file}`` 1, and the reason
+in ``/readyz``'s body (still 200: the agent scans and publishes, with the last valid
+configuration). A valid change is honoured and logged with what it changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+log = logging.getLogger("nfd_gpu.agent")  # one logger for the agent's lines (docs/operations.md)
+
+T = TypeVar("T")
+
+
+class StaleFiles:
+    """Which configuration files are stale, and why; says each change once."""
+
+    def __init__(self, metrics: Any = None) -> None:
+        self.metrics = metrics
+        self.reasons: dict[str, str] = {}
+
+    def stale(self, file: str, reason: str, *, kept: bool = True) -> None:
+        """``file`` is unreadable or invalid (``kept``: its last valid version is used;
+        else there is none and it is ignored)."""
+        if self.reasons.get(file) == reason:
+            return
+        self.reasons[file] = reason
+        what = "keeping its last valid version" if kept else "ignored (no valid version yet)"
+        log.warning("%s: %s; %s", file, reason, what)
+        if self.metrics is not None:
+            self.metrics.set_config_stale(file, reason)
+
+    def valid(self, file: str) -> None:
+        if self.reasons.pop(file, None) is None:
+            return
+        log.info("%s: valid again", file)
+        if self.metrics is not None:
+            self.metrics.set_config_stale(file, None)
+
+
+def changes(old: Any, new: Any) -> str:
+    """The fields of two dataclass instances that differ: ``name: old -> new, ...``."""
+    parts = [
+        f"{f.name}: {getattr(old, f.name)!r} -> {getattr(new, f.name)!r}"
+        for f in dataclasses.fields(old)
+        if getattr(old, f.name) != getattr(new, f.name)
+    ]
+    return ", ".join(parts) or "nothing"
+
+
+class LastValid(Generic[T]):
+    """One file's last valid parsed value."""
+
+    def __init__(self, stale: StaleFiles, what: str) -> None:
+        self.stale = stale
+        self.what = what  # "sharing config", for the log line of a valid change
+        self._file: str | None = None
+        self._value: T | None = None
+
+    def get(self, file: str, load: Callable[[], T], fallback: T) -> T:
+        """``load()``'s value; when it raises ValueError, the last valid one (or
+        ``fallback`` when there is none yet)."""
+        if file != self._file:
+            self._file, self._value = file, None
+        try:
+            value = load()
+        except ValueError as exc:
+            self.stale.stale(file, str(exc).removeprefix(f"{file}: "), kept=self._value is not None)
+            return self._value if self._value is not None else fallback
+        self.stale.valid(file)
+        if self._value is not None and value != self._value:
+            log.info("%s %s changed: %s", self.what, file, changes(self._value, value))
+        self._value = value
+        return value

@@ -1,0 +1,141 @@
+"""The agent's rules, file by file, with the last valid version of each.
+
+``--rules`` (a file or a directory) is read every pass, a file again only when it changed
+(inode, size, mtime). A file that becomes unreadable or invalid (garbage, truncated YAML,
+an empty file, a directory or FIFO in its place, over the size limit, one invalid rule)
+keeps its last valid rules, so its labels stay; it is stale (:class:`StaleFiles`) until
+valid again. The ``--rules`` path itself deleted, or a file replaced by a directory (and
+back), is stale too. A valid change is honoured and logged: a file's rules changed, a file
+removed from the directory (its rules no longer apply), an empty directory (no rules).
+
+A file that is broken before any valid version was seen is loaded tolerantly, as
+``load_rules(tolerant=True)`` does: its valid rules apply, the broken ones are problems.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from nfd_gpu.agent.lastvalid import StaleFiles
+from nfd_gpu.rules.loader import load_rule_file, rule_files
+from nfd_gpu.rules.model import RuleObject, RuleSet
+
+log = logging.getLogger("nfd_gpu.agent")  # one logger for the agent's lines (docs/operations.md)
+
+Stamp = tuple[int, int, int, int]
+
+
+@dataclass
+class _File:
+    stamp: Stamp | None  # of the content last read
+    objects: tuple[RuleObject, ...]  # the last valid version (or the tolerant load)
+    valid: bool  # objects are a valid version (not a tolerant load of a broken file)
+    problems: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def _stamp(f: Path) -> Stamp | None:
+    try:
+        st = os.stat(f)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode)
+
+
+def _names(objs: tuple[RuleObject, ...]) -> list[str]:
+    return [f"{o.name}/{r.name}" for o in objs for r in o.rules]
+
+
+class RuleFiles:
+    """``load(path)`` every pass: the RuleSet to evaluate (the same object while nothing
+    changed)."""
+
+    def __init__(self, stale: StaleFiles) -> None:
+        self.stale = stale
+        self._path: str | None = None
+        self._is_dir: bool | None = None
+        self._files: dict[str, _File] = {}
+        self._ruleset: RuleSet | None = None
+        self._path_stale = False  # the path itself is gone or changed kind
+
+    def load(self, path: str) -> RuleSet:
+        if path != self._path:
+            self._path, self._is_dir, self._files, self._ruleset = path, None, {}, None
+        p = Path(path)
+        is_dir = p.is_dir()
+        gone = not p.exists()
+        if self._ruleset is not None and (gone or is_dir != self._is_dir):
+            why = "no such file or directory" if gone else "replaced by a directory"
+            if not gone and not is_dir:
+                why = "no longer a directory"
+            self.stale.stale(path, why)
+            self._path_stale = True
+            return self._ruleset
+        if gone:
+            return RuleSet(problems=(f"{p}: no such file or directory",))
+        if self._path_stale:
+            self._path_stale = False
+            self.stale.valid(path)
+        self._is_dir = is_dir
+        changed = self._ruleset is None
+        seen = set()
+        for f in rule_files(p):
+            seen.add(str(f))
+            changed = self._read(f) or changed
+        for name in sorted(set(self._files) - seen):
+            entry = self._files.pop(name)
+            self.stale.valid(name)
+            log.info("rules: %s removed: %s no longer apply", name, _names(entry.objects) or "-")
+            changed = True
+        if changed or self._ruleset is None:
+            entries = [self._files[k] for k in sorted(self._files)]
+            self._ruleset = RuleSet(
+                tuple(o for e in entries for o in e.objects),
+                tuple(w for e in entries for w in e.warnings),
+                tuple(pr for e in entries for pr in e.problems),
+            )
+        return self._ruleset
+
+    def _read(self, f: Path) -> bool:
+        """(Re-)read ``f`` when it changed; True when the rules to apply changed."""
+        name = str(f)
+        stamp = _stamp(f)
+        old = self._files.get(name)
+        if old is not None and stamp is not None and stamp == old.stamp:
+            return False
+        problems: list[str] = []
+        warnings: list[str] = []
+        objs = tuple(load_rule_file(f, True, problems, warnings))
+        if not problems and stamp is not None and stamp[1] == 0 and old is not None:
+            problems.append(f"{f}: empty file (delete it to remove its rules)")
+        if problems:
+            first = problems[0].removeprefix(f"{f}: ")
+            more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+            if old is not None and old.valid:
+                self.stale.stale(name, first + more)
+                old.stamp = stamp
+                return False
+            for prob in problems:
+                log.warning("skipping invalid rule input: %s", prob)
+            self._files[name] = _File(stamp, objs, False, tuple(problems), tuple(warnings))
+            return True
+        self.stale.valid(name)
+        for w in warnings:
+            log.info("%s", w)
+        if old is not None and old.objects != objs:
+            before, after = set(_names(old.objects)), set(_names(objs))
+            log.info(
+                "rules: %s changed: %d rules (added %s, removed %s, %d kept)",
+                name,
+                len(after),
+                sorted(after - before) or "-",
+                sorted(before - after) or "-",
+                len(before & after),
+            )
+        elif old is None and self._ruleset is not None:
+            log.info("rules: %s added: %s", name, _names(objs) or "-")
+        self._files[name] = _File(stamp, objs, True, (), tuple(warnings))
+        return old is None or old.objects != objs or not old.valid

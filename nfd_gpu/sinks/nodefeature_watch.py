@@ -1,0 +1,348 @@
+"""A watch on the agent's own NodeFeature, by name, on a background thread.
+
+The NodeFeature sink (``nodefeature.py``) writes ``<namespace>/nfd-gpu-<node>``; this
+watch tells it, within a second, when the object is deleted, edited or relabelled behind
+its back, so the agent can restore it (docs/reliability.md, "The published object").
+
+One request per watch: ``GET .../nodefeatures?watch=true&fieldSelector=metadata.name=<name>
+&resourceVersion=<rv>&allowWatchBookmarks=true&timeoutSeconds=<T>``, T the resync interval
+(default 1 h) jittered -10 %..+0 %. The server ends the watch after T; the next one resumes
+from the last ``resourceVersion`` seen (an event's or a bookmark's), so a quiet object costs
+about one request per hour. When the server no longer has that version (``410 Gone``), the
+watch restarts at the most recent state and the sink re-reads the object once (a watch
+from "now" cannot say that an object is absent). Failures (connection refused, 5xx, a cut
+stream) reconnect with jittered exponential back-off, 0.5 s doubling up to
+``backoff_cap``. ``403`` (a Role without the ``watch`` verb) is logged once; the sink then
+falls back to its periodic re-read, and the watch is retried after one resync interval.
+
+The watch has its own connection pool (its own ``ApiClient`` on the same configuration):
+cutting a write's connections at its deadline never ends the watch, and stopping the
+watch never cuts a write.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import logging
+import math
+import random
+import socket
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("nfd_gpu.sinks.nodefeature")
+
+Obj = dict[str, Any]
+# (event type, object): ADDED, MODIFIED, DELETED; "EXPIRED" (obj None) after a 410
+OnEvent = Callable[[str, "Obj | None"], None]
+
+BACKOFF_BASE = 0.5
+MAX_LINE = 4 * 1024 * 1024  # one event: a NodeFeature is at most ~1.5 MiB in etcd
+
+
+_LIVE: weakref.WeakSet[OwnObjectWatch] = weakref.WeakSet()
+
+
+def _stop_all() -> None:
+    """At exit, end every watch thread before the interpreter finalizes (a daemon thread
+    still inside the client's code then can abort the process)."""
+    for w in list(_LIVE):
+        w.stop(join=1.0)
+
+
+atexit.register(_stop_all)
+
+
+class WatchStop(Exception):
+    """The watch was stopped (close / abort)."""
+
+
+class Expired(Exception):
+    """The server no longer has the resourceVersion to resume from (410 Gone): an
+    ordinary event (a quiet object, a compacted history), restarted at once from "now"."""
+
+
+class OwnObjectWatch:
+    """Watches one object; ``on_event`` runs on the watch thread for every change."""
+
+    def __init__(
+        self,
+        *,
+        api_client: Any,
+        group: str,
+        version: str,
+        namespace: str,
+        plural: str,
+        name: str,
+        on_event: OnEvent,
+        duration: float,
+        timeout: float,
+        backoff_cap: float = 60.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._api_client = api_client
+        self._target = (group, version, namespace, plural)
+        self.name = name
+        self.on_event = on_event
+        self.duration = max(1.0, duration)
+        self.timeout = timeout
+        self.backoff_cap = backoff_cap
+        self.rng = rng or random.Random()
+        self.resource_version: str | None = None
+        self.forbidden = False  # the last attempt was refused (403): the sink re-reads
+        self._stop = threading.Event()
+        self._resp: Any = None
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._custom: Any = None
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def start(self, resource_version: str | None) -> None:
+        if self._thread is not None:
+            return
+        self.resource_version = resource_version or None
+        self._thread = threading.Thread(target=self._run, name="nodefeature-watch", daemon=True)
+        _LIVE.add(self)
+        self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and not self._stop.is_set()
+
+    def stop(self, join: float = 0.0) -> None:
+        """End the watch (its stream is shut down); wait up to ``join`` s for the thread."""
+        self._stop.set()
+        with self._lock:
+            resp = self._resp
+        if resp is not None:
+            _shutdown(resp)
+        thread = self._thread
+        if join and thread is not None and thread is not threading.current_thread():
+            thread.join(join)
+
+    # -- the loop -----------------------------------------------------------------------
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            t0 = time.monotonic()
+            try:
+                ended_normally = self._watch_once()
+            except WatchStop:
+                return
+            except Expired:
+                log.info("NodeFeature %s: watch history expired, restarting", self.name)
+                if self._stop.wait(self.rng.uniform(0.0, 0.5)):
+                    return
+                continue
+            except Exception as e:  # any failure: log, back off, reconnect
+                if self._stop.is_set():
+                    return
+                failures += 1
+                delay = self._backoff(failures)
+                if failures == 1 or failures % 10 == 0:
+                    log.warning(
+                        "NodeFeature %s: watch failed (%s), reconnecting in %.1f s",
+                        self.name,
+                        _one_line(e),
+                        delay,
+                    )
+                if self._stop.wait(delay):
+                    return
+                continue
+            if self.forbidden:
+                failures = 0
+                if self._stop.wait(self.duration):
+                    return
+                continue
+            # a watch the server ended early (< 1/4 of its duration) counts as a failure:
+            # a proxy that cuts idle streams must not turn this into a request loop
+            if ended_normally and time.monotonic() - t0 >= self.duration / 4:
+                failures = 0
+                delay = self.rng.uniform(0.0, 0.5)
+            else:
+                failures += 1
+                delay = self._backoff(failures)
+            if self._stop.wait(delay):
+                return
+
+    def _backoff(self, failures: int) -> float:
+        cap = min(self.backoff_cap, self.duration)
+        return float(
+            min(cap, BACKOFF_BASE * 2 ** min(failures - 1, 16)) * self.rng.uniform(0.8, 1.2)
+        )
+
+    def _apis(self) -> Any:
+        import kubernetes  # lazy: with the sink
+
+        if self._custom is None:
+            self._custom = kubernetes.client.CustomObjectsApi(self._api_client)
+        return self._custom
+
+    def _open(self) -> Any:
+        """Send the watch request; the response, its body unread (raises on non-2xx)."""
+        from kubernetes.client.exceptions import ApiException  # lazy: with kubernetes
+
+        seconds = max(1, math.ceil(self.duration * self.rng.uniform(0.9, 1.0)))
+        group, version, namespace, plural = self._target
+        try:
+            return self._apis().list_namespaced_custom_object(
+                group,
+                version,
+                namespace,
+                plural,
+                field_selector=f"metadata.name={self.name}",
+                resource_version=self.resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=seconds,
+                watch=True,
+                _preload_content=False,
+                # connect within the request timeout; a read may wait for the whole watch
+                _request_timeout=(self.timeout, seconds + self.timeout + 5),
+            )
+        except ApiException as e:
+            if int(e.status or 0) == 403:
+                if not self.forbidden:
+                    log.warning(
+                        "NodeFeature %s: watch forbidden (the Role needs verb 'watch' on "
+                        "nodefeatures): changes behind the agent's back are found only by "
+                        "the periodic re-read",
+                        self.name,
+                    )
+                self.forbidden = True
+                return None
+            if int(e.status or 0) == 410:
+                self.resource_version = None
+                self.on_event("EXPIRED", None)
+                raise Expired from None
+            raise
+
+    def _watch_once(self) -> bool:
+        """One watch request, its events handed on. True when the server ended it."""
+        resp = self._open()
+        if resp is None:
+            return False
+        if self.forbidden:
+            self.forbidden = False
+            log.info("NodeFeature %s: watch allowed again", self.name)
+        with self._lock:
+            self._resp = resp
+        try:
+            if self._stop.is_set():
+                raise WatchStop
+            for line in _lines(resp, self._stop):
+                self._event(line)
+            return True
+        finally:
+            with self._lock:
+                self._resp = None
+            with contextlib.suppress(Exception):
+                resp.close()  # never back to the pool with an unread stream
+            with contextlib.suppress(Exception):
+                resp.release_conn()
+
+    def _event(self, line: bytes) -> None:
+        try:
+            ev = json.loads(line)
+            kind = ev["type"]
+            obj = ev["object"]
+        except (ValueError, KeyError, TypeError):
+            raise RuntimeError("unreadable watch event") from None
+        if kind == "ERROR":
+            code = obj.get("code") if isinstance(obj, dict) else None
+            if code == 410:
+                self.resource_version = None
+                self.on_event("EXPIRED", None)
+                raise Expired
+            raise RuntimeError(f"watch error {code}: {_status_message(obj)}")
+        if not isinstance(obj, dict):
+            raise RuntimeError("watch event without an object")
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if isinstance(rv, str) and rv:
+            self.resource_version = rv
+        if kind == "BOOKMARK":
+            return
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            name = (obj.get("metadata") or {}).get("name")
+            if name == self.name:
+                self.on_event(kind, obj)
+
+
+def _lines(resp: Any, stop: threading.Event) -> Any:
+    """The newline-delimited events of a watch stream."""
+    buf = b""
+    for chunk in resp.stream(65536, decode_content=True):
+        if stop.is_set():
+            raise WatchStop
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            if line.strip():
+                yield line
+        if len(buf) > MAX_LINE:
+            raise RuntimeError(f"watch event larger than {MAX_LINE} bytes")
+    if stop.is_set():
+        raise WatchStop
+    if buf.strip():
+        yield buf
+
+
+def _shutdown(resp: Any) -> None:
+    """End a blocked read of ``resp`` at once (its socket shut down)."""
+    sock = None
+    with contextlib.suppress(Exception):
+        fp = getattr(resp, "_fp", None)
+        raw = getattr(getattr(fp, "fp", None), "raw", None)
+        sock = getattr(raw, "_sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(Exception):
+        resp.close()
+
+
+def _status_message(obj: Any) -> str:
+    if isinstance(obj, dict):
+        return str(obj.get("message") or obj.get("reason") or "")
+    return ""
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text[:300]
+
+
+def describe_drift(current: Obj | None, want: Obj, node_label: str) -> str:
+    """What differs between the object on the server and the one the agent wrote, in one
+    line: ``deleted``, the node-name label, labels added / changed / removed, features,
+    owner references."""
+    if current is None:
+        return "deleted"
+    parts: list[str] = []
+    meta = current.get("metadata") or {}
+    have_node = (meta.get("labels") or {}).get(node_label)
+    want_node = want["metadata"]["labels"][node_label]
+    if have_node != want_node:
+        parts.append(f"label {node_label}={have_node!r} (want {want_node!r})")
+    raw_spec = current.get("spec")
+    spec: Obj = raw_spec if isinstance(raw_spec, dict) else {}
+    raw_labels = spec.get("labels")
+    have: Obj = raw_labels if isinstance(raw_labels, dict) else {}
+    wanted: dict[str, str] = want["spec"]["labels"]
+    diffs = [f"+{k}={have[k]}" for k in sorted(set(have) - set(wanted))]
+    diffs += [
+        f"{k}={have[k]} (want {v})" for k, v in sorted(wanted.items()) if k in have and have[k] != v
+    ]
+    diffs += [f"-{k}" for k in sorted(set(wanted) - set(have))]
+    if diffs:
+        more = f" and {len(diffs) - 5} more" if len(diffs) > 5 else ""
+        parts.append("spec.labels " + ", ".join(diffs[:5]) + more)
+    if spec.get("features") != want["spec"]["features"]:
+        parts.append("spec.features differ")
+    if set(spec) - {"labels", "features"}:
+        parts.append("spec has " + ", ".join(sorted(set(spec) - {"labels", "features"})))
+    return "; ".join(parts) or "ownerReferences differ"
