@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from nfd_gpu import boundedfile, yamlfile
-from nfd_gpu.discovery.nvidia.session import NVML_MODES
 from nfd_gpu.labels.options import check
 from nfd_gpu.names import PREFIX_MAX, is_dns1123_label, is_dns1123_subdomain
 from nfd_gpu.settings import (
@@ -156,8 +155,6 @@ def _validate(cfg: Config) -> None:
         raise bad(problem)
     if len(set(cfg.owner_refs)) != len(cfg.owner_refs):
         raise bad("owner_refs has duplicates")
-    if cfg.nvml not in NVML_MODES:
-        raise bad(f"nvml must be one of {', '.join(NVML_MODES)}, got {cfg.nvml!r}")
     if "featurefile" in cfg.outputs:
         if not cfg.oneshot and cfg.expiry < 2 * cfg.interval:
             raise bad(f"expiry ({cfg.expiry}s) must be at least twice the interval")

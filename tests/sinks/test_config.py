@@ -40,6 +40,7 @@ def test_downward_api_env_below_nfd_gpu_env() -> None:
         ("mig_strategy: x\n", {}, "mig_strategy: unknown value 'x' (choose from none"),
         ("log_format: x\n", {}, "log_format: unknown value 'x' (choose from text, json)"),
         ("log_level: x\n", {}, "log_level: unknown value 'x' (choose from debug"),
+        ("nvml: x\n", {}, "nvml: unknown value 'x' (choose from auto, on, off)"),
     ],
 )
 def test_errors_name_the_source(
