@@ -1,4 +1,4 @@
-"""The published object is the agent's (issue 20 finding 1), on the real kube-apiserver and
+"""The published object is the agent's, on the real kube-apiserver and
 nfd-master: the NodeFeature deleted, edited with foreign labels, and relabelled to another
 (GPU-less) node behind the agent's back is each restored so that the Node's labels are the
 scan's again within 5 s. Before: 0 requests and the wrong labels for up to an hour (the

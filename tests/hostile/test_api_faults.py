@@ -8,11 +8,11 @@ recover once the fault ends, and every label set the server held during the faul
 must be the last good one (or, where the server applied a write but cut its answer, the
 new complete scan's). The table is printed (``pytest -s`` shows it) and checked.
 
-Readiness (issue 23): a transient fault (5xx, conflicts, timeouts, cut answers) leaves
+Readiness: a transient fault (5xx, conflicts, timeouts, cut answers) leaves
 ``/readyz`` 200 with the failure in its body and ``nfd_gpu_publish_failing`` 1; a refusal
 (403) or an incomplete scan makes it 503.
 
-The published object (issue 20): the object deleted, edited with foreign labels and
+The published object: the object deleted, edited with foreign labels and
 relabelled to another node behind the agent's back; the watch on it sees each within a
 second and the agent restores it ("recover s" is the time until the server holds the
 scan's object again, "requests" those the repair cost). The steady-state row runs the
@@ -136,7 +136,7 @@ FAULTS = [
 ]
 
 # faults that make the agent not ready (503): a refusal, a scan that cannot complete; the
-# others pass by themselves and leave it ready (issue 23: an outage stalls no rollout)
+# others pass by themselves and leave it ready (an API outage stalls no rollout)
 NOT_READY = {"403 forbidden", "scan incomplete (EMFILE)", "scan raises"}
 NODE_LABEL = "nfd.node.kubernetes.io/node-name"
 

@@ -1,4 +1,4 @@
-"""Last valid configuration wins (issue 20 findings 3, 4 and the configuration file).
+"""Last valid configuration wins: rule files, the sharing config and the configuration file.
 
 The real agent (real scan of a fixture, real rule loader, real sharing-config and
 configuration loaders) publishes to a recording sink. A file that breaks mid-run
