@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from nfd_gpu import features
 from nfd_gpu.model import Gpu, PciDevice, Runtime, Snapshot
-from nfd_gpu.summary import node_summary
+from nfd_gpu.summary import node_summary, reason_names
 
 
 def _s(v: object) -> str | None:
@@ -51,6 +51,8 @@ def gpu_instance(g: Gpu) -> dict[str, str]:
         "uuid": g.uuid,
         "tiles": g.intel.tiles,
         "interconnects": ".".join(g.interconnects) or None,
+        "health": g.health.state,
+        "health.reasons": ".".join(reason_names(g)) or None,
     }
     return {k: s for k, v in raw.items() if (s := _s(v)) is not None and s != ""}
 

@@ -102,6 +102,7 @@ class Metrics:
         for output in ("nodefeature", "featurefile"):
             self.repairs.labels(output=output)
         self.notes: dict[str, str] = {}  # degraded but ready: listed in /readyz's body
+        self.health = HealthMetrics(pc, r)
         for res in ("ok", "warning", "incomplete", "error"):
             self.scans.labels(result=res)
         self._vendors: set[str] = set()
@@ -253,6 +254,63 @@ class _BoundedServer(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         # a client that vanished or timed out: one log line, never a raw traceback
         log.debug("metrics: connection from %s ended early", client_address, exc_info=True)
+
+
+class HealthMetrics:
+    """GPU health (docs/health.md): state and reasons per GPU and node, XIDs by code."""
+
+    STATES = ("ok", "degraded", "failed", "unknown")
+
+    def __init__(self, pc: Any, r: Any) -> None:
+        self.state = pc.Gauge(
+            "nfd_gpu_gpu_health",
+            "GPU health by node and PCI address: 1 for its state (ok, degraded, failed, unknown)",
+            ["node", "gpu", "state"],
+            registry=r,
+        )
+        self.reason = pc.Gauge(
+            "nfd_gpu_gpu_health_reason",
+            "1 for each reason a GPU is degraded or failed (source: nvml, nvml-events, sysfs)",
+            ["node", "gpu", "reason", "source"],
+            registry=r,
+        )
+        self.xids = pc.Counter(
+            "nfd_gpu_xid_events_total",
+            "NVML critical XID events the XID watcher read, by XID code",
+            ["xid"],
+            registry=r,
+        )
+        self._xid_seen: dict[int, int] = {}
+        self._reasons: set[tuple[str, ...]] = set()
+        self._gpus: set[tuple[str, str]] = set()
+
+    def observe(
+        self,
+        node: str,
+        gpus: Mapping[str, tuple[str, set[tuple[str, str]]]],
+        xids: Mapping[int, int],
+    ) -> None:
+        """``gpus``: address -> (state, {(reason, source)}); ``xids``: counts since start."""
+        keys = {(node, a) for a in gpus}
+        for gone in self._gpus - keys:
+            for st in self.STATES:
+                self.state.remove(*gone, st)
+        self._gpus = keys
+        now: set[tuple[str, ...]] = set()
+        for addr, (state, reasons) in gpus.items():
+            for st in self.STATES:
+                self.state.labels(node, addr, st).set(1 if st == state else 0)
+            now |= {(node, addr, r, src) for r, src in reasons}
+        for old in self._reasons - now:
+            self.reason.remove(*old)
+        for key in now:
+            self.reason.labels(*key).set(1)
+        self._reasons = now
+        for code, n in xids.items():
+            delta = n - self._xid_seen.get(code, 0)
+            if delta > 0:
+                self.xids.labels(xid=str(code)).inc(delta)
+                self._xid_seen[code] = n
 
 
 class MetricsServer:

@@ -135,6 +135,41 @@ class IntelGpu:
     local_memory_bytes: int | None = None  # lmem_total_bytes x tiles (i915), VRAM (xe)
 
 
+# A GPU's health, worst last; "unknown": no health signal could be read (docs/health.md).
+HEALTH_STATES = ("unknown", "ok", "degraded", "failed")
+
+
+@dataclass(frozen=True, slots=True)
+class HealthReason:
+    """One fault read on a GPU: what (``reason``), from where (``source``), how much.
+
+    ``value`` is the count read (errors, pages, links down) or, for ``xid``, the XID code.
+    ``severity`` (``degraded`` | ``failed``) is set when :mod:`nfd_gpu.health` judges the
+    reading against the thresholds; discovery leaves it empty."""
+
+    reason: str  # ecc-uncorrectable, row-remap-pending, xid, aer-fatal, ... (docs/health.md)
+    source: str  # nvml | nvml-events | sysfs
+    value: int = 1
+    severity: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """A GPU's health record: its state, the faults behind it and the signals read.
+
+    ``signals`` names every signal that could be read (``nvml.ecc``, ``sysfs.aer``, ...):
+    a GPU with signals and no fault is ``ok``, one without any signal ``unknown``."""
+
+    state: str = "unknown"  # one of HEALTH_STATES
+    reasons: tuple[HealthReason, ...] = ()
+    signals: tuple[str, ...] = ()
+
+    def read(self, signals: tuple[str, ...], reasons: tuple[HealthReason, ...] = ()) -> Health:
+        """This record with more signals read and faults found (state left to judging)."""
+        merged = tuple(sorted(set(self.signals) | set(signals)))
+        return dataclasses.replace(self, signals=merged, reasons=self.reasons + reasons)
+
+
 @dataclass(frozen=True, slots=True)
 class Gpu:
     """A physical GPU (or, inside a VM, the passed-through VF / vGPU).
@@ -172,6 +207,7 @@ class Gpu:
     nvidia: NvidiaGpu = NvidiaGpu()
     amd: AmdGpu = AmdGpu()
     intel: IntelGpu = IntelGpu()
+    health: Health = Health()
 
 
 # The flat JSON form of a Gpu (``to_json``, the scan JSON's ``gpus``: scan-v1.schema.json):
@@ -223,6 +259,7 @@ GPU_JSON: tuple[tuple[str, str], ...] = (
     ("sources", "gpu"),
     ("local_memory_bytes", "intel"),
     ("kfd_vram_mib", "amd"),
+    ("health", "gpu"),
 )
 
 
@@ -299,6 +336,9 @@ class Snapshot:
     warnings: tuple[str, ...] = ()
     vgpu_types: tuple[VgpuType, ...] = ()
     runtime: Runtime | None = None
+    # PCI addresses of GPUs the agent found on its first pass that are gone (fell off the
+    # bus): failed GPUs of the node (nfd_gpu.health.HealthTracker, docs/health.md)
+    lost_gpus: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -325,6 +365,7 @@ class Snapshot:
             warnings=tuple(d.get("warnings", ())),
             vgpu_types=tuple(_load(VgpuType, x) for x in d.get("vgpu_types", ())),
             runtime=_load_runtime(d.get("runtime")),
+            lost_gpus=tuple(d.get("lost_gpus", ())),
         )
 
     @classmethod
@@ -348,6 +389,9 @@ def _value(name: str, v: Any) -> Any:
     """A field's value from its JSON form: lists back to tuples, the PCIe link a record."""
     if name == "link" and v is not None:
         return PcieLink(**v)
+    if name == "health" and isinstance(v, dict):
+        reasons = tuple(HealthReason(**r) for r in v.get("reasons", ()))
+        return Health(v.get("state", "unknown"), reasons, tuple(v.get("signals", ())))
     if isinstance(v, list):
         return tuple(tuple(x) if isinstance(x, list) else x for x in v)  # nfd_raw pairs
     return v

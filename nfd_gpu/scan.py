@@ -16,6 +16,7 @@ from nfd_gpu.discovery.registry import SOURCES
 from nfd_gpu.discovery.source import Context, Source, wanted
 from nfd_gpu.featuremap import snapshot_features
 from nfd_gpu.features import Features
+from nfd_gpu.health import HealthOptions, HealthTracker, judge_gpus
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.labels.neutral import NAMESPACE
 from nfd_gpu.labels.profile import LabelOptions
@@ -157,6 +158,7 @@ def run_scan(
     nvml: str | NvmlSession = "auto",
     nfd_attributes: bool = True,
     rules: Any = None,
+    health: HealthOptions | HealthTracker | None = None,
 ) -> ScanResult:
     """Discover, label and apply custom rules. Hardware problems are warnings, never
     exceptions. ``nvml``: ``auto`` / ``on`` / ``off`` or the agent's session; with ``on``
@@ -176,6 +178,10 @@ def run_scan(
         snap = discover(host, nvml=session, nfd_attributes=nfd)
     finally:
         host.close()
+    if isinstance(health, HealthTracker):
+        snap = health.apply(snap)
+    else:
+        snap = judge_gpus(snap, health or HealthOptions())
     labels, warnings = label(snap, profiles, namespace, nvidia_options, profile_options)
     feats = snapshot_features(snap)
     all_warnings = list(snap.warnings) + warnings

@@ -327,6 +327,36 @@ class Config:
             bounds=(0.0, 600.0),
         ),
     )
+    health_hold_passes: float = setting(
+        3.0,
+        Setting(
+            "passes a GPU's health must read better before its state improves (a fault that "
+            "toggles keeps its state; docs/health.md)",
+            "Passes before a GPU's health improves (default {default})",
+        ),
+    )
+    health_nonfatal_xids: tuple[str, ...] = setting(
+        ("13", "31", "43", "45", "68", "109"),
+        Setting(
+            "XIDs that do not fail a GPU (default: the NVIDIA device plugin's application "
+            "errors); every other critical XID does",
+            "XIDs that do not fail a GPU (default {default})",
+        ),
+    )
+    health_uncorrectable: float = setting(
+        1.0,
+        Setting(
+            "uncorrectable memory errors (NVML volatile ECC, AMD RAS ue) that fail a GPU; 0 off",
+            "Uncorrectable errors that fail a GPU (default {default}; 0 off)",
+        ),
+    )
+    health_correctable: float = setting(
+        0.0,
+        Setting(
+            "correctable errors (AMD RAS ce, PCIe AER correctable) that degrade a GPU; 0 off",
+            "Correctable errors that degrade a GPU (default {default}: off)",
+        ),
+    )
     dry_run: bool = setting(
         False,
         Setting(

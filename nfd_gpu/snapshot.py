@@ -39,6 +39,7 @@ import errno
 import json
 import os
 import stat
+import time
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -46,9 +47,11 @@ from typing import Any
 from nfd_gpu import __version__
 from nfd_gpu.discovery.nvidia import nvml
 from nfd_gpu.discovery.nvidia import record as nvml_record
+from nfd_gpu.discovery.nvidia.events import XidWatcher
 from nfd_gpu.discovery.nvidia.facts import NVML_RECORDING
 from nfd_gpu.discovery.nvidia.replay import MAX_RECORDING
 from nfd_gpu.discovery.pciids import MAX_PCI_IDS, PCI_IDS_PATHS
+from nfd_gpu.health import HealthOptions, judge_gpus
 from nfd_gpu.hostroot import MAX_READ, HostRoot
 from nfd_gpu.model import Snapshot
 from nfd_gpu.scan import discover
@@ -282,11 +285,13 @@ def take_snapshot(
     root: str | os.PathLike[str] = "/",
     *,
     nvml_lib: ModuleType | None = None,
+    xid_seconds: float = 0.0,
 ) -> SnapshotReport:
     """Scan ``root`` while recording, then copy what was read into ``dest`` (empty or new).
 
     ``nvml_lib``: the NVML library to record through (tests pass a fake ``pynvml``); by
     default ``pynvml`` when it imports, unless the root has an ``nvml.json`` (copied).
+    ``xid_seconds``: then watch NVML's XID events that long, recorded as ``"events"``.
     """
     dest_s = os.fspath(dest)
     root_s = os.fspath(root).rstrip("/") or "/"
@@ -305,7 +310,10 @@ def take_snapshot(
     recording = nvml_record.wrap(lib) if lib is not None else None
     host.set_recorder(paths.append)
     snap = discover(host, nvml_lib=recording.module if recording is not None else None)
+    snap = judge_gpus(snap, HealthOptions())  # health as `scan` judges it by default
     host.set_recorder(None)
+    if recording is not None and xid_seconds > 0:
+        _record_xids(recording.module, xid_seconds)
     host.close()
 
     report = SnapshotReport(dest=dest_s)
@@ -354,6 +362,19 @@ def _copy_whole(copier: _Copier, candidates: tuple[str, ...], limit: int) -> tup
             continue
         return rel, len(data)
     return None
+
+
+def _record_xids(lib: ModuleType, seconds: float) -> None:
+    """The XID events NVML delivers within ``seconds`` (the recorder keeps them)."""
+    watcher = XidWatcher(lib)
+    if not watcher.open():
+        return
+    deadline = time.monotonic() + seconds
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            watcher.poll(max(1, min(1000, int(left * 1000))))
+    finally:
+        watcher.close()
 
 
 def _manifest(root: str, snap: Snapshot, report: SnapshotReport) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 
-from nfd_gpu.model import Gpu, Snapshot
+from nfd_gpu.model import Gpu, HealthReason, Snapshot
 from nfd_gpu.names import NAME_MAX, sanitize_value
 
 MIXED = "mixed"
@@ -231,6 +231,36 @@ def _runtime(snap: Snapshot) -> dict[str, str]:
     return out
 
 
+def reason_name(r: HealthReason) -> str:
+    """A fault's name in labels, features and metrics: its reason, an XID as ``xid-<code>``."""
+    return f"xid-{r.value}" if r.reason == "xid" else r.reason
+
+
+def reason_names(gpu: Gpu) -> list[str]:
+    """A GPU's counting faults, sorted: the ``health.reasons`` attribute."""
+    return sorted({reason_name(r) for r in gpu.health.reasons})
+
+
+def _health(snap: Snapshot) -> dict[str, str]:
+    """``health`` (the worst GPU's state; none when every GPU is unknown), the counts of
+    ``failed`` / ``degraded`` GPUs (when not 0), ``health.lost.count`` (GPUs of the agent's
+    first pass that are gone, counted as failed); states judged by nfd_gpu.health."""
+    states = Counter(g.health.state for g in snap.gpus)
+    states["failed"] += len(snap.lost_gpus)
+    for state in ("failed", "degraded", "ok"):
+        if states[state]:
+            out = {"health": state}
+            break
+    else:
+        return {}
+    for state in ("failed", "degraded"):
+        if states[state]:
+            out[f"health.{state}.count"] = str(states[state])
+    if snap.lost_gpus:
+        out["health.lost.count"] = str(len(snap.lost_gpus))
+    return out
+
+
 # The summarisers, in the order their keys are written.
 SUMMARISERS: tuple[Callable[[Snapshot], dict[str, str]], ...] = (
     _counts,
@@ -245,6 +275,7 @@ SUMMARISERS: tuple[Callable[[Snapshot], dict[str, str]], ...] = (
     _pcie,
     _machine,
     _runtime,
+    _health,
 )
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
+from nfd_gpu.agent.health import AgentHealth
 from nfd_gpu.agent.lastvalid import LastValid, StaleFiles, changes
 from nfd_gpu.agent.logs import one_line, setup_logging
 from nfd_gpu.agent.outputs import build_sinks, sink_settings
@@ -95,6 +96,7 @@ class Agent:
         self.config_file = config_file
         self._pacer = RepairPacer()
         self._attach(self.sinks)
+        self.health = AgentHealth(cfg)  # GPU health across passes, the XID watcher
 
     @property
     def sinks(self) -> list[Sink]:
@@ -173,6 +175,8 @@ class Agent:
             kwargs["nvidia_options"] = self._nvidia_options()
         kwargs["nvml"] = self._nvml_session()
         kwargs["nfd_attributes"] = False  # no sink publishes pci.device (rules turn it on)
+        kwargs["health"] = self.health.tracker
+        self.health.before_scan()
         rules = self.cfg.rules
         if rules is None and os.path.isdir(DEFAULT_RULES_DIR):
             rules = DEFAULT_RULES_DIR
@@ -180,7 +184,9 @@ class Agent:
             # One broken rule must not take the others (or the agent) down; a file that
             # breaks keeps its last valid rules (rulefiles.py)
             kwargs["rules"] = self._rules.load(rules)
-        return self._scan(self.cfg.root, **kwargs)
+        result = self._scan(self.cfg.root, **kwargs)
+        self.health.after_scan(result)
+        return result
 
     def _nvml_session(self) -> NvmlSession:
         """One NVML session for the agent's life: NVML stays initialised between passes and
@@ -241,6 +247,8 @@ class Agent:
                 log.info("NVIDIA facts from: %s%s", nvml.status, why)
             if self.metrics is not None:
                 self.metrics.observe_nvml(nvml.status)
+        if self.metrics is not None:
+            self.health.observe(self.metrics, result)
         if result.warnings != self._last_warnings:
             for w in result.warnings:
                 log.warning("scan: %s", w)
@@ -327,6 +335,7 @@ class Agent:
             self.publisher.sinks = sinks
             self._attach(sinks)
         old, self.cfg = self.cfg, new
+        self.health.reload(new)  # held states stay
         setup_logging(new.log_format, new.log_level)
         self.stale.valid(where)
         log.info("configuration reloaded: %s changed", changes(old, new))
@@ -408,6 +417,7 @@ class Agent:
                 sink.close()
             if self._nvml is not None:
                 self._nvml.close()
+            self.health.stop()
             if self.metrics_server is not None:
                 self.metrics_server.stop()
         log.info("stopped after %d passes", self.passes)

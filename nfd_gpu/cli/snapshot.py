@@ -14,13 +14,20 @@ from nfd_gpu.settings import Config
 def snapshot(
     dest: Annotated[str, typer.Argument(metavar="DIR", help="Empty or new directory to write.")],
     root: RootOption = Config.root,
+    xid_seconds: Annotated[
+        float,
+        typer.Option(
+            "--xid-seconds",
+            help="Then record NVML's XID events for this many seconds (default 0: none).",
+        ),
+    ] = 0.0,
 ) -> None:
     """Capture what a scan reads (and NVML's answers) into DIR; replay: scan --root DIR."""
     from nfd_gpu.snapshot import SnapshotError, take_snapshot  # lazy: discovery code
 
     check_root(root)
     try:
-        report = take_snapshot(dest, root)
+        report = take_snapshot(dest, root, xid_seconds=xid_seconds)
     except SnapshotError as exc:
         raise fail(str(exc)) from None
     except OSError as exc:

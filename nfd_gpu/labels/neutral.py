@@ -126,6 +126,24 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
     LabelDoc("runtime.opencl", "`true`", "OpenCL ICDs in `etc/OpenCL/vendors`."),
     LabelDoc("runtime.opencl.<icd>", "`true`", "One per ICD file (`intel`, `nvidia`, ...)."),
     LabelDoc("runtime.level-zero", "`true`", "The Level Zero loader `libze_loader.so` found."),
+    LabelDoc(
+        "health",
+        "`ok` `degraded` `failed`",
+        "The worst GPU's health (docs/health.md): `failed` (an uncorrectable memory error, a "
+        "pending row remap or page retirement, a fatal XID, a fatal PCIe error, a GPU not "
+        "answering...), `degraded` (hardware clock slowdown, NVLink down, ...), `ok` (every "
+        "signal read is clear). Omitted when no health signal could be read on any GPU. Per "
+        "GPU: the `gpu.device` attributes `health` and `health.reasons`.",
+    ),
+    LabelDoc("health.failed.count", "integer", "GPUs whose health is `failed` (when not 0)."),
+    LabelDoc("health.degraded.count", "integer", "GPUs whose health is `degraded` (when not 0)."),
+    LabelDoc(
+        "health.lost.count",
+        "integer",
+        "GPUs of the agent's first pass that are gone from the node (fell off the bus), "
+        "until they return or the agent restarts; counted in `health.failed.count` "
+        "(agent only; when not 0).",
+    ),
 )
 
 

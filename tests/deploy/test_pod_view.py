@@ -137,6 +137,8 @@ UNAVAILABLE: dict[str, Unavailable] = {
             "gpu.feature.node.kubernetes.io/family",
             # and the shipped rules' tier, which needs memory-mib (rules/gpu-class.yaml)
             "gpu.feature.node.kubernetes.io/class",
+            # NVIDIA health signals (a lost GPU, ECC, row remapping, ...) are NVML's only
+            "gpu.feature.node.kubernetes.io/health*",
             # every nvidia.com key: a GPU NVML fails for (lost) makes the nvidia profile write
             # nothing, as GFD; without NVML the driver-bound GPUs get procfs facts
             "nvidia.com/*",

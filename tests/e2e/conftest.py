@@ -90,7 +90,8 @@ class Proc:
 
 @pytest.fixture(scope="session")
 def nfd_master(kube_cluster: Cluster) -> Iterator[Proc]:
-    """NFD's nfd-master (admin credentials, default config) labelling the test nodes."""
+    """NFD's nfd-master (admin credentials, default config, ``-enable-taints``) labelling
+    and tainting the test nodes."""
     master = start_nfd_master(kube_cluster)
     try:
         yield master
@@ -111,6 +112,7 @@ def start_nfd_master(kube_cluster: Cluster) -> Proc:
             f"-kubeconfig={kube_cluster.admin_kubeconfig}",
             f"-config={d / 'nfd-master.conf'}",
             f"-port={port}",
+            "-enable-taints",  # the taints of rules/gpu-health.yaml (docs/install.md)
         ],
         d / "nfd-master.log",
         env={**os.environ, "KUBERNETES_NAMESPACE": NFD_NAMESPACE, "NODE_NAME": MASTER_NODE},

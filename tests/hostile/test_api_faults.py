@@ -36,6 +36,7 @@ from nfd_gpu.agent import Agent
 from nfd_gpu.config import Config
 from nfd_gpu.features import empty
 from nfd_gpu.metrics import Metrics
+from nfd_gpu.model import Snapshot
 from nfd_gpu.sinks.nodefeature import NodeFeatureSink
 
 NS, NODE = "nfd", "node-1"
@@ -55,6 +56,7 @@ class FakeResult:
     gpu_count_by_vendor: dict[str, int] = dataclasses.field(default_factory=dict)
     errors: list[str] = dataclasses.field(default_factory=list)
     rule_errors: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    snapshot: Snapshot = dataclasses.field(default_factory=lambda: Snapshot(root="/"))
 
 
 class Host:

@@ -112,6 +112,22 @@ SHIPPED_EXPECTED: dict[str, dict[str, str]] = {
     "h100-no-driver": {G + "class": "large", G + "mig-ready": "true"},
     # H100 node where one GPU is lost: the others and the tables still give the facts
     "h100-gpu-lost": {G + "class": "large", G + "mig-ready": "true"},
+    # the health fixtures (issue 21): 2x H100 80GB / mi210-8x, one fault each; the faults
+    # change no rule label (rules/gpu-health.yaml only taints: tests/health)
+    **{
+        f"h100-{fault}": {G + "class": "large", G + "mig-ready": "true"}
+        for fault in (
+            "ecc-uncorrectable",
+            "remap-pending",
+            "remap-failure",
+            "thermal-slowdown",
+            "nvlink-down",
+            "xid-79",
+            "xid-48",
+            "aer-fatal",
+        )
+    },
+    "mi210-ras-ue": {G + "class": "large"},
     # damaged tree: mixed vendors, smallest readable memory 16 GiB
     "broken": {G + "class": "small"},
     # 8x MI300X (cdna3, 192 GiB) in CPX/NPS4: still 8 PCI GPUs for the CDNA3 rule

@@ -1,12 +1,13 @@
 """AMD GPUs: KFD topology and amdgpu sysfs, and the optional ``pyamdgpuinfo`` library.
 
 * ``amdgpuinfo.py``: the ``amdgpuinfo`` source, marketing name and VRAM from libdrm;
-* ``sysfs.py``: the ``amd`` source, KFD nodes, amdgpu attributes, partitions and XGMI.
+* ``sysfs.py``: the ``amd`` source, KFD nodes, amdgpu attributes, partitions and XGMI;
+* ``ras.py``: the ``amd-ras`` source, RAS error counts and bad VRAM pages (health).
 """
 
 from __future__ import annotations
 
-from nfd_gpu.discovery.amd import amdgpuinfo, sysfs
+from nfd_gpu.discovery.amd import amdgpuinfo, ras, sysfs
 from nfd_gpu.discovery.source import Vendor
 
 VENDOR = Vendor(
@@ -15,7 +16,7 @@ VENDOR = Vendor(
     display="AMD",
     drivers=("amdgpu", "radeon"),
     modules=("amdgpu", "gim"),
-    sources=(amdgpuinfo.SOURCE, sysfs.SOURCE),
+    sources=(amdgpuinfo.SOURCE, sysfs.SOURCE, ras.SOURCE),
     sriov_host_drivers=("gim",),  # AMD MxGPU
     accelerators_are_gpus=True,  # vendor 1002 makes no other class-0x12 device
 )

@@ -11,5 +11,5 @@ VENDOR = Vendor(
     display="Intel",
     drivers=("i915", "xe"),
     modules=("i915", "xe"),
-    sources=(sysfs.SOURCE,),
+    sources=(sysfs.SOURCE, sysfs.HEALTH_SOURCE),
 )

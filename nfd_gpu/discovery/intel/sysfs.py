@@ -25,7 +25,7 @@ import re
 from nfd_gpu import tables
 from nfd_gpu.discovery.source import Context, Step
 from nfd_gpu.hostroot import HostRoot
-from nfd_gpu.model import Gpu, IntelGpu, Snapshot
+from nfd_gpu.model import Gpu, HealthReason, IntelGpu, Snapshot
 
 MIB = 1024 * 1024
 INTEL_DRIVERS = ("i915", "xe")
@@ -119,3 +119,21 @@ def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
 
 
 SOURCE = Step("intel", _discover, needs=("intel",))
+
+
+def _survivability(host: HostRoot, g: Gpu) -> Gpu:
+    """xe: ``device/survivability_mode`` exists while the firmware needs a flash (boot or
+    runtime survivability: xe_survivability_mode.c, "Xe Boot Survivability"); i915 has no
+    such attribute (no Intel health signal is read on i915)."""
+    if g.vendor != "intel" or g.driver != "xe":
+        return g
+    stuck = host.lexists(f"sys/bus/pci/devices/{g.address}/survivability_mode")
+    fault = (HealthReason("survivability-mode", "sysfs"),) if stuck else ()
+    return dataclasses.replace(g, health=g.health.read(("sysfs.survivability",), fault))
+
+
+def _health(ctx: Context, snap: Snapshot) -> Snapshot:
+    return dataclasses.replace(snap, gpus=tuple(_survivability(ctx.host, g) for g in snap.gpus))
+
+
+HEALTH_SOURCE = Step("intel-health", _health, needs=("intel",))

@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import TypeVar
 
 from nfd_gpu import tables
+from nfd_gpu.discovery.nvidia import health
 from nfd_gpu.discovery.nvidia.facts import GpuFacts, NvidiaFacts
 from nfd_gpu.discovery.nvidia.procfs import read_procfs
 from nfd_gpu.discovery.nvidia.session import NvmlSession
@@ -81,6 +82,7 @@ def _merge_one(g: Gpu, f: GpuFacts, src: str, has_partitions: bool) -> Gpu:
         major, minor = f.compute_major, f.compute_minor
         sources["compute_capability"] = src
     mode = g.mode
+    gpu_health = g.health.read(f.health_signals, f.health_reasons)
     if f.virtualization in ("vgpu-host", "vgpu-guest"):
         mode = f.virtualization
         sources["mode"] = src
@@ -102,6 +104,7 @@ def _merge_one(g: Gpu, f: GpuFacts, src: str, has_partitions: bool) -> Gpu:
         mode=mode,
         nvidia=nvidia,
         sources=sources,
+        health=gpu_health,
     )
 
 
@@ -151,8 +154,11 @@ def collect(
     gpus = list(facts.gpus)
     for pg in procfs.gpus:
         ng = by_addr.get(pg.address)
-        if ng is None:
-            gpus.append(pg)
+        if ng is None:  # the driver has it, NVML does not answer for it (GPU is lost)
+            lost = dataclasses.replace(
+                pg, health_signals=("nvml.device",), health_reasons=(health.NOT_ANSWERING,)
+            )
+            gpus.append(lost)
         elif ng.minor is None and pg.minor is not None:
             gpus[gpus.index(ng)] = dataclasses.replace(ng, minor=pg.minor)
     parts = list(facts.partitions) + [p for p in procfs.partitions if p.parent not in known]

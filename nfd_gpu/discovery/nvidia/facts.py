@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nfd_gpu.model import Partition
+from nfd_gpu.model import HealthReason, Partition
 
 NVML_RECORDING = "nvml.json"  # an NVML recording at the root of a fixture or capture
 
@@ -31,6 +31,9 @@ class GpuFacts:
     multiprocessors: int | None = None
     virtualization: str | None = None  # none | passthrough | vgpu-guest | vgpu-host
     clique: str | None = None  # NVLink fabric "<clusterUUID>.<cliqueId>"
+    # health signals read and faults found (nvml.health; judged in nfd_gpu.health)
+    health_signals: tuple[str, ...] = ()
+    health_reasons: tuple[HealthReason, ...] = ()
     source: str = ""  # where these facts came from, when not the NvidiaFacts' source
 
 

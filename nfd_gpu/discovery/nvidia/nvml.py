@@ -25,6 +25,7 @@ import uuid
 from types import ModuleType
 from typing import Any
 
+from nfd_gpu.discovery.nvidia import health
 from nfd_gpu.discovery.nvidia.facts import GpuFacts, NvidiaFacts
 from nfd_gpu.discovery.pciaddr import canonical
 from nfd_gpu.model import Partition
@@ -215,6 +216,7 @@ def _device(lib: ModuleType, call: _Gpu, i: int) -> tuple[GpuFacts, list[Partiti
     parts: list[Partition] = []
     if mig_cur and max_mig and total and total > 0:
         parts = _mig_devices(lib, call, h, addr, min(int(max_mig), MAX_MIG_DEVICES), total)
+    signals, faults = health.read(lib, h)
     facts = GpuFacts(
         address=addr,
         product=_str(name) if name else None,
@@ -228,6 +230,8 @@ def _device(lib: ModuleType, call: _Gpu, i: int) -> tuple[GpuFacts, list[Partiti
         multiprocessors=sms,
         virtualization=_VIRT.get(int(virt)) if virt is not None else None,
         clique=fabric,
+        health_signals=signals,
+        health_reasons=faults,
     )
     return facts, parts
 

@@ -12,11 +12,19 @@ adapter treats like ``InvalidArgument``: profile not supported).
 
 from __future__ import annotations
 
+import ctypes
 import types
 from collections.abc import Callable
 from typing import Any
 
-from nfd_gpu.discovery.nvidia.replay import DEVICE_FUNCTIONS, HANDLE_FUNCTIONS, SYSTEM_FUNCTIONS
+from nfd_gpu.discovery.nvidia.replay import (
+    ARG_FUNCTIONS,
+    DEVICE_FUNCTIONS,
+    EVENT_FUNCTIONS,
+    HANDLE_FUNCTIONS,
+    SYSTEM_FUNCTIONS,
+    arg_key,
+)
 
 CONSTANT_PREFIXES = ("NVML_", "c_nvmlGpuFabricInfo_t")
 
@@ -70,6 +78,7 @@ class Recording:
     def __init__(self, lib: types.ModuleType) -> None:
         self.lib = lib
         self.data: dict[str, Any] = {}
+        self._handles: dict[int, Handle] = {}  # device index -> its wrapped handle
         self.module = self._build()
 
     def _call(self, where: dict[str, Any], key: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -93,10 +102,16 @@ class Recording:
         for fn in DEVICE_FUNCTIONS:
             if hasattr(lib, fn):
                 mod.__dict__[fn] = self._device(fn)
+        for fn in ARG_FUNCTIONS:
+            if hasattr(lib, fn):
+                mod.__dict__[fn] = self._by_args(fn)
         if hasattr(lib, "nvmlDeviceGetGpuFabricInfo"):
             mod.__dict__["nvmlDeviceGetGpuFabricInfo"] = self.nvmlDeviceGetGpuFabricInfo
         for fn in _METHODS:
             mod.__dict__[fn] = getattr(self, fn)
+        if hasattr(lib, "nvmlEventSetWait"):
+            for fn in EVENT_FUNCTIONS:
+                mod.__dict__[fn] = getattr(self, fn)
         mod.__dict__["nvmlShutdown"] = lib.nvmlShutdown
         return mod
 
@@ -114,6 +129,14 @@ class Recording:
         call.__name__ = fn
         return call
 
+    def _by_args(self, fn: str) -> Callable[..., Any]:
+        def call(h: Handle, *args: Any) -> Any:
+            where = h.data.setdefault(fn, {})
+            return self._call(where, arg_key(args), getattr(self.lib, fn), h.real, *args)
+
+        call.__name__ = fn
+        return call
+
     def nvmlInit(self) -> None:
         try:
             self.lib.nvmlInit()
@@ -122,8 +145,11 @@ class Recording:
             raise
 
     def nvmlDeviceGetCount(self) -> int:
+        """The count; a later call (the XID watcher's) keeps what was recorded."""
         n = int(self.lib.nvmlDeviceGetCount())
-        self.data["devices"] = [{} for _ in range(n)]
+        devices = self.data.setdefault("devices", [])
+        del devices[n:]
+        devices.extend({} for _ in range(n - len(devices)))
         return n
 
     def nvmlDeviceGetHandleByIndex(self, i: int) -> Handle:
@@ -135,7 +161,8 @@ class Recording:
         except self.lib.NVMLError as exc:
             data[i]["error"] = error_name(exc)
             raise
-        return Handle(real, data[i])
+        self._handles[i] = Handle(real, data[i])
+        return self._handles[i]
 
     def nvmlDeviceGetMigDeviceHandleByIndex(self, h: Handle, j: int) -> Handle:
         migs: list[Any] = h.data.setdefault("migDevices", [])
@@ -185,6 +212,45 @@ class Recording:
             raise
         h.data[fn] = encode(getattr(ref, "_obj", ref))  # the struct NVML filled in
         return ret
+
+    # -- the event set: passed through, each delivered event recorded (replay.py _Events) --
+
+    def nvmlEventSetCreate(self) -> Any:
+        return self.lib.nvmlEventSetCreate()
+
+    def nvmlDeviceGetSupportedEventTypes(self, h: Handle) -> Any:
+        return self.lib.nvmlDeviceGetSupportedEventTypes(h.real)
+
+    def nvmlDeviceRegisterEvents(self, h: Handle, kinds: int, es: Any) -> Any:
+        return self.lib.nvmlDeviceRegisterEvents(h.real, kinds, es)
+
+    def nvmlEventSetWait(self, es: Any, timeout_ms: int) -> Any:
+        data = self.lib.nvmlEventSetWait(es, timeout_ms)
+        index = next((i for i, h in self._handles.items() if same(h.real, data.device)), None)
+        if index is not None:
+            event = {"device": index, "type": int(data.eventType), "data": int(data.eventData)}
+            self.data.setdefault("events", []).append(event)
+            return types.SimpleNamespace(
+                device=self._handles[index],
+                eventType=data.eventType,
+                eventData=data.eventData,
+                gpuInstanceId=getattr(data, "gpuInstanceId", 0xFFFFFFFF),
+                computeInstanceId=getattr(data, "computeInstanceId", 0xFFFFFFFF),
+            )
+        return data
+
+    def nvmlEventSetFree(self, es: Any) -> Any:
+        return self.lib.nvmlEventSetFree(es)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether two device handles are the same GPU: ctypes pointers compare by address."""
+    if a is b:
+        return True
+    try:
+        return bool(ctypes.cast(a, ctypes.c_void_p).value == ctypes.cast(b, ctypes.c_void_p).value)
+    except (TypeError, ctypes.ArgumentError):
+        return bool(a == b)
 
 
 # pynvml functions that are methods of Recording, always wrapped (the fabric info only

@@ -27,9 +27,10 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import threading
 import types
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 from nfd_gpu import boundedfile
 
@@ -50,7 +51,20 @@ DEVICE_FUNCTIONS = (
     "nvmlDeviceGetAttributes",
     "nvmlDeviceGetGpuInstanceId",
     "nvmlDeviceGetComputeInstanceId",
+    # health (discovery/nvidia/health.py)
+    "nvmlDeviceGetRetiredPagesPendingStatus",
+    "nvmlDeviceGetRemappedRows",
+    "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlDeviceGetCurrentClocksThrottleReasons",
 )
+# Functions of a device handle whose answer depends on their other arguments: recorded per
+# argument list, ``{"<arg>,<arg>": answer}`` (``"nvmlDeviceGetNvLinkState": {"0": 1}``).
+ARG_FUNCTIONS = ("nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetNvLinkState")
+
+
+def arg_key(args: tuple[Any, ...]) -> str:
+    return ",".join(str(int(a)) for a in args)
+
 
 ERRORS = {
     "Uninitialized": (1, "Uninitialized"),
@@ -59,6 +73,7 @@ ERRORS = {
     "NoPermission": (4, "Insufficient Permissions"),
     "NotFound": (6, "Not Found"),
     "DriverNotLoaded": (9, "Driver Not Loaded"),
+    "Timeout": (10, "Timeout"),
     "LibraryNotFound": (12, "NVML Shared Library Not Found"),
     "FunctionNotFound": (13, "Function Not Found"),
     "GpuIsLost": (15, "GPU is lost"),
@@ -119,7 +134,7 @@ class Handle:
         self.parent = parent
 
 
-def _raise(name: str) -> None:
+def _raise(name: str) -> NoReturn:
     cls = ERROR_CLASSES.get(name, ERROR_CLASSES["Unknown"])
     raise cls(0)
 
@@ -178,6 +193,21 @@ class _Replay:
         def call(h: Handle, *args: Any) -> Any:
             self.need_init()
             return _answer(h.data, fn)
+
+        call.__name__ = fn
+        return call
+
+    def by_args(self, fn: str) -> Callable[..., Any]:
+        """The replayed ``fn(handle, *args)``: the answer recorded for those arguments."""
+
+        def call(h: Handle, *args: Any) -> Any:
+            self.need_init()
+            if "error" in h.data:
+                _raise(str(h.data["error"]))
+            answers = h.data.get(fn)
+            if not isinstance(answers, dict):
+                _raise("NotSupported")
+            return _answer(answers, arg_key(args))
 
         call.__name__ = fn
         return call
@@ -255,6 +285,58 @@ class _Replay:
         return 0
 
 
+class _Events:
+    """The replayed event set: the recording's ``"events"`` (``{"device": <index>, "type":
+    <nvmlEventType bits>, "data": <XID>}``) delivered in order to the devices registered,
+    then waits that block for their timeout and raise ``Timeout``, as NVML's do."""
+
+    def __init__(self, replay: _Replay) -> None:
+        self.replay = replay
+        self.queue = list(replay.recording.get("events", []))
+        self.registered: set[int] = set()
+        self.idle = threading.Event()  # never set: a wait that lasts its timeout
+
+    def nvmlEventSetCreate(self) -> _Events:
+        self.replay.need_init()
+        return self
+
+    def nvmlDeviceGetSupportedEventTypes(self, h: Handle) -> int:
+        self.replay.need_init()
+        return 0x8 | 0x2 | 0x1  # XID critical, double and single bit ECC
+
+    def nvmlDeviceRegisterEvents(self, h: Handle, types: int, es: _Events) -> None:
+        self.replay.need_init()
+        if "error" in h.data:
+            _raise(str(h.data["error"]))
+        self.registered.add(self.replay.devices.index(h))
+
+    def nvmlEventSetWait(self, es: _Events, timeout_ms: int) -> Any:
+        self.replay.need_init()
+        while self.queue:
+            e = self.queue.pop(0)
+            if e["device"] in self.registered:
+                return types.SimpleNamespace(
+                    device=self.replay.devices[e["device"]],
+                    eventType=e["type"],
+                    eventData=e["data"],
+                    gpuInstanceId=0xFFFFFFFF,
+                    computeInstanceId=0xFFFFFFFF,
+                )
+        self.idle.wait(timeout_ms / 1000)
+        _raise("Timeout")
+
+    def nvmlEventSetFree(self, es: _Events) -> None:
+        self.replay.need_init()
+
+
+EVENT_FUNCTIONS = (
+    "nvmlEventSetCreate",
+    "nvmlDeviceGetSupportedEventTypes",
+    "nvmlDeviceRegisterEvents",
+    "nvmlEventSetWait",
+    "nvmlEventSetFree",
+)
+
 # pynvml functions of handles, MIG devices and GPU / compute instances that the replay (and
 # the recorder, record.py) implement one by one, besides the system and device ones above
 HANDLE_FUNCTIONS = (
@@ -290,8 +372,13 @@ def build(recording: dict[str, Any]) -> types.ModuleType:
         mod.__dict__[fn] = replay.system(fn)
     for fn in DEVICE_FUNCTIONS:
         mod.__dict__[fn] = replay.device(fn)
+    for fn in ARG_FUNCTIONS:
+        mod.__dict__[fn] = replay.by_args(fn)
     for fn in _METHODS:
         mod.__dict__[fn] = getattr(replay, fn)
+    events = _Events(replay)
+    for fn in EVENT_FUNCTIONS:
+        mod.__dict__[fn] = getattr(events, fn)
     return mod
 
 
@@ -326,6 +413,7 @@ def fill_struct(info: Any, values: dict[str, Any]) -> None:
 # Bounds of a recording: read through HostRoot (never more than this), then validated.
 MAX_RECORDING = 4 * 1024 * 1024
 MAX_DEVICES = 1024
+MAX_EVENTS = 10_000
 
 
 class RecordingError(ValueError):
@@ -339,6 +427,9 @@ _INT_FNS = (
     "nvmlDeviceGetVirtualizationMode",
     "nvmlDeviceGetGpuInstanceId",
     "nvmlDeviceGetComputeInstanceId",
+    "nvmlDeviceGetRetiredPagesPendingStatus",
+    "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlDeviceGetCurrentClocksThrottleReasons",
 )
 _PAIR_FNS = ("nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetMigMode")
 _STRUCT_FNS: dict[str, dict[str, type]] = {  # function -> members that must be present
@@ -375,6 +466,14 @@ def _check_profiles(where: str, v: Any, key: str) -> None:
             raise RecordingError(f"{where}.{k}: expected an object with an integer {key!r}")
 
 
+def _check_by_args(where: str, v: Any) -> None:
+    if not isinstance(v, dict) or len(v) > 256:
+        raise RecordingError(f"{where}: expected an object of answers by argument")
+    for k, x in v.items():
+        if not all(p.isdigit() for p in k.split(",")) or not (_is_int(x) or _is_error(x)):
+            raise RecordingError(f"{where}.{k}: expected an integer answer")
+
+
 def _check_device(where: str, d: Any, mig: bool) -> None:
     if not isinstance(d, dict):
         raise RecordingError(f"{where}: expected an object")
@@ -394,6 +493,12 @@ def _check_device(where: str, d: Any, mig: bool) -> None:
             isinstance(v, list) and len(v) == 2 and all(_is_int(x) for x in v)
         ):
             raise RecordingError(f"{at}: expected two integers")
+        if k == "nvmlDeviceGetRemappedRows" and not (
+            isinstance(v, list) and len(v) == 4 and all(_is_int(x) for x in v)
+        ):
+            raise RecordingError(f"{at}: expected four integers")
+        if k in ARG_FUNCTIONS:
+            _check_by_args(at, v)
         if k in _STRUCT_FNS:
             if not isinstance(v, dict):
                 raise RecordingError(f"{at}: expected an object")
@@ -439,7 +544,19 @@ def validate(recording: Any) -> dict[str, Any]:
         raise RecordingError("devices: expected a list of devices")
     for i, d in enumerate(devices):
         _check_device(f"devices[{i}]", d, False)
+    _check_events(recording.get("events", []), len(devices))
     return recording
+
+
+def _check_events(events: Any, devices: int) -> None:
+    if not isinstance(events, list) or len(events) > MAX_EVENTS:
+        raise RecordingError(f"events: expected a list of at most {MAX_EVENTS} events")
+    for i, e in enumerate(events):
+        ok = isinstance(e, dict) and all(_is_int(e.get(k)) for k in ("device", "type", "data"))
+        if not ok or e["device"] >= devices:
+            raise RecordingError(
+                f"events[{i}]: expected {{device: <index of a device>, type: <int>, data: <int>}}"
+            )
 
 
 def loads(data: bytes) -> types.ModuleType:

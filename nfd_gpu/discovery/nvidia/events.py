@@ -1,0 +1,161 @@
+"""The XID watcher: NVML's event set on a thread, between the agent's passes.
+
+``nvmlEventSetCreate()``, ``nvmlDeviceRegisterEvents(handle, types, set)`` for every GPU
+(critical XID and double-bit ECC events, as far as ``nvmlDeviceGetSupportedEventTypes``
+allows), then ``nvmlEventSetWait(set, timeout_ms)`` in a loop: it blocks in the driver
+until an event or the timeout (``NVMLError_Timeout``), so an idle watcher wakes once per
+``timeout_ms`` (benchmarks/xid_watch.py measures what that costs). Each event is the GPU's
+PCI address and its XID (``eventData``; a double-bit ECC event counts as XID 48, which is
+what the driver logs for it). :meth:`XidWatcher.drain` hands the events over to the pass;
+:meth:`XidWatcher.stop` tells the thread to end after its current wait; the thread is
+a daemon, so the agent exits at once (within its STOP_GRACE) whatever NVML is doing.
+
+The library is the NVML the agent asks: ``<root>/nvml.json`` when the root has a recording
+(its ``"events"`` are replayed, replay.py), else pynvml (:func:`library`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections import Counter
+from types import ModuleType
+from typing import Any
+
+from nfd_gpu.discovery.nvidia.facts import NVML_RECORDING
+from nfd_gpu.discovery.pciaddr import canonical
+
+EVENT_XID = 0x8  # nvmlEventTypeXidCriticalError
+EVENT_DOUBLE_BIT_ECC = 0x2  # nvmlEventTypeDoubleBitEccError
+XID_DOUBLE_BIT_ECC = 48  # the XID the driver logs for a double-bit ECC error
+# One idle wake-up per 30 s (each costs ~0.1 ms CPU on a busy VM: benchmarks/xid_watch.py).
+# An event ends the wait at once, so this is no delay; the thread is a daemon, so a wait in
+# progress never holds the agent's exit up (stop() does not wait for it).
+WAIT_MS = 30_000
+MAX_PENDING = 10_000  # events kept between two passes at most (a storm never grows memory)
+
+
+def library(root: str) -> ModuleType | None:
+    """The NVML for events: the recording at ``root``, else pynvml; None when neither."""
+    from nfd_gpu.discovery.nvidia import nvml, replay  # lazy: NVML only when watched
+
+    path = os.path.join(root, NVML_RECORDING)
+    if os.path.lexists(path):
+        try:
+            return replay.load(path)
+        except (OSError, replay.RecordingError):
+            return None
+    return nvml.load_library()
+
+
+class XidWatcher:
+    """Critical XID events of every GPU, read on a thread (module docstring)."""
+
+    def __init__(self, lib: ModuleType, wait_ms: int = WAIT_MS) -> None:
+        self.lib = lib
+        self.wait_ms = wait_ms
+        self.counts: Counter[int] = Counter()  # XIDs seen since start, by code
+        self.error: str | None = None  # why the event set could not be made, if so
+        self._pending: list[tuple[str, int]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._set: Any = None
+        self._inited = False
+        self._thread: threading.Thread | None = None
+
+    def open(self) -> bool:
+        """``nvmlInit``, the event set, every GPU registered; False (``error`` says why)."""
+        lib = self.lib
+        try:
+            lib.nvmlInit()
+        except Exception as exc:
+            self.error = f"nvmlInit: {exc}"
+            return False
+        self._inited = True
+        try:
+            self._set = lib.nvmlEventSetCreate()
+            for i in range(int(lib.nvmlDeviceGetCount())):
+                self._register(lib.nvmlDeviceGetHandleByIndex(i))
+        except lib.NVMLError as exc:
+            self.error = f"event set: {exc}"
+            self.close()
+            return False
+        return True
+
+    def _register(self, h: Any) -> None:
+        wanted = EVENT_XID | EVENT_DOUBLE_BIT_ECC
+        with contextlib.suppress(self.lib.NVMLError):  # not supported: register all wanted
+            wanted &= int(self.lib.nvmlDeviceGetSupportedEventTypes(h))
+        if wanted:
+            with contextlib.suppress(self.lib.NVMLError):  # a GPU without events: skipped
+                self.lib.nvmlDeviceRegisterEvents(h, wanted, self._set)
+
+    def poll(self, wait_ms: int) -> bool:
+        """One ``nvmlEventSetWait``; True when it delivered an event."""
+        lib = self.lib
+        try:
+            data = lib.nvmlEventSetWait(self._set, wait_ms)
+        except lib.NVMLError as exc:
+            if type(exc).__name__ != "NVMLError_Timeout":
+                self._stop.wait(wait_ms / 1000)  # GPU lost etc.: no busy loop
+            return False
+        kind = int(data.eventType)
+        xid = XID_DOUBLE_BIT_ECC if kind & EVENT_DOUBLE_BIT_ECC else int(data.eventData)
+        try:
+            addr = canonical(_str(lib.nvmlDeviceGetPciInfo(data.device).busId))
+        except lib.NVMLError:
+            return True  # the GPU is gone: NVML's own calls report that
+        if addr is None:
+            return True  # not a PCI address: no GPU to charge it to
+        with self._lock:
+            self.counts[xid] += 1
+            if len(self._pending) < MAX_PENDING:
+                self._pending.append((addr, xid))
+        return True
+
+    def drain(self) -> list[tuple[str, int]]:
+        """The (address, XID) events since the last drain."""
+        with self._lock:
+            out, self._pending = self._pending, []
+        return out
+
+    def start(self) -> bool:
+        """Open and watch on a daemon thread; False when NVML has no event set here."""
+        if not self.open():
+            return False
+        self._thread = threading.Thread(target=self._run, name="xid-watch", daemon=True)
+        self._thread.start()
+        return True
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.poll(self.wait_ms)
+        finally:
+            self.close()
+
+    def stop(self, timeout: float = 0.5) -> bool:
+        """Tell the thread to end after its current wait; True when it ended within
+        ``timeout`` (else it is still in ``nvmlEventSetWait`` and ends with the process)."""
+        self._stop.set()
+        t = self._thread
+        if t is None:
+            return True
+        t.join(timeout)
+        return not t.is_alive()
+
+    def close(self) -> None:
+        """Free the event set and shut this watcher's NVML reference down."""
+        if self._set is not None:
+            with contextlib.suppress(Exception):
+                self.lib.nvmlEventSetFree(self._set)
+            self._set = None
+        if self._inited:
+            self._inited = False
+            with contextlib.suppress(Exception):
+                self.lib.nvmlShutdown()
+
+
+def _str(v: Any) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)

@@ -1,0 +1,194 @@
+"""GPU health: the faults discovery read, judged against the thresholds, held against flapping.
+
+Discovery records what it read on each GPU (:class:`~nfd_gpu.model.Health`: the signals
+read, the faults found with their counts); :func:`judge` gives every fault its severity
+(``failed`` / ``degraded``, or drops it when under its threshold) and the GPU its state;
+:class:`HealthTracker` (the agent's, kept across passes) holds a state until its cause has
+been clear for ``hold_passes`` passes. docs/health.md lists every reason, its source and
+default; the defaults here are the ones documented there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from nfd_gpu.model import HEALTH_STATES, Gpu, Health, HealthReason, Snapshot
+
+FAILED = "failed"
+DEGRADED = "degraded"
+
+# XIDs the NVIDIA device plugin does not treat as a GPU fault (application errors: 13
+# graphics engine exception, 31 GPU memory page fault, 43 GPU stopped processing, 45
+# preemptive cleanup, 68 video processor exception, 109 context switch timeout):
+# k8s-device-plugin internal/rm/health.go, its skipped XIDs. Every other XID fails the GPU,
+# as there; NVIDIA's XID catalog (docs.nvidia.com/deploy/xid-errors) marks e.g. 48 (double
+# bit ECC), 79 (fallen off the bus), 94/95 (contained/uncontained ECC), 119/120 (GSP) as
+# needing a GPU reset or node reboot.
+DEFAULT_NONFATAL_XIDS = frozenset({13, 31, 43, 45, 68, 109})
+
+# reason -> severity when its count reaches the threshold (``_threshold`` names which).
+SEVERITY: dict[str, str] = {
+    "not-answering": FAILED,  # NVML: GPU is lost / the GPU's calls fail
+    "ecc-uncorrectable": FAILED,  # NVML volatile uncorrected ECC; AMD RAS ue
+    "retired-pages-pending": FAILED,  # NVML: retired pages wait for a reset
+    "row-remap-pending": FAILED,  # NVML: a row remap waits for a reset
+    "row-remap-failure": FAILED,  # NVML: the remapper ran out of rows
+    "xid": FAILED,  # NVML event: a critical XID not in the non-fatal list
+    "survivability-mode": FAILED,  # xe: the firmware needs a flash
+    "vram-bad-pages-failed": FAILED,  # amdgpu: a bad page could not be reserved
+    "aer-fatal": FAILED,  # PCIe AER fatal errors
+    "vram-bad-pages-pending": DEGRADED,  # amdgpu: a bad page waits to be reserved
+    "correctable": DEGRADED,  # AMD RAS ce (threshold off by default)
+    "aer-nonfatal": DEGRADED,
+    "aer-correctable": DEGRADED,  # (threshold off by default)
+    "clock-hw-slowdown": DEGRADED,  # NVML clock event reasons
+    "clock-hw-thermal": DEGRADED,
+    "clock-power-brake": DEGRADED,
+    "nvlink-down": DEGRADED,
+    "pcie-width": DEGRADED,  # the link trained narrower than both ends support
+}
+
+
+@dataclass(frozen=True)
+class HealthOptions:
+    """The thresholds (settings ``health_*``, docs/health.md); 0 turns a threshold off."""
+
+    hold_passes: int = 3  # clear passes before a GPU's state improves
+    nonfatal_xids: frozenset[int] = DEFAULT_NONFATAL_XIDS
+    uncorrectable: int = 1  # uncorrectable ECC / RAS ue errors that fail a GPU
+    correctable: int = 0  # correctable errors (RAS ce, AER correctable) that degrade it
+
+    @classmethod
+    def from_settings(
+        cls, hold: float, xids: Iterable[str], uncorrectable: float, correctable: float
+    ) -> HealthOptions:
+        """From the settings' values; ValueError (one line) for a bad one."""
+        codes: set[int] = set()
+        for x in xids:
+            if not x.strip().isdigit():
+                raise ValueError(f"health_nonfatal_xids: {x!r} is not an XID number")
+            codes.add(int(x))
+        for name, v in (("hold_passes", hold), ("uncorrectable", uncorrectable)):
+            if v < 0 or v != int(v):
+                raise ValueError(f"health_{name}: expected a whole number >= 0, got {v:g}")
+        if correctable < 0 or correctable != int(correctable):
+            raise ValueError(
+                f"health_correctable: expected a whole number >= 0, got {correctable:g}"
+            )
+        return cls(int(hold), frozenset(codes), int(uncorrectable), int(correctable))
+
+
+def _threshold(reason: str, opts: HealthOptions) -> int:
+    if reason == "ecc-uncorrectable":
+        return opts.uncorrectable
+    if reason in ("correctable", "aer-correctable"):
+        return opts.correctable
+    return 1
+
+
+def severity(r: HealthReason, opts: HealthOptions) -> str | None:
+    """The severity of a fault read, None when it does not count (under its threshold, a
+    non-fatal XID, a reason this version does not know)."""
+    sev = SEVERITY.get(r.reason)
+    if sev is None:
+        return None
+    if r.reason == "xid":
+        return None if r.value in opts.nonfatal_xids else sev
+    limit = _threshold(r.reason, opts)
+    return sev if limit > 0 and r.value >= limit else None
+
+
+def rank(state: str) -> int:
+    return HEALTH_STATES.index(state) if state in HEALTH_STATES else 0
+
+
+def judge(h: Health, opts: HealthOptions) -> Health:
+    """The record with each counting fault's severity, the others dropped, and its state."""
+    reasons: list[HealthReason] = []
+    for r in h.reasons:
+        sev = severity(r, opts)
+        if sev is not None:
+            reasons.append(dataclasses.replace(r, severity=sev))
+    if any(r.severity == FAILED for r in reasons):
+        state = FAILED
+    elif reasons:
+        state = DEGRADED
+    else:
+        state = "ok" if h.signals else "unknown"
+    return Health(state, tuple(reasons), h.signals)
+
+
+def judge_gpus(snap: Snapshot, opts: HealthOptions) -> Snapshot:
+    gpus = tuple(dataclasses.replace(g, health=judge(g.health, opts)) for g in snap.gpus)
+    return dataclasses.replace(snap, gpus=gpus)
+
+
+@dataclass
+class _Held:
+    health: Health  # the state shown and the faults behind it
+    clear: int = 0  # passes in a row the GPU read better than that state
+
+
+class HealthTracker:
+    """The agent's health across passes: a state that gets worse shows at once; one that
+    gets better shows only after ``hold_passes`` passes in a row read at least that good
+    (so a fault that toggles keeps its state). A pass that could read nothing (``unknown``)
+    neither clears nor changes a held state. Keyed by PCI address. A GPU of the agent's
+    first pass (what the node had at start) that is gone is ``lost``
+    (``Snapshot.lost_gpus``) until it comes back or the agent restarts; one added later
+    and removed again is not."""
+
+    def __init__(self, opts: HealthOptions | None = None) -> None:
+        self.opts = opts or HealthOptions()
+        self.watching = False  # an XID watcher runs: its signal is read on NVIDIA GPUs
+        self._held: dict[str, _Held] = {}
+        self._xids: dict[str, set[int]] = {}  # XIDs seen per GPU address, kept
+        self._boot: set[str] | None = None  # the GPU addresses of the agent's first pass
+
+    def add_xid(self, address: str, xid: int) -> None:
+        """An XID event of the GPU at ``address``: a fault of it until the agent restarts."""
+        self._xids.setdefault(address, set()).add(xid)
+
+    def apply(self, snap: Snapshot) -> Snapshot:
+        """The snapshot with the XIDs seen, judged (:func:`judge`), with the held states."""
+        judged = judge_gpus(self._with_xids(snap), self.opts)
+        gpus = tuple(self._one(g) for g in judged.gpus)
+        # a GPU that is gone keeps its held state and XIDs (a pass that missed it, e.g. an
+        # incomplete listing, must not reset them); the memory is one entry per address seen
+        present = {g.address for g in gpus}
+        if self._boot is None:
+            self._boot = present
+        lost = tuple(sorted(self._boot - present))
+        return dataclasses.replace(judged, gpus=gpus, lost_gpus=lost)
+
+    def _with_xids(self, snap: Snapshot) -> Snapshot:
+        if not self.watching:
+            return snap
+        gpus = []
+        for g in snap.gpus:
+            if g.vendor == "nvidia":
+                xids = sorted(self._xids.get(g.address, ()))
+                faults = tuple(HealthReason("xid", "nvml-events", x) for x in xids)
+                g = dataclasses.replace(g, health=g.health.read(("nvml.xid",), faults))
+            gpus.append(g)
+        return dataclasses.replace(snap, gpus=tuple(gpus))
+
+    def _one(self, g: Gpu) -> Gpu:
+        now = g.health
+        held = self._held.get(g.address)
+        if held is None:
+            self._held[g.address] = _Held(now)
+            return g
+        if now.state != "unknown" and rank(now.state) >= rank(held.health.state):
+            self._held[g.address] = _Held(now)
+            return g
+        if now.state == "unknown":
+            return dataclasses.replace(g, health=held.health)
+        held.clear += 1
+        if held.clear >= self.opts.hold_passes:
+            self._held[g.address] = _Held(now)
+            return g
+        kept = Health(held.health.state, held.health.reasons, now.signals)
+        return dataclasses.replace(g, health=kept)

@@ -1,0 +1,42 @@
+"""Health metrics (docs/metrics.md): per GPU state and reasons by node, XIDs by code."""
+
+from __future__ import annotations
+
+import prometheus_client
+
+from nfd_gpu import config
+from nfd_gpu.agent.health import AgentHealth
+from nfd_gpu.metrics import Metrics
+from nfd_gpu.scan import run_scan
+from tests.conftest import fixture_root
+
+
+def _text(m: Metrics) -> str:
+    return prometheus_client.generate_latest(m.registry).decode()
+
+
+def test_health_metrics_follow_the_gpus() -> None:
+    m = Metrics()
+    root = fixture_root("h100-remap-pending")
+    h = AgentHealth(config.load(env={}, flags={"root": str(root), "node_name": "n1"}))
+    h.observe(m, run_scan(root))
+    text = _text(m)
+    assert 'nfd_gpu_gpu_health{gpu="0000:2a:00.0",node="n1",state="failed"} 1.0' in text
+    assert 'nfd_gpu_gpu_health{gpu="0000:18:00.0",node="n1",state="ok"} 1.0' in text
+    assert (
+        'nfd_gpu_gpu_health_reason{gpu="0000:2a:00.0",node="n1",reason="row-remap-pending",'
+        'source="nvml"} 1.0'
+    ) in text
+    h.observe(m, run_scan(fixture_root("h100-xid-79")))  # same addresses, all clear
+    text = _text(m)
+    assert "nfd_gpu_gpu_health_reason{" not in text  # the reason is gone with its fault
+    assert 'gpu="0000:2a:00.0",node="n1",state="ok"} 1.0' in text
+
+
+def test_xid_counter_by_code() -> None:
+    m = Metrics()
+    m.health.observe("n", {}, {48: 1, 13: 2})
+    m.health.observe("n", {}, {48: 3, 13: 2})  # counts since the watcher started
+    text = _text(m)
+    assert 'nfd_gpu_xid_events_total{xid="48"} 3.0' in text
+    assert 'nfd_gpu_xid_events_total{xid="13"} 2.0' in text
