@@ -151,7 +151,7 @@ def test_broken_configuration_swaps_leave_the_published_labels(
     start_agent: Callable[..., Agent],
     tmp_path: Path,
 ) -> None:
-    """Issue 20 findings 3, 4 (and the configuration file): a rules file, the sharing
+    """Last valid configuration wins: a rules file, the sharing
     config and the --config file swapped for broken ones mid-run leave the NodeFeature
     untouched (same resourceVersion: not one write) and the Node's labels byte-identical,
     with one warning per file however many passes follow."""

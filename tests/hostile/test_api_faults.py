@@ -297,7 +297,7 @@ def test_fault_keeps_last_good_labels(
 def test_fault_published_object_is_restored(
     k8s_server: FakeKubeAPI, agent_on: tuple[Agent, Host], fault: str
 ) -> None:
-    """Issue 20 finding 1: deleted, edited, relabelled behind the agent's back; before, the
+    """The own object deleted, edited, relabelled behind the agent's back; before, the
     agent sent 0 requests and the object stayed wrong until the hourly re-read."""
     agent, _ = agent_on
     row = run_repair(k8s_server, agent, fault)
