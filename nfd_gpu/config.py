@@ -18,23 +18,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from nfd_gpu import boundedfile, yamlfile
-from nfd_gpu.discovery.nvidia.session import NVML_MODES
-from nfd_gpu.labels import registry
-from nfd_gpu.labels.nvidia import MIG_STRATEGIES
 from nfd_gpu.labels.options import check
 from nfd_gpu.names import PREFIX_MAX, is_dns1123_label, is_dns1123_subdomain
 from nfd_gpu.settings import (
     CONFIG_ENV,
     ENV_PREFIX,
     KINDS,
-    LOG_FORMATS,
-    LOG_LEVELS,
     OBJECT_PREFIX,
     OUTPUTS,
-    OWNER_REF_KINDS,
     SETTINGS,
     Config,
-    words,
+    choices,
 )
 
 __all__ = ["OUTPUTS", "Config", "ConfigError", "hostname_node_name", "load", "split_address"]
@@ -145,33 +139,22 @@ def _validate(cfg: Config) -> None:
             low, high = setting.bounds
             value = getattr(cfg, key)
             if not low <= value <= high:  # NaN too
-                raise bad(f"{key} must be from {low:g} to {high:g} seconds, got {value:g}")
+                raise bad(f"{key} must be from {low:g} to {high:g} {setting.unit}, got {value:g}")
     if not cfg.outputs:
         raise bad("at least one output is required")
-    for o in cfg.outputs:
-        if o not in OUTPUTS:
-            raise bad(f"unknown output {o!r} (choose from {', '.join(OUTPUTS)})")
-    unknown = registry.unknown(cfg.profiles)
-    if unknown is not None:
-        raise bad(f"unknown label profile {unknown!r} (choose from {registry.known()})")
+    for key, setting in SETTINGS.items():  # every setting with choices, each list item
+        if setting.choices is None:
+            continue
+        value = getattr(cfg, key)
+        allowed = choices(key)
+        for v in value if isinstance(value, tuple) else () if value is None else (value,):
+            if v not in allowed:
+                raise bad(f"{key}: unknown value {v!r} (choose from {', '.join(allowed)})")
     problem = check(cfg.profile_options, cfg.profiles)
     if problem:
         raise bad(problem)
-    for o in cfg.owner_refs:
-        if o not in OWNER_REF_KINDS:
-            raise bad(f"unknown owner reference {o!r} (choose from {', '.join(OWNER_REF_KINDS)})")
     if len(set(cfg.owner_refs)) != len(cfg.owner_refs):
         raise bad("owner_refs has duplicates")
-    if cfg.mig_strategy is not None and cfg.mig_strategy not in MIG_STRATEGIES:
-        raise bad(
-            f"mig_strategy must be one of {', '.join(MIG_STRATEGIES)}, got {cfg.mig_strategy!r}"
-        )
-    if cfg.nvml not in NVML_MODES:
-        raise bad(f"nvml must be one of {', '.join(NVML_MODES)}, got {cfg.nvml!r}")
-    if cfg.log_format not in LOG_FORMATS:
-        raise bad(f"log_format must be {words(LOG_FORMATS)}, got {cfg.log_format!r}")
-    if cfg.log_level not in LOG_LEVELS:
-        raise bad(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {cfg.log_level!r}")
     if "featurefile" in cfg.outputs:
         if not cfg.oneshot and cfg.expiry < 2 * cfg.interval:
             raise bad(f"expiry ({cfg.expiry}s) must be at least twice the interval")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from nfd_gpu import features as F
+from nfd_gpu import features
 from nfd_gpu.model import Gpu, PciDevice, Runtime, Snapshot
 from nfd_gpu.summary import node_summary, reason_names
 
@@ -100,10 +100,10 @@ def runtime_flags(rt: Runtime) -> list[str]:
     return out
 
 
-def snapshot_features(snap: Snapshot) -> F.Features:
-    feats = F.empty()
-    F.add_instances(feats, "gpu.device", (gpu_instance(g) for g in snap.gpus))
-    F.add_instances(
+def snapshot_features(snap: Snapshot) -> features.Features:
+    feats = features.empty()
+    features.add_instances(feats, "gpu.device", (gpu_instance(g) for g in snap.gpus))
+    features.add_instances(
         feats,
         "gpu.partition",
         (
@@ -130,7 +130,7 @@ def snapshot_features(snap: Snapshot) -> F.Features:
             for p in snap.partitions
         ),
     )
-    F.add_instances(
+    features.add_instances(
         feats,
         "gpu.vgpu_type",
         (
@@ -149,12 +149,12 @@ def snapshot_features(snap: Snapshot) -> F.Features:
         ),
     )
     if snap.runtime is not None:
-        F.add_flags(feats, "gpu.runtime", runtime_flags(snap.runtime))
-    F.add_attributes(feats, "gpu.node", node_summary(snap))
-    F.add_instances(feats, "pci.device", (pci_instance(d) for d in snap.pci))
-    F.add_flags(feats, "kernel.loadedmodule", snap.loaded_modules)
+        features.add_flags(feats, "gpu.runtime", runtime_flags(snap.runtime))
+    features.add_attributes(feats, "gpu.node", node_summary(snap))
+    features.add_instances(feats, "pci.device", (pci_instance(d) for d in snap.pci))
+    features.add_flags(feats, "kernel.loadedmodule", snap.loaded_modules)
     # NFD: enabledmodule = loaded + built in (modules.builtin)
-    F.add_flags(feats, "kernel.enabledmodule", snap.loaded_modules + snap.builtin_modules)
+    features.add_flags(feats, "kernel.enabledmodule", snap.loaded_modules + snap.builtin_modules)
     # Drop empty feature sets: NFD omits features that have no elements.
     for kind in ("flags", "attributes", "instances"):
         for name in [n for n, fs in feats[kind].items() if not fs["elements"]]:

@@ -335,6 +335,7 @@ class Snapshot:
     loaded_modules: tuple[str, ...] = ()
     builtin_modules: tuple[str, ...] = ()  # built into the kernel (modules.builtin, sys/module)
     driver_versions: dict[str, str] = field(default_factory=dict)  # module -> version
+    vendor_driver_versions: dict[str, str] = field(default_factory=dict)  # vendor -> version
     machine: str | None = None
     warnings: tuple[str, ...] = ()
     vgpu_types: tuple[VgpuType, ...] = ()
@@ -363,6 +364,7 @@ class Snapshot:
             loaded_modules=tuple(d.get("loaded_modules", ())),
             builtin_modules=tuple(d.get("builtin_modules", ())),
             driver_versions=dict(d.get("driver_versions", {})),
+            vendor_driver_versions=dict(d.get("vendor_driver_versions", {})),
             machine=d.get("machine"),
             warnings=tuple(d.get("warnings", ())),
             vgpu_types=tuple(_load(VgpuType, x) for x in d.get("vgpu_types", ())),

@@ -3,7 +3,8 @@ qualified-name prefix and an allowed namespace are.
 
 Both validators read it: ``labels/validate.py`` (every label a profile emits) and
 ``rules/validate.py`` (rule output, as nfd-master filters it). They only word the
-errors, each in its own established form.
+errors, each in its own established form. :func:`sanitize_value` makes any string a
+valid value or name part (what the node summary writes: product names, versions).
 
 - name part: 1-63 characters, ``([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]``
   (k8s ``IsQualifiedName``); a label value is empty or the same shape;
@@ -53,3 +54,21 @@ def namespace_allowed(ns: str, allowed: Collection[str] = NFD_NAMESPACES) -> boo
     if ns == "kubernetes.io" or ns.endswith(".kubernetes.io"):
         return any(ns == a or ns.endswith("." + a) for a in allowed)
     return True
+
+
+# A run of characters outside [A-Za-z0-9._-] (absorbing dashes next to it) -> one "-".
+_BAD_RUN_RE = re.compile(r"-*[^A-Za-z0-9._-]+(?:-*[^A-Za-z0-9._-]+)*-*")
+_EDGE_RE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
+
+
+def sanitize_value(value: str, limit: int = NAME_MAX) -> str:
+    """Make any string a valid label value (or name part).
+
+    Keeps ``[A-Za-z0-9._-]``, turns each run of anything else into one ``-``,
+    trims to ``limit`` characters and to alphanumeric ends. May return ``""``.
+    """
+    s = _BAD_RUN_RE.sub("-", value)
+    s = _EDGE_RE.sub("", s)
+    if len(s) > limit:
+        s = _EDGE_RE.sub("", s[:limit])
+    return s

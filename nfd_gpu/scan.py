@@ -11,11 +11,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from nfd_gpu import features as F
 from nfd_gpu.discovery.nvidia.session import NvmlSession
 from nfd_gpu.discovery.registry import SOURCES
 from nfd_gpu.discovery.source import Context, Source, wanted
 from nfd_gpu.featuremap import snapshot_features
+from nfd_gpu.features import Features
 from nfd_gpu.health import HealthOptions, HealthTracker, judge_gpus
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.labels.neutral import NAMESPACE
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 class ScanResult:
     snapshot: Snapshot
     labels: dict[str, str]
-    features: F.Features
+    features: Features
     warnings: list[str] = field(default_factory=list)
     rule_errors: list[tuple[str, str]] = field(default_factory=list)  # (rule, message)
     # failures that make the result incomplete (out of descriptors or memory, a listing
@@ -130,7 +130,7 @@ _OUTPUT_CACHE: dict[tuple[str, bool], tuple[Any, str, Any]] = {}
 
 
 def _cached_output(
-    key: tuple[str, bool], ruleset: Any, feats: F.Features, evaluate: Callable[..., Any]
+    key: tuple[str, bool], ruleset: Any, feats: Features, evaluate: Callable[..., Any]
 ) -> Any:
     """The rule output of the last pass while neither the rule set nor the features
     changed, else a full evaluation. The rule set is fingerprinted by identity (immutable;

@@ -48,7 +48,7 @@ class Setting:
     ``run_help`` None: no ``run`` flag (the downward API sets it). ``flags`` empty:
     ``--<key-with-dashes>`` (``--x/--no-x`` for booleans). ``scan_help`` set: ``scan`` has
     the option too, reading ``NFD_GPU_<KEY>`` itself; ``scan_flags`` empty: ``flags``.
-    ``bounds``: the range of a number (seconds, for every number there is today).
+    ``bounds``: the range of a number, in ``unit`` (seconds unless said).
     """
 
     doc: str
@@ -62,6 +62,7 @@ class Setting:
     # value outside is refused when the configuration is validated, the range in the
     # message (an interval of 1e10 s overflowed the timer after the first pass)
     bounds: tuple[float, float] | None = None
+    unit: str = "seconds"
 
 
 def setting(default: T, meta: Setting) -> T:
@@ -332,6 +333,7 @@ class Config:
             "toggles keeps its state; docs/health.md)",
             "Passes before a GPU's health improves (default {default})",
             bounds=(0.0, 10000.0),
+            unit="passes",
         ),
     )
     health_nonfatal_xids: tuple[str, ...] = setting(
@@ -348,6 +350,7 @@ class Config:
             "uncorrectable memory errors (NVML volatile ECC, AMD RAS ue) that fail a GPU; 0 off",
             "Uncorrectable errors that fail a GPU (default {default}; 0 off)",
             bounds=(0.0, 1e9),
+            unit="errors",
         ),
     )
     health_correctable: float = setting(
@@ -356,6 +359,7 @@ class Config:
             "correctable errors (AMD RAS ce, PCIe AER correctable) that degrade a GPU; 0 off",
             "Correctable errors that degrade a GPU (default {default}: off)",
             bounds=(0.0, 1e9),
+            unit="errors",
         ),
     )
     dry_run: bool = setting(
@@ -367,11 +371,6 @@ class Config:
             "host name)",
         ),
     )
-
-    @property
-    def object_name(self) -> str:
-        """Name of this node's NodeFeature object."""
-        return f"{OBJECT_PREFIX}{self.node_name}"
 
 
 FIELDS: dict[str, dataclasses.Field[Any]] = {f.name: f for f in dataclasses.fields(Config)}

@@ -11,17 +11,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 
-from nfd_gpu.labels.validate import NAME_MAX, sanitize_value
 from nfd_gpu.model import Gpu, HealthReason, Snapshot
+from nfd_gpu.names import NAME_MAX, sanitize_value
 
 MIXED = "mixed"
-
-# Kernel modules whose version is the vendor's driver version, in order of preference.
-_VENDOR_MODULE: dict[str, tuple[str, ...]] = {
-    "nvidia": ("nvidia",),
-    "amd": ("amdgpu",),
-    "intel": ("i915", "xe"),
-}
 
 
 def _summary(values: Iterable[str | None]) -> str | None:
@@ -95,19 +88,12 @@ def _architecture(snap: Snapshot) -> dict[str, str]:
     return out
 
 
-def _driver_version(snap: Snapshot, vendor: str) -> str | None:
-    for m in _VENDOR_MODULE.get(vendor, ()):
-        v = snap.driver_versions.get(m)
-        if v:
-            return sanitize_value(v) or None
-    return None
-
-
 def _drivers(snap: Snapshot) -> dict[str, str]:
-    """``driver`` and each vendor's ``<vendor>.driver.version`` / ``.major``."""
+    """``driver`` and each vendor's ``<vendor>.driver.version`` / ``.major`` (the versions
+    discovery recorded per vendor: ``Snapshot.vendor_driver_versions``)."""
     out = {"driver": _summary(g.driver or "none" for g in snap.gpus) or "none"}
-    for vendor in sorted({g.vendor for g in snap.gpus}):
-        version = _driver_version(snap, vendor)
+    for vendor, raw in sorted(snap.vendor_driver_versions.items()):
+        version = sanitize_value(raw)
         if version:
             out[f"{vendor}.driver.version"] = version
             drv_major = version.split(".", 1)[0]

@@ -9,8 +9,6 @@ Anything else it reports is dead: delete it (a name used only by tests is dead t
 # ruff: noqa: B018
 from nfd_gpu import cli, metrics, model, rules, scan
 from nfd_gpu.cli import rules as rules_cli
-from nfd_gpu.discovery.amd import sysfs as amd_discovery
-from nfd_gpu.discovery.nvidia import facts as nvidia_facts
 from nfd_gpu.discovery.nvidia import replay as nvml_replay
 from nfd_gpu.labels import amd, intel, neutral, nvidia
 from nfd_gpu.rules import expressions
@@ -37,9 +35,6 @@ model.AmdGpu.compute_partitions_available
 model.AmdGpu.memory_partitions_available
 model.DeviceNode.char_device
 model.Runtime.dev_visible
-nvidia_facts.NvidiaFacts.mig_pending
-nvidia_facts.NvidiaFacts.max_mig_devices
-amd_discovery.KfdNode.render_minor
 # the snapshot model's public JSON round trip (the other half of to_json)
 model.Snapshot.from_json
 # the scan result's public API (callers ask ``complete``; the agent reads ``errors``)

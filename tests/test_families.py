@@ -1,4 +1,4 @@
-"""Families derived before omitting (nfd_gpu/families.py, discovery/identify.py, issue 26):
+"""Families derived before omitting (nfd_gpu/families.py, discovery/identify.py):
 GFD's compute-capability mapping, the AMD ISA targets, agreement with the model tables,
 ``mixed`` across vendors, and the unknown-GPU warning of ``scan``."""
 

@@ -133,7 +133,7 @@ def test_config_runs_nfd_gpu_as_non_root(image: dict[str, Any]) -> None:
     assert "nfd-gpu:x:65532:65532:" in passwd
 
 
-# What nfd-gpu never runs (issue 20 finding 10): build tools, pip, shells, package
+# What nfd-gpu never runs: build tools, pip, shells, package
 # managers, perl, the setuid programs' names.
 NOT_IN_IMAGE = (
     "pip", "pip3", "gcc", "cc", "c++", "make", "ld", "as",

@@ -57,7 +57,7 @@ def build_sinks(cfg: Config) -> list[Sink]:
                 NodeFeatureSink(
                     node_name=cfg.node_name,
                     namespace=cfg.namespace,
-                    api_client=build_api_client(cfg.kubeconfig, timeout=cfg.api_timeout),
+                    api_client=build_api_client(cfg.kubeconfig),
                     owner_refs=cfg.owner_refs,
                     pod_name=cfg.pod_name,
                     pod_uid=cfg.pod_uid,

@@ -112,7 +112,7 @@ def remove_stale_nodefeature(cfg: Config) -> None:
         log.debug("%s: not checked (the kubernetes client is not installed)", where)
         return
     try:
-        api: Any = CustomObjectsApi(build_api_client(cfg.kubeconfig, timeout=cfg.api_timeout))
+        api: Any = CustomObjectsApi(build_api_client(cfg.kubeconfig))
         obj = api.get_namespaced_custom_object(*args, _request_timeout=cfg.api_timeout)
         meta = obj.get("metadata") or {}
         if (meta.get("labels") or {}).get(NODE_NAME_LABEL) != cfg.node_name:

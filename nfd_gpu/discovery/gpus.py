@@ -1,4 +1,4 @@
-"""GPU classification and identification from PCI records (LABELS.md "Counting rules").
+"""GPU classification and identification from PCI records: the counting rules below.
 
 A GPU is a PCI *physical function* of a GPU vendor whose class is display
 (0x03) or processing accelerator (0x12) and that is identified as a GPU:

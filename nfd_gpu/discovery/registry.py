@@ -6,11 +6,11 @@ has a worked example.
 
 The order matters: ``pci`` lists the functions, ``gpus`` builds the GPU records from them,
 the vendor sources refine those records (NVIDIA's also fills the driver versions that
-``module-versions`` could not read), ``identify`` derives the families the tables lack and
-warns about GPUs still unknown, ``health`` reads the PCIe health signals, ``vgpu`` and
-``runtime`` read what the GPUs expose, ``system`` reads the host around them. The shared
-steps that must recognise the vendors' GPUs, drivers or modules are given the vendors by
-PCI id.
+``module-versions`` could not read), ``driver-versions`` records each vendor's from its
+``Vendor.drivers``, ``identify`` derives the families the tables lack and warns about GPUs
+still unknown, ``health`` reads the PCIe health signals, ``vgpu`` and ``runtime`` read what
+the GPUs expose, ``system`` reads the host around them. The shared steps that must
+recognise the vendors' GPUs, drivers or modules are given the vendors by PCI id.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ def sources(vendors: tuple[Vendor, ...]) -> tuple[Source, ...]:
         gpus.source(ids),
         system.versions(ids),
         *(s for v in vendors for s in v.sources),
+        system.vendor_versions(ids),
         identify.SOURCE,
         health.SOURCE,
         vgpu.SOURCE,

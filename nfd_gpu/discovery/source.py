@@ -72,7 +72,9 @@ class Vendor:
     name: str  # Gpu.vendor, the model table nfd_gpu/data/<name>.tsv
     pci_id: str  # PCI vendor id, 4 lower-case hex digits
     display: str  # prefix of a product name made from pci.ids ("NVIDIA H100")
-    drivers: tuple[str, ...]  # kernel drivers that give containers the GPU (mode "container")
+    # kernel drivers that give containers the GPU (mode "container"); the vendor's driver
+    # version is that of the first of them with a module version (``module-versions``)
+    drivers: tuple[str, ...]
     modules: tuple[str, ...]  # kernel modules whose version is reported (sys/module/<m>/version)
     sources: tuple[Source, ...]  # the vendor's own steps, in order; they run after ``gpus``
     sriov_host_drivers: tuple[str, ...] = ()  # host drivers handing VFs to VMs: "vf-passthrough"

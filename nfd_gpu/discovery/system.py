@@ -81,6 +81,25 @@ def versions(gpu_vendors: Mapping[str, Vendor]) -> Step:
     return Step("module-versions", run)
 
 
+def vendor_versions(gpu_vendors: Mapping[str, Vendor]) -> Step:
+    """The ``driver-versions`` source, after the vendor sources (NVIDIA's fills its module's
+    version from NVML when sysfs has none): the driver version of each vendor with GPUs
+    here, that of the first of its ``Vendor.drivers`` with a module version."""
+    vendors = tuple(gpu_vendors.values())
+
+    def run(ctx: Context, snap: Snapshot) -> Snapshot:
+        present = {g.vendor for g in snap.gpus}
+        modules = snap.driver_versions
+        found = {}
+        for v in vendors:
+            version = next((modules[d] for d in v.drivers if modules.get(d)), None)
+            if v.name in present and version:
+                found[v.name] = version
+        return dataclasses.replace(snap, vendor_driver_versions=found)
+
+    return Step("driver-versions", run)
+
+
 def source(gpu_vendors: Mapping[str, Vendor]) -> Step:
     """The ``system`` source: loaded and built-in modules, the machine name."""
     modules = gpu_modules(gpu_vendors.values())

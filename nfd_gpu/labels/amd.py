@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from nfd_gpu.labels.options import of
+from nfd_gpu.labels.options import selected
 from nfd_gpu.labels.profile import LabelDoc, LabelProfile, in_table, table_rows
 from nfd_gpu.model import Gpu, Partition, Snapshot
 
@@ -264,7 +264,7 @@ def render_docs() -> str:
 
 PROFILE = LabelProfile(
     "amd",
-    lambda snap, opts, warnings: amd_labels(snap, of("amd", opts.profile_options)),
+    lambda snap, opts, warnings: amd_labels(snap, selected("amd", opts.profile_options)),
     LABEL_TABLE,
     "docs/labels-amd.md",
     render_docs,

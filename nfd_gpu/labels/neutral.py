@@ -1,4 +1,4 @@
-"""The vendor-neutral label profile (the public contract of LABELS.md).
+"""The vendor-neutral label profile: the public contract, docs/labels.md.
 
 The values are the node summary (:func:`nfd_gpu.summary.node_summary`, also published as
 the ``gpu.node`` attribute feature); ``neutral_labels`` adds the namespace.
@@ -198,7 +198,6 @@ PROFILE = LabelProfile(
     "docs/labels.md",
     render_docs,
 )
-__all__ = ["LabelDoc", "table_rows"]  # re-exported
 
 
 if __name__ == "__main__":

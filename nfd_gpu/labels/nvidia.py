@@ -44,9 +44,10 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from nfd_gpu.families import nvidia_family
+from nfd_gpu.labels.nvidia_options import NvidiaOptions as NvidiaOptions  # re-exported
 from nfd_gpu.labels.profile import LabelDoc, LabelProfile, in_table, table_rows
 from nfd_gpu.model import Gpu, Partition, Snapshot
 
@@ -95,26 +96,6 @@ _MIG_ATTRS = (
 def _zero_written(label: str) -> bool:
     """Slice and engine counts are written when 0; memory and multiprocessors are not."""
     return label.startswith(("engines", "slices"))
-
-
-@dataclass(frozen=True)
-class NvidiaOptions:
-    """Options of the nvidia profile: MIG strategy and the device plugin's sharing config.
-
-    ``mig_strategy`` ``none`` (the default, GFD's) / ``single`` / ``mixed`` behave as GFD's
-    ``--mig-strategy``; ``auto`` derives the strategy from the hardware (module docstring).
-    ``replicas`` maps a resource name (``nvidia.com/gpu``, ``nvidia.com/mig-1g.5gb``) to its
-    replicas in the active block; ``sharing`` is ``time-slicing`` or ``mps``.
-    """
-
-    mig_strategy: str = "none"
-    sharing: str = "time-slicing"
-    replicas: dict[str, int] = field(default_factory=dict)
-    rename_by_default: bool = False
-    timestamp: int | None = None  # gfd.timestamp (Unix seconds), None: not emitted
-    # GFD's flags.failOnInitError: False labels a node whose nvmlInit fails with
-    # gfd.timestamp and vgpu.* only (GFD's default, True: no label)
-    fail_on_init_error: bool = True
 
 
 def strategy(gpus: list[Gpu], parts: list[Partition]) -> str:

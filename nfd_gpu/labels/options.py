@@ -55,7 +55,7 @@ def check(options: Iterable[str], profiles: Iterable[str]) -> str | None:
     return None
 
 
-def of(profile: str, options: Iterable[str]) -> frozenset[str]:
-    """The options of one profile, without the ``<profile>-`` prefix."""
+def selected(profile: str, options: Iterable[str]) -> frozenset[str]:
+    """The options selected for one profile, without the ``<profile>-`` prefix."""
     prefix = f"{profile}-"
     return frozenset(o.removeprefix(prefix) for o in options if o.startswith(prefix))

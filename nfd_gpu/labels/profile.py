@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 from nfd_gpu.model import Snapshot
 
 if TYPE_CHECKING:
-    from nfd_gpu.labels.nvidia import NvidiaOptions
+    from nfd_gpu.labels.nvidia_options import NvidiaOptions
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,38 +1,20 @@
-"""The one validator and sanitiser every label a profile emits passes.
+"""The one validator every label a profile emits passes.
 
 The rules (name and value shape, prefix, allowed namespaces) are
 :mod:`nfd_gpu.names`; this module words them for our labels: a key must be
-prefixed, a value is empty or a valid name part.
+prefixed, a value is empty or a valid name part. (Values are made valid where they
+are written, with :func:`nfd_gpu.names.sanitize_value`.)
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
-from nfd_gpu.names import NAME_MAX as NAME_MAX  # re-exported: label code reads it here
-from nfd_gpu.names import is_dns1123_subdomain, is_name_shape, namespace_allowed
-
-# A run of characters outside [A-Za-z0-9._-] (absorbing dashes next to it) -> one "-".
-_BAD_RUN_RE = re.compile(r"-*[^A-Za-z0-9._-]+(?:-*[^A-Za-z0-9._-]+)*-*")
-_EDGE_RE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
+from nfd_gpu.names import NAME_MAX, is_dns1123_subdomain, is_name_shape, namespace_allowed
 
 
 class LabelError(ValueError):
     """A label key or value that Kubernetes / nfd-master would reject."""
-
-
-def sanitize_value(value: str, limit: int = NAME_MAX) -> str:
-    """Make any string a valid label value (or name part).
-
-    Keeps ``[A-Za-z0-9._-]``, turns each run of anything else into one ``-``,
-    trims to ``limit`` characters and to alphanumeric ends. May return ``""``.
-    """
-    s = _BAD_RUN_RE.sub("-", value)
-    s = _EDGE_RE.sub("", s)
-    if len(s) > limit:
-        s = _EDGE_RE.sub("", s[:limit])
-    return s
 
 
 def check_name(name: str) -> None:

@@ -18,8 +18,7 @@ from typing import TextIO
 import yaml
 
 from nfd_gpu.config import Config
-from nfd_gpu.sinks import Publication, Sink
-from nfd_gpu.sinks import featurefile as ff
+from nfd_gpu.sinks import Publication, Sink, featurefile
 from nfd_gpu.sinks.hook import HookSink
 from nfd_gpu.sinks.nodefeature import NodeFeatureSink
 from nfd_gpu.sinks.stdout import ChangedText
@@ -62,7 +61,9 @@ def dry_run_sinks(cfg: Config, stream: TextIO | None = None) -> list[Sink]:
             path = f"{cfg.features_dir.rstrip('/')}/{cfg.features_file}"
 
             def render_file(pub: Publication, path: str = path) -> str:
-                body = ff.render(pub, expires_at=time.time() + cfg.expiry, raw=cfg.raw_features)
+                body = featurefile.render(
+                    pub, expires_at=time.time() + cfg.expiry, raw=cfg.raw_features
+                )
                 return f"# would write {path}\n{body}"
 
             sinks.append(DryRunSink(out, render_file, stream))

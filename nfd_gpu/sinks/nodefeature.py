@@ -57,9 +57,10 @@ NODE_NAME_LABEL = "nfd.node.kubernetes.io/node-name"
 Obj = dict[str, Any]
 
 
-def build_api_client(kubeconfig: str | None = None, *, timeout: float = 10.0) -> Any:
+def build_api_client(kubeconfig: str | None = None) -> Any:
     """A ``kubernetes.client.ApiClient``: kubeconfig if given, else in-cluster, else
-    ``~/.kube/config``. urllib3's own retries are off: the sink and the agent back off."""
+    ``~/.kube/config``. urllib3's own retries are off: the sink and the agent back off.
+    The client has no timeout of its own: the sink gives each request its ``timeout``."""
     try:
         import kubernetes as _kubernetes  # lazy: heavy import, only for this sink
     except ImportError:
@@ -164,7 +165,7 @@ class NodeFeatureSink:
 
         if self._custom is None:
             if self._api_client is None:
-                self._api_client = build_api_client(self._kubeconfig, timeout=self.timeout)
+                self._api_client = build_api_client(self._kubeconfig)
             track_sockets(self._api_client, self._sockets)
             self._custom = kubernetes.client.CustomObjectsApi(self._api_client)
         return self._custom

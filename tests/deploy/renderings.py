@@ -32,8 +32,8 @@ RELEASE = "nfd-gpu"
 NAMESPACE = "nfd-gpu"
 HELM_KUBE_VERSION = "1.30.0"  # oldest Kubernetes the chart targets (Chart.yaml kubeVersion)
 
-# The acceptance matrix of issue 15, each with the kustomize components that render the
-# same objects (None: no kustomize equivalent).
+# The chart's values matrix (its defaults, each option alone, everything at once), each with
+# the kustomize components that render the same objects (None: no kustomize equivalent).
 HELM_MATRIX: dict[str, tuple[Obj, tuple[str, ...] | None]] = {
     "defaults": ({}, ("gpu-nodes-only",)),
     "nvml": ({"nvml": {"enabled": True}}, ("gpu-nodes-only", "nvml")),

@@ -1,4 +1,4 @@
-"""deploy/helm/nfd-gpu: helm lint, helm template for the values matrix of issue 15, every
+"""deploy/helm/nfd-gpu: helm lint, helm template for each values set of HELM_MATRIX, every
 object validated like the kustomize renderings, and the same objects as kustomize where
 the two overlap (modulo Helm's standard labels)."""
 

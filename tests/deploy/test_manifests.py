@@ -229,7 +229,7 @@ def test_daemonset_least_privilege(overlay: str) -> None:
         assert init["image"] == c["image"]
     host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
     assert {"/sys", "/proc/driver", "/proc/modules", "/usr"} <= set(host.values())
-    # issue 11: no whole /dev (read-only does not apply to device nodes), never the host's /
+    # no whole /dev (read-only does not apply to device nodes), never the host's /
     assert not {"/", "/dev", "/etc", "/var", "/run", "/opt"} & set(host.values())
     assert not any(p.startswith("/dev/") for p in host.values())
     for m in c["volumeMounts"]:

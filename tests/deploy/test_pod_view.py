@@ -124,7 +124,7 @@ UNAVAILABLE: dict[str, Unavailable] = {
             "NVML (libnvidia-ml and the NVIDIA device nodes) is in the container only under "
             "the NVIDIA container runtime: the nvml overlay (runtimeClassName: nvidia)."
         ),
-        labels=(  # what NVML adds to or corrects in the procfs facts (issue 10 item 6)
+        labels=(  # what NVML adds to or corrects in the procfs facts
             "gpu.feature.node.kubernetes.io/compute-units",
             "gpu.feature.node.kubernetes.io/memory-mib",
             "gpu.feature.node.kubernetes.io/class",  # rules/gpu-class.yaml reads memory-mib

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from nfd_gpu.discovery import registry
+from nfd_gpu.discovery import registry, system
 from nfd_gpu.discovery.source import Context, Step, Vendor
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu, Snapshot
@@ -76,11 +76,34 @@ def test_a_new_vendor_is_one_package_and_one_registry_line(tmp_path: Path) -> No
     assert g.mode == "container"  # Vendor.drivers
     assert g.compute_units == 64 and g.sources["compute_units"] == "sysfs"  # its own source
     assert snap.driver_versions == {"acme": "1.2.3"}  # Vendor.modules
+    assert snap.vendor_driver_versions == {"acme": "1.2.3"}  # Vendor.drivers
     labels, _ = label(snap, profiles=("neutral",))
     assert labels["gpu.feature.node.kubernetes.io/count"] == "1"
+    assert labels["gpu.feature.node.kubernetes.io/acme.driver.version"] == "1.2.3"
+    assert labels["gpu.feature.node.kubernetes.io/acme.driver.major"] == "1"
 
 
 def test_without_the_registry_line_the_gpu_is_not_seen(tmp_path: Path) -> None:
     snap = discover(_host(tmp_path))
-    assert snap.gpus == () and snap.driver_versions == {}
+    assert snap.gpus == () and snap.driver_versions == {} and snap.vendor_driver_versions == {}
     assert [d.vendor for d in snap.pci] == ["1e3e"]
+
+
+def test_a_vendors_driver_version_is_its_first_driver_with_a_module_version(
+    tmp_path: Path,
+) -> None:
+    """``driver-versions`` reads each vendor's ``drivers`` in order: Intel's i915 before xe,
+    AMD's amdgpu (its SR-IOV host driver gim is no container driver), none for a vendor
+    without GPUs here or whose drivers have no module version."""
+    step = system.vendor_versions(registry.by_pci_id((*registry.VENDORS, VENDOR)))
+    gpus = tuple(
+        Gpu(address=f"0000:0{i}:00.0", vendor=v, vendor_id="0", device_id="0", class_id="0300")
+        for i, v in enumerate(("intel", "amd", "acme"))
+    )
+    modules = {"xe": "2", "i915": "1", "gim": "3", "nvidia": "550.54.15"}
+    snap = Snapshot(root=str(tmp_path), gpus=gpus, driver_versions=modules)
+    found = step.discover(Context(HostRoot(tmp_path)), snap).vendor_driver_versions
+    assert found == {"intel": "1"}
+    snap = dataclasses.replace(snap, driver_versions={**modules, "amdgpu": "6.10.5", "acme": ""})
+    found = step.discover(Context(HostRoot(tmp_path)), snap).vendor_driver_versions
+    assert found == {"intel": "1", "amd": "6.10.5"}

@@ -112,7 +112,6 @@ def test_mi210_kfd_capture() -> None:
     assert {n.gfx for n in nodes} == {"gfx90a"}
     assert {n.compute_units for n in nodes} == {104}
     assert {n.device_id for n in nodes} == {"740f"}
-    assert sorted(n.render_minor or 0 for n in nodes) == list(range(128, 136))
     assert all(n.xgmi_peers for n in nodes)
 
 

@@ -1,4 +1,4 @@
-"""Counting rules (LABELS.md): what is and is not a GPU."""
+"""Counting rules (``nfd_gpu/discovery/gpus.py``): what is and is not a GPU."""
 
 from __future__ import annotations
 

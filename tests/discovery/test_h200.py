@@ -23,8 +23,8 @@ from tests.fake_pynvml import library_env, write_fake_pynvml, write_unimportable
 
 G = "gpu.feature.node.kubernetes.io"
 CAPTURE = DATA / "captures" / "h200-vm"
-# on purpose: virtualization (issue 10 item 8); health (issue 21: the capture predates it;
-# its recording answers no health call, so the signals read are the GPU answering NVML and
+# on purpose, labels added after the capture's labels were printed: virtualization; health
+# (its recording answers no health call, so the signals read are the GPU answering NVML and
 # its PCIe link, all clear)
 ADDED = {f"{G}/virtualization": "passthrough", f"{G}/health": "ok"}
 # Not knowable from procfs/sysfs on that machine (no MIG mode, no virtualization mode

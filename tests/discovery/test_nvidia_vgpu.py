@@ -118,7 +118,8 @@ def test_capability_parser_on_a_listed_capability(base: bytes, at: int, tail: by
 
 
 def test_capability_read_by_the_bytes_it_needs_once_per_device(tmp_path: Path) -> None:
-    """Issue 10 item 9: a few config bytes, not the 4 KiB file; nothing on the next pass."""
+    """The vGPU capability costs a few config bytes, not the 4 KiB file; nothing on the next
+    pass."""
     import shutil
 
     reads: list[int] = []

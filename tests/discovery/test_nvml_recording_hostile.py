@@ -1,5 +1,5 @@
-"""A hostile ``<root>/nvml.json`` (issue 11, finding 2): read through HostRoot (bounded,
-non-blocking), validated; a bad recording is a warning and procfs facts, never a crash.
+"""A hostile ``<root>/nvml.json``: read through HostRoot (bounded, non-blocking),
+validated; a bad recording is a warning and procfs facts, never a crash.
 
 Each case runs ``nfd-gpu scan`` in its own process: < 5 s, < 200 MB peak RSS, exit 0, no
 traceback, the labels of the same root without a recording.

@@ -1,4 +1,4 @@
-"""Stable names (issue 26): a GPU's product, family and compute capability do not depend
+"""Stable names: a GPU's product, family and compute capability do not depend
 on whether NVML answers, and where they come from is visible (``Gpu.sources``)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The ValidatingAdmissionPolicy that confines each node's agent to its own NodeFeature
-(issue 11, finding 9), on the real kube-apiserver of tests/e2e (``kube_cluster``).
+on the real kube-apiserver of tests/e2e (``kube_cluster``).
 
 deploy/overlays/nodefeature-api/validatingadmissionpolicy.yaml is applied as rendered by
 the overlay. The agent's ServiceAccount gets tokens from the TokenRequest API bound to a Pod

@@ -1,4 +1,4 @@
-"""GPU health to taints on a real control plane (issue 21): kube-apiserver + NFD's
+"""GPU health to taints on a real control plane: kube-apiserver + NFD's
 nfd-master started with ``-enable-taints`` and the shipped rules/gpu-health.yaml. A node
 whose GPU fails (a fatal PCIe AER error on a fixture copy) gets the NoSchedule taint from
 nfd-master; when the GPU recovers (the counter is clear again), the taint goes."""

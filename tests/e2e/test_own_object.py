@@ -1,4 +1,4 @@
-"""The published object is the agent's (issue 20 finding 1), on the real kube-apiserver and
+"""The published object is the agent's, on the real kube-apiserver and
 nfd-master: the NodeFeature deleted, edited with foreign labels, and relabelled to another
 (GPU-less) node behind the agent's back is each restored so that the Node's labels are the
 scan's again within 5 s. Before: 0 requests and the wrong labels for up to an hour (the
@@ -151,7 +151,7 @@ def test_broken_configuration_swaps_leave_the_published_labels(
     start_agent: Callable[..., Agent],
     tmp_path: Path,
 ) -> None:
-    """Issue 20 findings 3, 4 (and the configuration file): a rules file, the sharing
+    """Last valid configuration wins: a rules file, the sharing
     config and the --config file swapped for broken ones mid-run leave the NodeFeature
     untouched (same resourceVersion: not one write) and the Node's labels byte-identical,
     with one warning per file however many passes follow."""

@@ -267,7 +267,7 @@ def test_schema_violation_is_rejected_by_server(env: Env) -> None:
 
 def test_publishes_only_nfd_gpus_own_features(env: Env) -> None:
     """nfd-master appends the instances of every NodeFeature of a node: NFD's own
-    pci.device / kernel.loadedmodule from nfd-gpu would be counted twice (issue 10)."""
+    pci.device / kernel.loadedmodule from nfd-gpu would be counted twice."""
     p = pub(2)
     p.features["instances"]["pci.device"] = {"elements": [{"attributes": {"vendor": "10de"}}]}
     p.features["flags"]["kernel.loadedmodule"] = {"elements": {"nvidia": {}}}

@@ -1,4 +1,4 @@
-"""Each health failure fixture (issue 21) gives the documented labels and ``gpu.device``
+"""Each health failure fixture gives the documented labels and ``gpu.device``
 attributes in both outputs: the feature file (read back as nfd-worker's local source reads
 it) and the NodeFeature object (as the sink builds it)."""
 

@@ -1,4 +1,4 @@
-"""Health across the agent's passes (issue 21): a state that gets worse shows at once, one
+"""Health across the agent's passes: a state that gets worse shows at once, one
 that gets better only after ``health_hold_passes`` clear passes; a fault toggling every
 pass never lets ``G/health`` back to ``ok``."""
 

@@ -1,4 +1,4 @@
-"""``nfd-gpu snapshot`` records the NVML health calls (issue 21): a recording made through
+"""``nfd-gpu snapshot`` records the NVML health calls: a recording made through
 the recorder replays to the same health, argument-keyed answers included."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The XID watcher (issue 21): NVML's event set replayed from a fixture's recording, recorded
+"""The XID watcher: NVML's event set replayed from a fixture's recording, recorded
 through the recorder and replayed again, handed to the agent's health between passes."""
 
 from __future__ import annotations

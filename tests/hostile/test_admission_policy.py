@@ -1,5 +1,5 @@
 """The ValidatingAdmissionPolicy that confines each node's agent to its own NodeFeature
-(finding 9 of issue 11): deploy/overlays/nodefeature-api/validatingadmissionpolicy.yaml.
+deploy/overlays/nodefeature-api/validatingadmissionpolicy.yaml.
 
 Offline: the rendered policy and binding validate against the Kubernetes 1.30 OpenAPI
 schema (tests/deploy does the strict schema check for every rendered object); here the CEL

@@ -8,11 +8,11 @@ recover once the fault ends, and every label set the server held during the faul
 must be the last good one (or, where the server applied a write but cut its answer, the
 new complete scan's). The table is printed (``pytest -s`` shows it) and checked.
 
-Readiness (issue 23): a transient fault (5xx, conflicts, timeouts, cut answers) leaves
+Readiness: a transient fault (5xx, conflicts, timeouts, cut answers) leaves
 ``/readyz`` 200 with the failure in its body and ``nfd_gpu_publish_failing`` 1; a refusal
 (403) or an incomplete scan makes it 503.
 
-The published object (issue 20): the object deleted, edited with foreign labels and
+The published object: the object deleted, edited with foreign labels and
 relabelled to another node behind the agent's back; the watch on it sees each within a
 second and the agent restores it ("recover s" is the time until the server holds the
 scan's object again, "requests" those the repair cost). The steady-state row runs the
@@ -138,7 +138,7 @@ FAULTS = [
 ]
 
 # faults that make the agent not ready (503): a refusal, a scan that cannot complete; the
-# others pass by themselves and leave it ready (issue 23: an outage stalls no rollout)
+# others pass by themselves and leave it ready (an API outage stalls no rollout)
 NOT_READY = {"403 forbidden", "scan incomplete (EMFILE)", "scan raises"}
 NODE_LABEL = "nfd.node.kubernetes.io/node-name"
 
@@ -297,7 +297,7 @@ def test_fault_keeps_last_good_labels(
 def test_fault_published_object_is_restored(
     k8s_server: FakeKubeAPI, agent_on: tuple[Agent, Host], fault: str
 ) -> None:
-    """Issue 20 finding 1: deleted, edited, relabelled behind the agent's back; before, the
+    """The own object deleted, edited, relabelled behind the agent's back; before, the
     agent sent 0 requests and the object stayed wrong until the hourly re-read."""
     agent, _ = agent_on
     row = run_repair(k8s_server, agent, fault)

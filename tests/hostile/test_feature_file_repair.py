@@ -1,4 +1,4 @@
-"""The feature file is the agent's (issue 20 finding 1, the feature-file half): removed,
+"""The feature file is the agent's: removed,
 edited (a foreign label, a changed value) or replaced by a link behind the agent's back,
 it is restored on the next pass, atomically, with one warning naming what differed and
 ``nfd_gpu_repairs_total{output="featurefile"}`` counting it. Before: an edit that kept

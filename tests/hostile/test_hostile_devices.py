@@ -1,6 +1,6 @@
 """Device nodes, FIFOs and sockets planted in a root where an attribute file belongs
-(issue 20, finding 5): HostRoot reads only regular files. A character device (``mknod
-... c 1 5``, /dev/zero here; /dev/kmsg in the finding, which put a kernel log record into
+HostRoot reads only regular files. A character device (``mknod ... c 1 5``, /dev/zero
+here; /dev/kmsg on the host where this was found put a kernel log record into
 ``--format json``) or a block device is closed unread with a warning naming it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Input files the operator names (issue 20, findings 6 and 7): the configuration file,
+"""Input files the operator names: the configuration file,
 the sharing config, rule files, a kubeconfig, a features document. Each is read by the one
 bounded reader (nfd_gpu/boundedfile.py): a FIFO, a device node, a socket or a directory is
 refused without a read and without waiting, a file over its cap is refused by its size
@@ -43,7 +43,7 @@ def _one_error(p: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-# -- finding 6: a FIFO as --config or --sharing-config -------------------------------------
+# -- a FIFO as --config or --sharing-config -------------------------------------
 
 
 def test_fifo_as_config_does_not_hang_the_agent(tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_fifo_as_sharing_config_of_scan_is_one_error(tmp_path: Path) -> None:
     assert _one_error(p) == f"nfd-gpu: error: --sharing-config {fifo}: not a regular file (a FIFO)"
 
 
-# -- finding 7: no size cap ------------------------------------------------------------------
+# -- no size cap ------------------------------------------------------------------
 
 
 def test_100_mb_config_is_refused_by_its_size(tmp_path: Path, bounded: None) -> None:

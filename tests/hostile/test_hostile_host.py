@@ -1,5 +1,5 @@
-"""Damaged and hostile host trees (findings 1, 3, 4 of issue 11): every case ends in
-< 5 s and < 200 MB (``bounded``), raises nothing, reads nothing outside the root."""
+"""Damaged and hostile host trees: every case ends in < 5 s and < 200 MB (``bounded``),
+raises nothing, reads nothing outside the root."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def outside(tmp_path: Path) -> Path:
     return p
 
 
-# -- finding 4: links leaving the root --------------------------------------------------
+# -- links leaving the root -------------------------------------------------------------
 
 
 @pytest.mark.parametrize("how", ["absolute", "climbing"])
@@ -89,7 +89,7 @@ def test_kernel_relative_links_still_resolve(tmp_path: Path, resolver: object) -
     assert confined.features == plain.features
 
 
-# -- finding 3: counts read from the host ------------------------------------------------
+# -- counts read from the host -----------------------------------------------------------
 
 
 @pytest.mark.parametrize("numvfs", ["1000000", "1000000000000", "99999999999999999999999"])
@@ -114,7 +114,7 @@ def test_numvfs_beyond_totalvfs(tmp_path: Path, bounded: None) -> None:
     )
 
 
-# -- finding 1: a local error is not a result --------------------------------------------
+# -- a local error is not a result -------------------------------------------------------
 
 
 def test_emfile_makes_the_scan_incomplete(tmp_path: Path, bounded: None) -> None:

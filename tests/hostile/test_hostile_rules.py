@@ -1,6 +1,5 @@
-"""Abusive rule files and templates (findings 5, 6, 7 of issue 11): each case ends in
-< 5 s and < 200 MB with a one-line error naming the file, or a rule error the agent
-survives, never a traceback."""
+"""Abusive rule files and templates: each case ends in < 5 s and < 200 MB with a one-line
+error naming the file, or a rule error the agent survives, never a traceback."""
 
 from __future__ import annotations
 
@@ -35,7 +34,7 @@ def _cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     return p
 
 
-# -- finding 5: backtracking regexps -------------------------------------------------------
+# -- backtracking regexps ------------------------------------------------------------------
 
 BACKTRACK = rule(
     "    - name: bt\n      labels: {x: y}\n      matchFeatures:\n"
@@ -71,7 +70,7 @@ def test_pattern_re2_rejects_is_a_rule_error(tmp_path: Path, pattern: str) -> No
     assert "invalid regexp" in str(e.value)
 
 
-# -- finding 6: templates --------------------------------------------------------------------
+# -- templates -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -122,7 +121,7 @@ def test_one_bad_template_does_not_cost_the_other_labels(tmp_path: Path, bounded
     assert res.complete
 
 
-# -- finding 7: rule files ------------------------------------------------------------------
+# -- rule files -----------------------------------------------------------------------------
 
 
 def alias_bomb() -> str:

@@ -1,4 +1,4 @@
-"""Settings out of range and hostile downward-API names (issue 20, findings 8 and 9):
+"""Settings out of range and hostile downward-API names:
 every number has bounds declared once (nfd_gpu/settings.py) and checked when the
 configuration is validated, the range in the message; NODE_NAME, POD_NAMESPACE,
 POD_NAME and POD_UID are validated as Kubernetes names; a log line never carries a raw
@@ -16,7 +16,7 @@ import pytest
 from nfd_gpu.agent.logs import TextFormatter
 from nfd_gpu.config import ConfigError
 from nfd_gpu.config import load as load_config
-from nfd_gpu.settings import KINDS, SETTINGS, default
+from nfd_gpu.settings import KINDS, OBJECT_PREFIX, SETTINGS, default
 from tests.memory import run_cli_with_peak
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
@@ -49,7 +49,8 @@ def test_out_of_range_numbers_are_refused_with_the_range(key: str) -> None:
         with pytest.raises(ConfigError) as e:
             load_config(env={}, flags=flags)
         assert str(e.value) == (
-            f"configuration: {key} must be from {low:g} to {high:g} seconds, got {value:g}"
+            f"configuration: {key} must be from {low:g} to {high:g} {SETTINGS[key].unit}, "
+            f"got {value:g}"
         )
 
 
@@ -101,7 +102,7 @@ def test_pod_uid_is_validated() -> None:
 def test_names_at_their_limits_are_accepted() -> None:
     node = ".".join(["a" * 63] * 3) + "." + "b" * 53  # 245 = 253 - len("nfd-gpu-")
     cfg = load_config(env={"NODE_NAME": node, "POD_NAMESPACE": "n" * 63})
-    assert cfg.node_name == node and len(cfg.object_name) == 253
+    assert cfg.node_name == node and len(OBJECT_PREFIX + cfg.node_name) == 253  # its object
     with pytest.raises(ConfigError, match="at most 245 characters"):
         load_config(env={"NODE_NAME": node + "b"})
     with pytest.raises(ConfigError, match="namespace"):

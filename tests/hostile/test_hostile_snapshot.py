@@ -1,4 +1,4 @@
-"""``nfd-gpu snapshot DIR --root T`` on a hostile T (issue 20, finding 2): every read goes
+"""``nfd-gpu snapshot DIR --root T`` on a hostile T: every read goes
 through HostRoot (confined to T: a link to /etc/shadow is re-rooted into T, and a link
 climbing out stops at T), every write stays inside DIR (a new or empty directory, never a
 link; created component by component with O_NOFOLLOW, files with O_EXCL)."""

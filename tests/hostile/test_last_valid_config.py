@@ -1,4 +1,4 @@
-"""Last valid configuration wins (issue 20 findings 3, 4 and the configuration file).
+"""Last valid configuration wins: rule files, the sharing config and the configuration file.
 
 The real agent (real scan of a fixture, real rule loader, real sharing-config and
 configuration loaders) publishes to a recording sink. A file that breaks mid-run
@@ -187,7 +187,7 @@ SHARING_BREAKS: dict[str, Callable[[Path], None]] = {
     "bad version": lambda p: p.write_text(p.read_text().replace("version: v1", "version: v9")),
     "deleted": lambda p: p.unlink(),
     "replaced by a directory": _directory,
-    # a FIFO: opening it blocks in yamlfile.load (finding 6), the bounded reader's case
+    # a FIFO: opening it blocks in yamlfile.load, the bounded reader's case
 }
 
 

@@ -1,4 +1,4 @@
-"""SIGTERM wins within 5 s (finding 8 of issue 11): the real agent process, its first
+"""SIGTERM wins within 5 s: the real agent process, its first
 write stuck on a server that trickles its answer one byte at a time (each byte well
 inside any socket timeout, the request deadline set far away), stops within 5 s of
 SIGTERM, with one JSON log record per line."""

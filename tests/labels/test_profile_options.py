@@ -8,7 +8,7 @@ import pytest
 
 from nfd_gpu import config
 from nfd_gpu.cli import main
-from nfd_gpu.labels.options import PROFILE_OPTIONS, check, of
+from nfd_gpu.labels.options import PROFILE_OPTIONS, check, selected
 from nfd_gpu.scan import run_scan
 from tests.conftest import REPO, fixture_root
 
@@ -23,7 +23,7 @@ def test_check_and_of() -> None:
     assert check(["amd-beta"], ["amd"]) is None
     assert "needs the amd profile" in (check(["amd-beta"], ["neutral"]) or "")
     assert "unknown profile option" in (check(["amd-gamma"], ["amd"]) or "")
-    assert of("amd", ["amd-beta", "amd-mode"]) == {"beta", "mode"}
+    assert selected("amd", ["amd-beta", "amd-mode"]) == {"beta", "mode"}
 
 
 def test_cli(capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,8 +16,8 @@ from nfd_gpu.labels.validate import (
     check_label,
     check_value,
     filter_labels,
-    sanitize_value,
 )
+from nfd_gpu.names import sanitize_value
 
 VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 

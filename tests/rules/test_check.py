@@ -114,7 +114,8 @@ def test_shipped_rules_are_valid() -> None:
 
 
 def test_rule_files_are_parsed_by_libyaml_when_present() -> None:
-    """Issue 10 item 9: 10,000 rules load in 4.5 s with libyaml, 10.2 s without."""
+    """Rule files are parsed with libyaml's safe loader when PyYAML has it (10,000 rules
+    loaded in 4.5 s with it, 10.2 s without), and stay safe: no python tags."""
     import yaml
 
     from nfd_gpu.rules import RuleError, loader

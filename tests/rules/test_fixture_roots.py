@@ -112,7 +112,7 @@ SHIPPED_EXPECTED: dict[str, dict[str, str]] = {
     "h100-no-driver": {G + "class": "large", G + "mig-ready": "true"},
     # H100 node where one GPU is lost: the others and the tables still give the facts
     "h100-gpu-lost": {G + "class": "large", G + "mig-ready": "true"},
-    # the health fixtures (issue 21): 2x H100 80GB / mi210-8x, one fault each; the faults
+    # the health fixtures: 2x H100 80GB / mi210-8x, one fault each; the faults
     # change no rule label (rules/gpu-health.yaml only taints: tests/health)
     **{
         f"h100-{fault}": {G + "class": "large", G + "mig-ready": "true"}

@@ -1,4 +1,4 @@
-"""The agent keeps the last NVML facts while NVML is away (issue 10, item 6).
+"""The agent keeps the last NVML facts while NVML is away.
 
 A real ``nfd-gpu run`` subprocess on the H200 capture without its recording, with an
 importable fake ``pynvml`` (tests/fake_pynvml.py: the recorded H200 answers) that goes away

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ def test_precedence_file_env_flags(tmp_path: Any) -> None:
 def test_downward_api_env_below_nfd_gpu_env() -> None:
     env = {"NODE_NAME": "n1", "POD_NAMESPACE": "ns", "NFD_GPU_NODE_NAME": "n2"}
     cfg = load(None, env=env, flags={"outputs": ["nodefeature"]})
-    assert (cfg.node_name, cfg.namespace, cfg.object_name) == ("n2", "ns", "nfd-gpu-n2")
+    assert (cfg.node_name, cfg.namespace) == ("n2", "ns")
 
 
 @pytest.mark.parametrize(
@@ -33,7 +34,13 @@ def test_downward_api_env_below_nfd_gpu_env() -> None:
         ("", {"NFD_GPU_NOPE": "1"}, "unknown variable NFD_GPU_NOPE"),
         ("outputs: nodefeature\n", {}, "needs a node name"),
         ("interval: 60\nexpiry: 60\n", {}, "at least twice the interval"),
-        ("profiles: [neutral, bogus]\n", {}, "unknown label profile 'bogus'"),
+        ("profiles: [neutral, bogus]\n", {}, "profiles: unknown value 'bogus' (choose from"),
+        ("outputs: [featurefile, x]\n", {}, "outputs: unknown value 'x' (choose from feature"),
+        ("", {"NFD_GPU_OWNER_REFS": "pod,x"}, "owner_refs: unknown value 'x' (choose from pod"),
+        ("mig_strategy: x\n", {}, "mig_strategy: unknown value 'x' (choose from none"),
+        ("log_format: x\n", {}, "log_format: unknown value 'x' (choose from text, json)"),
+        ("log_level: x\n", {}, "log_level: unknown value 'x' (choose from debug"),
+        ("nvml: x\n", {}, "nvml: unknown value 'x' (choose from auto, on, off)"),
     ],
 )
 def test_errors_name_the_source(
@@ -41,7 +48,7 @@ def test_errors_name_the_source(
 ) -> None:
     f = tmp_path / "c.yaml"
     f.write_text(content)
-    with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         load(str(f), env=env)
 
 

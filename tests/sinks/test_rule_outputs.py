@@ -23,7 +23,7 @@ import pytest
 import yaml
 from nfd_local_parser import parse_features_dir
 
-from nfd_gpu import features as F
+from nfd_gpu import features
 from nfd_gpu.rules import evaluate, load_rules
 from nfd_gpu.scan import run_scan
 from nfd_gpu.sinks import Publication
@@ -69,26 +69,26 @@ def _features_used(path: str) -> set[str]:
     return used
 
 
-def _nfd_worker(feats: F.Features) -> F.Features:
-    out = F.empty()
+def _nfd_worker(feats: features.Features) -> features.Features:
+    out = features.empty()
     for kind in out:
         out[kind] = {n: fs for n, fs in feats[kind].items() if n in NFD_OWN}
     return out
 
 
-def _master_view(fixture: str, output: str, tmp_path: Path) -> F.Features:
+def _master_view(fixture: str, output: str, tmp_path: Path) -> features.Features:
     res = run_scan(FIXTURES / fixture)  # nfd-gpu's own labels and features, no rules
     pub = Publication(res.labels, res.features)
     seen = _nfd_worker(res.features)
     if output == "nodefeature":
         obj = NodeFeatureSink(node_name="n", namespace="nfd-gpu", owner_refs=()).desired(pub)
-        F.merge(seen, obj["spec"]["features"])
+        features.merge(seen, obj["spec"]["features"])
     else:
         d = tmp_path / f"features.d-{fixture}"
         FeatureFileSink(str(d), raw_features=True).publish(pub)
         labels, raw = parse_features_dir(str(d), dt.datetime.now(dt.timezone.utc))
-        F.add_attributes(seen, "local.label", labels)
-        F.add_attributes(seen, "local.feature", raw)
+        features.add_attributes(seen, "local.label", labels)
+        features.add_attributes(seen, "local.feature", raw)
     return seen
 
 
@@ -98,7 +98,7 @@ def test_table_names_every_shipped_file_and_its_features() -> None:
     for path, (feats, local, master) in table.items():
         assert feats == _features_used(path), path
         assert local == "any output", path
-        needs_nodefeature = any(f.startswith(F.OWNED_PREFIX) for f in feats)
+        needs_nodefeature = any(f.startswith(features.OWNED_PREFIX) for f in feats)
         assert master.startswith("NodeFeature output" if needs_nodefeature else "any output")
 
 

@@ -102,7 +102,6 @@ class KfdNode:
     simd_per_cu: int | None
     gfx: str | None
     device_id: str | None
-    render_minor: int | None
     num_xcc: int | None
     unique_id: str | None
     memory_bytes: int | None
@@ -158,7 +157,6 @@ def read_kfd(host: HostRoot) -> list[KfdNode]:
             host.warn(f"/{base}/properties: GPU node without location_id")
             continue
         dev = props.get("device_id")
-        render = props.get("drm_render_minor")
         unique = props.get("unique_id")
         out.append(
             KfdNode(
@@ -168,7 +166,6 @@ def read_kfd(host: HostRoot) -> list[KfdNode]:
                 simd_per_cu=props.get("simd_per_cu") or None,
                 gfx=gfx_name(props.get("gfx_target_version")),
                 device_id=f"{dev:04x}" if dev is not None and 0 < dev <= 0xFFFF else None,
-                render_minor=render if render and render > 0 else None,
                 num_xcc=props.get("num_xcc"),
                 unique_id=str(unique) if unique else None,
                 memory_bytes=_node_memory(host, base),

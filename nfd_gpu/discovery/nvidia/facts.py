@@ -27,9 +27,7 @@ class GpuFacts:
     compute_major: int | None = None
     compute_minor: int | None = None
     mig_enabled: bool | None = None
-    mig_pending: bool | None = None
     mig_capable: bool | None = None
-    max_mig_devices: int | None = None
     multiprocessors: int | None = None
     virtualization: str | None = None  # none | passthrough | vgpu-guest | vgpu-host
     clique: str | None = None  # NVLink fabric "<clusterUUID>.<cliqueId>"

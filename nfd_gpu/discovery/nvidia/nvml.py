@@ -221,10 +221,7 @@ def _device(lib: ModuleType, call: _Gpu, i: int) -> tuple[GpuFacts, list[Partiti
     total = int(mem.total) if mem is not None else None
     cc = call.opt("nvmlDeviceGetCudaComputeCapability", h)
     mig = call.opt("nvmlDeviceGetMigMode", h)
-    mig_cur = mig_pend = None
-    if mig is not None:
-        mig_cur = int(mig[0]) == lib.NVML_DEVICE_MIG_ENABLE
-        mig_pend = int(mig[1]) == lib.NVML_DEVICE_MIG_ENABLE
+    mig_cur = mig is not None and int(mig[0]) == lib.NVML_DEVICE_MIG_ENABLE
     max_mig = call.opt("nvmlDeviceGetMaxMigDeviceCount", h) if mig is not None else None
     virt = call.opt("nvmlDeviceGetVirtualizationMode", h)
     sms = None
@@ -245,9 +242,7 @@ def _device(lib: ModuleType, call: _Gpu, i: int) -> tuple[GpuFacts, list[Partiti
         compute_major=int(cc[0]) if cc else None,
         compute_minor=int(cc[1]) if cc else None,
         mig_capable=mig is not None,
-        mig_enabled=mig_cur if mig is not None else False,
-        mig_pending=mig_pend,
-        max_mig_devices=int(max_mig) if max_mig is not None else None,
+        mig_enabled=mig_cur,
         multiprocessors=sms,
         virtualization=_VIRT.get(int(virt)) if virt is not None else None,
         clique=fabric,

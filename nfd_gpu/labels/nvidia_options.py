@@ -1,0 +1,29 @@
+"""The nvidia profile's options (:class:`NvidiaOptions`), in a module of their own so that
+:class:`~nfd_gpu.labels.profile.LabelOptions` names them without importing the profile
+(no import cycle, type-only ones included: ``tests/test_layers.py``). The profile,
+:mod:`nfd_gpu.labels.nvidia`, reads them and re-exports the name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class NvidiaOptions:
+    """Options of the nvidia profile: MIG strategy and the device plugin's sharing config.
+
+    ``mig_strategy`` ``none`` (the default, GFD's) / ``single`` / ``mixed`` behave as GFD's
+    ``--mig-strategy``; ``auto`` derives it from the hardware (:mod:`nfd_gpu.labels.nvidia`).
+    ``replicas`` maps a resource name (``nvidia.com/gpu``, ``nvidia.com/mig-1g.5gb``) to its
+    replicas in the active block; ``sharing`` is ``time-slicing`` or ``mps``.
+    """
+
+    mig_strategy: str = "none"
+    sharing: str = "time-slicing"
+    replicas: dict[str, int] = field(default_factory=dict)
+    rename_by_default: bool = False
+    timestamp: int | None = None  # gfd.timestamp (Unix seconds), None: not emitted
+    # GFD's flags.failOnInitError: False labels a node whose nvmlInit fails with
+    # gfd.timestamp and vgpu.* only (GFD's default, True: no label)
+    fail_on_init_error: bool = True
