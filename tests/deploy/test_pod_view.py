@@ -72,7 +72,30 @@ class Unavailable:
     labels: tuple[str, ...]  # label keys (globs) it may change or remove
 
 
+def _mounted(pod: podview.PodSpec, *host_paths: str) -> bool:
+    return set(host_paths) <= {m.host_path for m in pod.mounts}
+
+
+_OPT_IN = (
+    "is mounted only with the host-runtime-config component (Helm hostRuntimeConfig.*), as "
+    'a hostPath of type Directory: DirectoryOrCreate (and type "", which the container '
+    "runtime turns into a mkdir) would create it on every host, and a parent (/etc, /run) "
+    "would expose far more, the container runtime's sockets among it."
+)
+
 UNAVAILABLE: dict[str, Unavailable] = {
+    "CDI specs": Unavailable(
+        paths=("etc/cdi", "var/run/cdi"),
+        applies=lambda pod: not _mounted(pod, "/etc/cdi", "/var/run/cdi"),
+        reason="/etc/cdi and /var/run/cdi " + _OPT_IN,
+        labels=("gpu.feature.node.kubernetes.io/runtime.cdi*",),
+    ),
+    "OpenCL ICDs": Unavailable(
+        paths=("etc/OpenCL/vendors",),
+        applies=lambda pod: not _mounted(pod, "/etc/OpenCL/vendors"),
+        reason="/etc/OpenCL/vendors " + _OPT_IN,
+        labels=("gpu.feature.node.kubernetes.io/runtime.opencl*",),
+    ),
     "NVIDIA device nodes": Unavailable(
         paths=("dev",),
         applies=lambda pod: True,
@@ -169,9 +192,9 @@ def _matches(key: str, globs: tuple[str, ...]) -> bool:
 
 
 def test_renderings_cover_every_component_setting() -> None:
-    """nvml, compat and worker-sidecar change the pod (8 combinations); monitoring and
-    gpu-nodes-only do not."""
-    assert len(RENDERINGS) == 8, sorted(RENDERINGS)
+    """nvml, compat, worker-sidecar and host-runtime-config change the pod (16
+    combinations); monitoring and gpu-nodes-only do not."""
+    assert len(RENDERINGS) == 16, sorted(RENDERINGS)
 
 
 @pytest.mark.parametrize("case", [c for c in renderings.HELM_MATRIX if c != "everything"])
