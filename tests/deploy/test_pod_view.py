@@ -244,6 +244,45 @@ def test_pod_labels_equal_host_labels(rendering: str, fixture: str, tmp_path: Pa
         assert in_pod == full
 
 
+LEVEL_ZERO = "gpu.feature.node.kubernetes.io/runtime.level-zero"
+TOOLKIT = "gpu.feature.node.kubernetes.io/runtime.nvidia-container-toolkit"
+
+
+@pytest.mark.parametrize(
+    ("planted", "label"),
+    [
+        ("usr/lib64/libze_loader.so.1", LEVEL_ZERO),
+        ("usr/local/lib/libze_loader.so.1", LEVEL_ZERO),
+        ("usr/bin/nvidia-ctk", TOOLKIT),
+    ],
+)
+@pytest.mark.parametrize("rendering", ["overlay:nodefeature-api", "components:host-runtime-config"])
+def test_usr_outside_the_mounts_costs_only_its_label(
+    planted: str, label: str, rendering: str, tmp_path: Path
+) -> None:
+    """The /usr narrowing's trade-off (docs/install.md), measured: no fixture has a Level
+    Zero loader in /usr/lib64 or /usr/local/lib or an NVIDIA runtime binary in /usr/bin, so
+    one is planted in max1550-xe (its loader moved out of /usr/lib): the pod loses exactly
+    that label, and sees everything else as before."""
+    host = tmp_path / "host"
+    shutil.copytree(FIXTURES / "max1550-xe", host, symlinks=True)
+    (host / "usr/lib/x86_64-linux-gnu/libze_loader.so.1").unlink()
+    (host / planted).parent.mkdir(parents=True, exist_ok=True)
+    (host / planted).write_bytes(b"")
+    pod = podview.pod_spec(RENDERINGS[rendering])
+    croot = tmp_path / "container"
+    podview.build(host, pod, croot)
+    rules = None
+    in_pod = _scan(podview.agent_config(pod, root=str(croot / "host"), rules=rules))[0]
+    globs = [g for u in UNAVAILABLE.values() if u.applies(pod) for g in u.paths]
+    reduced = _scan(
+        podview.agent_config(pod, root=str(_strip(host, tmp_path / "r", globs)), rules=rules)
+    )[0]
+    assert reduced.get(label) == "true"  # the host has it ...
+    assert label not in in_pod  # ... the pod does not
+    assert in_pod == {k: v for k, v in reduced.items() if k != label}
+
+
 @pytest.mark.parametrize("name", sorted(UNAVAILABLE))
 def test_unavailable_fact_matters_and_is_documented(name: str, tmp_path: Path) -> None:
     """Each entry costs one of its labels on some fixture (else it is stale), and
