@@ -2,7 +2,8 @@
 
 Every file given to nfd-gpu by path (the configuration file, the sharing config, rule
 files, a NodeFeature document for ``rules test``, an NVML recording, the service
-account's namespace file) is read here, never with a bare ``open()``:
+account's namespace file) and the feature file read back (capped at NFD's 65,536 bytes)
+is read here, never with a bare ``open()``:
 
 * opened non-blocking and never as a controlling terminal (``O_NONBLOCK | O_NOCTTY``),
   so a FIFO, a socket or a terminal given as a path cannot hang the process;
@@ -13,8 +14,9 @@ account's namespace file) is read here, never with a bare ``open()``:
   ``limit`` + 1 bytes read (a file that grows while read is refused too).
 
 Symbolic links are followed: a ConfigMap mounted in a pod is a tree of links
-(``config.yaml -> ..data/config.yaml``). Errors are :class:`FileReadError`, whose text is
-one line naming the file.
+(``config.yaml -> ..data/config.yaml``); ``follow=False`` refuses one (the agent's own
+feature file, read back to see whether it is still what was written). Errors are
+:class:`FileReadError`, whose text is one line naming the file.
 """
 
 from __future__ import annotations
@@ -56,14 +58,17 @@ def kind(mode: int) -> str:
     return "unknown type"
 
 
-def read(path: str | os.PathLike[str], limit: int = CONFIG_MAX) -> bytes:
-    """The bytes of the regular file ``path`` (at most ``limit``); raises FileReadError."""
+def read(path: str | os.PathLike[str], limit: int = CONFIG_MAX, *, follow: bool = True) -> bytes:
+    """The bytes of the regular file ``path`` (at most ``limit``); raises FileReadError.
+    ``follow=False``: a symbolic link as ``path`` itself is refused (``O_NOFOLLOW``)."""
     name = os.fspath(path)
     try:
-        fd = os.open(name, _FLAGS)
+        fd = os.open(name, _FLAGS if follow else _FLAGS | getattr(os, "O_NOFOLLOW", 0))
     except OSError as exc:
         detail = f"cannot read: {exc.strerror or exc}"
-        if exc.errno == errno.ENXIO:  # a socket, or a FIFO or device with nothing behind it
+        if exc.errno == errno.ELOOP and not follow:
+            detail = "a symbolic link, not followed"
+        elif exc.errno == errno.ENXIO:  # a socket, or a FIFO or device with nothing behind it
             with contextlib.suppress(OSError):
                 detail = f"not a regular file ({kind(os.stat(name).st_mode)})"
         raise FileReadError(name, detail) from None

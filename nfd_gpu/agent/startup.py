@@ -6,11 +6,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import stat
 from typing import Any
 
 from nfd_gpu import __version__
 from nfd_gpu.config import Config, namespace_fallback
 from nfd_gpu.discovery.nvidia.facts import NVML_RECORDING
+from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.settings import DEPRECATED_OUTPUTS
 from nfd_gpu.sinks import SinkError
 from nfd_gpu.sinks.nodefeature import GROUP, NODE_NAME_LABEL, PLURAL, VERSION, build_api_client
@@ -31,9 +33,13 @@ def nvml_state(mode: str, root: str) -> str:
         return "off"
     from nfd_gpu.discovery.nvidia import nvml  # lazy: the NVML adapter only when NVML is on
 
-    rec = os.path.join(root, NVML_RECORDING)
-    if os.path.isfile(rec):
-        return f"{mode}: replay {rec}"
+    host = HostRoot(root)  # the recording as the scan sees it: confined to the root
+    try:
+        st = host.stat(NVML_RECORDING)
+    finally:
+        host.close()
+    if st is not None and stat.S_ISREG(st.st_mode):
+        return f"{mode}: replay {os.path.join(root, NVML_RECORDING)}"
 
     lib = nvml.load_library()
     if lib is None:

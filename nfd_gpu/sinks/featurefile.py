@@ -21,11 +21,11 @@ import contextlib
 import datetime as dt
 import logging
 import os
-import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 
+from nfd_gpu import boundedfile
 from nfd_gpu.features import Features, owned
 from nfd_gpu.sinks import Publication, SinkError
 
@@ -149,21 +149,10 @@ class FeatureFileSink:
 
     def _drift(self) -> str | None:
         """How the file on disk differs from our last write (None: it is ours)."""
-        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
-        try:
-            fd = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0))
-        except FileNotFoundError:
-            return "removed"
-        except OSError as e:
-            return f"unreadable ({e.strerror})"
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return "replaced by something that is not a regular file"
-            data = os.read(fd, MAX_FILE_SIZE + 1)
-        except OSError as e:
-            return f"unreadable ({e.strerror})"
-        finally:
-            os.close(fd)
+        try:  # at most NFD's MaxFeatureFileSize: a larger file is not ours (NFD skips it)
+            data = boundedfile.read(self.path, MAX_FILE_SIZE, follow=False)
+        except boundedfile.FileReadError as e:
+            return "removed" if not os.path.lexists(self.path) else f"unreadable: {e.detail}"
         if data == self._written:
             return None
         return "edited: " + _line_diff(self._written or b"", data)

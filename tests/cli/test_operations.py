@@ -113,6 +113,20 @@ def test_nvml_state() -> None:
     assert state.startswith(("auto: library unavailable (", "auto: library ok")), state
 
 
+def test_nvml_state_reads_the_recording_inside_the_root(tmp_path: Path) -> None:
+    """An absolute link is resolved below the root, as the scan's HostRoot does: a link to
+    the real recording's absolute path is not the root's recording."""
+    outside = fixture_root("h200-vm") / "nvml.json"
+    (tmp_path / "nvml.json").symlink_to(outside)  # resolves to <root><outside>: absent
+    assert not nvml_state("auto", str(tmp_path)).startswith("auto: replay")
+    inside = tmp_path / "recordings" / "nvml.json"
+    inside.parent.mkdir()
+    inside.write_bytes(outside.read_bytes())
+    (tmp_path / "nvml.json").unlink()
+    (tmp_path / "nvml.json").symlink_to("/recordings/nvml.json")  # inside the root
+    assert nvml_state("auto", str(tmp_path)) == f"auto: replay {tmp_path / 'nvml.json'}"
+
+
 def _messages(caplog: pytest.LogCaptureFixture, logger: str) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == logger]
 

@@ -56,6 +56,10 @@ HELM_MATRIX: dict[str, tuple[Obj, tuple[str, ...] | None]] = {
         ("gpu-nodes-only", "monitoring"),
     ),
     "no-gpu-affinity": ({"gpuNodesOnly": False}, ()),
+    "host-runtime-config": (
+        {"hostRuntimeConfig": {"cdi": True, "opencl": True, "nvidiaToolkit": True}},
+        ("gpu-nodes-only", "host-runtime-config"),
+    ),
     "everything": (
         {
             "createNamespace": True,

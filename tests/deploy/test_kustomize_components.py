@@ -12,8 +12,15 @@ from tests.deploy.test_manifests import OVERLAYS, validate
 
 
 def test_components_present() -> None:
-    assert r.COMPONENTS == ["compat", "gpu-nodes-only", "monitoring", "nvml", "worker-sidecar"]
-    assert len(r.SUBSETS) == 32
+    assert r.COMPONENTS == [
+        "compat",
+        "gpu-nodes-only",
+        "host-runtime-config",
+        "monitoring",
+        "nvml",
+        "worker-sidecar",
+    ]
+    assert len(r.SUBSETS) == 64
 
 
 @pytest.mark.parametrize("subset", r.SUBSETS, ids=lambda s: "+".join(s) or "base")
@@ -30,6 +37,15 @@ def test_subset_renders_and_validates(subset: tuple[str, ...], tmp_path: Path) -
     spec = next(o for o in objs if o["kind"] == "DaemonSet")["spec"]["template"]["spec"]
     assert ("affinity" in spec) == ("gpu-nodes-only" in subset)
     assert (spec.get("runtimeClassName") == "nvidia") == ("nvml" in subset)
+    # issue 20: the runtime directories only with host-runtime-config, never created
+    host = {
+        v["hostPath"]["path"]: v["hostPath"]["type"] for v in spec["volumes"] if "hostPath" in v
+    }
+    runtime = {"/etc/cdi", "/var/run/cdi", "/etc/OpenCL/vendors", "/etc/nvidia-container-runtime"}
+    if "host-runtime-config" in subset:
+        assert {host[p] for p in runtime} == {"Directory"}
+    else:
+        assert not runtime & set(host)
 
 
 @pytest.mark.parametrize("subset", r.SUBSETS, ids=lambda s: "+".join(s) or "base")

@@ -228,9 +228,19 @@ def test_daemonset_least_privilege(overlay: str) -> None:
         assert [m["name"] for m in init["volumeMounts"]] == ["features-d"]
         assert init["image"] == c["image"]
     host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
-    assert {"/sys", "/proc/driver", "/proc/modules", "/usr"} <= set(host.values())
+    assert {"/sys", "/proc/driver", "/proc/modules", "/usr/share", "/usr/lib"} <= set(host.values())
+    # nothing is created on the host (only the feature file's own directory),
+    # and not the whole /usr (its /usr/bin holds the host's shells)
+    assert all(
+        v["hostPath"].get("type") != "DirectoryOrCreate"
+        for v in spec["volumes"]
+        if "hostPath" in v
+        and v["hostPath"]["path"] != "/etc/kubernetes/node-feature-discovery/features.d"
+    )
     # no whole /dev (read-only does not apply to device nodes), never the host's /
-    assert not {"/", "/dev", "/etc", "/var", "/run", "/opt"} & set(host.values())
+    assert not {"/", "/dev", "/etc", "/var", "/run", "/opt", "/usr", "/usr/bin"} & set(
+        host.values()
+    )
     assert not any(p.startswith("/dev/") for p in host.values())
     for m in c["volumeMounts"]:
         if (

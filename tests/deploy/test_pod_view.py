@@ -72,7 +72,30 @@ class Unavailable:
     labels: tuple[str, ...]  # label keys (globs) it may change or remove
 
 
+def _mounted(pod: podview.PodSpec, *host_paths: str) -> bool:
+    return set(host_paths) <= {m.host_path for m in pod.mounts}
+
+
+_OPT_IN = (
+    "is mounted only with the host-runtime-config component (Helm hostRuntimeConfig.*), as "
+    'a hostPath of type Directory: DirectoryOrCreate (and type "", which the container '
+    "runtime turns into a mkdir) would create it on every host, and a parent (/etc, /run) "
+    "would expose far more, the container runtime's sockets among it."
+)
+
 UNAVAILABLE: dict[str, Unavailable] = {
+    "CDI specs": Unavailable(
+        paths=("etc/cdi", "var/run/cdi"),
+        applies=lambda pod: not _mounted(pod, "/etc/cdi", "/var/run/cdi"),
+        reason="/etc/cdi and /var/run/cdi " + _OPT_IN,
+        labels=("gpu.feature.node.kubernetes.io/runtime.cdi*",),
+    ),
+    "OpenCL ICDs": Unavailable(
+        paths=("etc/OpenCL/vendors",),
+        applies=lambda pod: not _mounted(pod, "/etc/OpenCL/vendors"),
+        reason="/etc/OpenCL/vendors " + _OPT_IN,
+        labels=("gpu.feature.node.kubernetes.io/runtime.opencl*",),
+    ),
     "NVIDIA device nodes": Unavailable(
         paths=("dev",),
         applies=lambda pod: True,
@@ -171,9 +194,9 @@ def _matches(key: str, globs: tuple[str, ...]) -> bool:
 
 
 def test_renderings_cover_every_component_setting() -> None:
-    """nvml, compat and worker-sidecar change the pod (8 combinations); monitoring and
-    gpu-nodes-only do not."""
-    assert len(RENDERINGS) == 8, sorted(RENDERINGS)
+    """nvml, compat, worker-sidecar and host-runtime-config change the pod (16
+    combinations); monitoring and gpu-nodes-only do not."""
+    assert len(RENDERINGS) == 16, sorted(RENDERINGS)
 
 
 @pytest.mark.parametrize("case", [c for c in renderings.HELM_MATRIX if c != "everything"])
@@ -221,6 +244,45 @@ def test_pod_labels_equal_host_labels(rendering: str, fixture: str, tmp_path: Pa
         assert why, f"{k}: {full[0].get(k)!r} on the host, {reduced[0].get(k)!r} in the pod"
     if not missing:
         assert in_pod == full
+
+
+LEVEL_ZERO = "gpu.feature.node.kubernetes.io/runtime.level-zero"
+TOOLKIT = "gpu.feature.node.kubernetes.io/runtime.nvidia-container-toolkit"
+
+
+@pytest.mark.parametrize(
+    ("planted", "label"),
+    [
+        ("usr/lib64/libze_loader.so.1", LEVEL_ZERO),
+        ("usr/local/lib/libze_loader.so.1", LEVEL_ZERO),
+        ("usr/bin/nvidia-ctk", TOOLKIT),
+    ],
+)
+@pytest.mark.parametrize("rendering", ["overlay:nodefeature-api", "components:host-runtime-config"])
+def test_usr_outside_the_mounts_costs_only_its_label(
+    planted: str, label: str, rendering: str, tmp_path: Path
+) -> None:
+    """The /usr narrowing's trade-off (docs/install.md), measured: no fixture has a Level
+    Zero loader in /usr/lib64 or /usr/local/lib or an NVIDIA runtime binary in /usr/bin, so
+    one is planted in max1550-xe (its loader moved out of /usr/lib): the pod loses exactly
+    that label, and sees everything else as before."""
+    host = tmp_path / "host"
+    shutil.copytree(FIXTURES / "max1550-xe", host, symlinks=True)
+    (host / "usr/lib/x86_64-linux-gnu/libze_loader.so.1").unlink()
+    (host / planted).parent.mkdir(parents=True, exist_ok=True)
+    (host / planted).write_bytes(b"")
+    pod = podview.pod_spec(RENDERINGS[rendering])
+    croot = tmp_path / "container"
+    podview.build(host, pod, croot)
+    rules = None
+    in_pod = _scan(podview.agent_config(pod, root=str(croot / "host"), rules=rules))[0]
+    globs = [g for u in UNAVAILABLE.values() if u.applies(pod) for g in u.paths]
+    reduced = _scan(
+        podview.agent_config(pod, root=str(_strip(host, tmp_path / "r", globs)), rules=rules)
+    )[0]
+    assert reduced.get(label) == "true"  # the host has it ...
+    assert label not in in_pod  # ... the pod does not
+    assert in_pod == {k: v for k, v in reduced.items() if k != label}
 
 
 @pytest.mark.parametrize("name", sorted(UNAVAILABLE))

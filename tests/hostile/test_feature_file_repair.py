@@ -46,11 +46,22 @@ def _link(p: Path) -> None:
     p.symlink_to(other)
 
 
+def _fifo(p: Path) -> None:
+    p.unlink()
+    os.mkfifo(p)
+
+
 TAMPER: dict[str, tuple[Callable[[Path], None], str]] = {
     "removed": (lambda p: p.unlink(), "removed"),
     "value edited, size and mtime kept": (_edit_value, "gpu.count=9"),
     "foreign label appended": (_foreign, "+gpu.feature.node.kubernetes.io/evil=1"),
-    "replaced by a link": (_link, "unreadable"),
+    "replaced by a link": (_link, "a symbolic link, not followed"),
+    # read back through the one bounded reader: never blocks, never reads past NFD's cap
+    "replaced by a FIFO": (_fifo, "not a regular file (a FIFO)"),
+    "grown past NFD's 65,536 bytes": (
+        lambda p: p.write_bytes(p.read_bytes() + b"#" * 65536),
+        "larger than the 65536 allowed",
+    ),
 }
 
 

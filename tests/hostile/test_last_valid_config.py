@@ -187,7 +187,8 @@ SHARING_BREAKS: dict[str, Callable[[Path], None]] = {
     "bad version": lambda p: p.write_text(p.read_text().replace("version: v1", "version: v9")),
     "deleted": lambda p: p.unlink(),
     "replaced by a directory": _directory,
-    # a FIFO: opening it blocks in yamlfile.load, the bounded reader's case
+    # opening a FIFO blocked for ever before the bounded reader
+    "replaced by a FIFO": _fifo,
 }
 
 
@@ -233,6 +234,7 @@ CONFIG_BREAKS: dict[str, Callable[[Path], None]] = {
     "invalid value": lambda p: p.write_text("interval: soon\n"),
     "deleted": lambda p: p.unlink(),
     "replaced by a directory": _directory,
+    "replaced by a FIFO": _fifo,  # as for the sharing config: must not block
 }
 
 
@@ -274,6 +276,8 @@ def test_broken_config_file_on_reload_keeps_the_configuration(
     # a valid file again: reloaded, and what changed is logged
     if cf.is_dir():
         cf.rmdir()
+    elif cf.is_fifo():
+        cf.unlink()
     cf.write_text("interval: 45\nprofiles: [nvidia]\n")
     agent._reload()
     assert agent.cfg.interval == 45
