@@ -51,3 +51,17 @@ def k8s_server() -> Iterator[FakeKubeAPI]:
         yield api
     finally:
         api.stop()
+
+
+@pytest.fixture(params=["openat2", "portable"])
+def resolver(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Both confinement paths of HostRoot: the kernel's RESOLVE_IN_ROOT and the portable
+    resolver (test_hostile_host.py, test_hostile_devices.py)."""
+    from nfd_gpu import hostroot
+
+    saved = hostroot._OPENAT2.usable
+    if request.param == "openat2" and not saved:
+        pytest.skip("openat2 is not available on this kernel")
+    hostroot._OPENAT2.usable = request.param == "openat2"
+    yield request.param
+    hostroot._OPENAT2.usable = saved

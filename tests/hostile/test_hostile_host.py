@@ -17,23 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from nfd_gpu import hostroot
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.scan import run_scan
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
 SECRET = "TOP-SECRET-OUTSIDE-THE-ROOT"
-
-
-@pytest.fixture(params=["openat2", "portable"])
-def resolver(request: pytest.FixtureRequest) -> object:
-    """Both confinement paths: the kernel's RESOLVE_IN_ROOT and the portable resolver."""
-    saved = hostroot._OPENAT2.usable
-    if request.param == "openat2" and not saved:
-        pytest.skip("openat2 is not available on this kernel")
-    hostroot._OPENAT2.usable = request.param == "openat2"
-    yield request.param
-    hostroot._OPENAT2.usable = saved
 
 
 def _copy(name: str, dest: Path) -> Path:
