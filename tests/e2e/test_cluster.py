@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from nfd_gpu.scan import run_scan
+from tests.agent.hostroot_util import add_gpu, copy_fixture
 from tests.conftest import REPO, fixture_root, nfd_gpu_cmd
 from tests.deploy import kustomize
 from tests.e2e.cluster import (
@@ -33,7 +34,6 @@ from tests.e2e.cluster import (
     nodefeature_oneshot_args,
 )
 from tests.e2e.conftest import NFD_NAMESPACE, NS, Proc, wait_for
-from tests.sinks.hostroot_util import add_gpu, copy_fixture
 
 SA_USER = f"system:serviceaccount:{NS}:nfd-gpu"
 OVERLAYS = sorted(p for p in (REPO / "deploy" / "overlays").iterdir() if p.is_dir())

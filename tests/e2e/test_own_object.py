@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from nfd_gpu.scan import run_scan
+from tests.agent.hostroot_util import copy_fixture
 from tests.e2e.cluster import ApiError, Cluster, Obj
 from tests.e2e.conftest import NS, Proc, wait_for
 from tests.e2e.test_cluster import SA_USER, Agent, node_labels, start_agent
-from tests.sinks.hostroot_util import copy_fixture
 
 NODE_LABEL = "nfd.node.kubernetes.io/node-name"
 RESYNC = 10.0  # the watch's period; 3600 s by default
