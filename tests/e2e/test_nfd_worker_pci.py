@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from nfd_gpu.capture import PEER_PCI_FILES, capture_host
 from nfd_gpu.featuremap import snapshot_features
 from nfd_gpu.scan import run_scan
-from nfd_gpu.snapshot import PEER_PCI_FILES, take_snapshot
 from tests.conftest import ALL_FIXTURES, fixture_root
 from tests.e2e.cluster import Cluster
 from tests.e2e.conftest import NFD_NAMESPACE
@@ -62,5 +62,5 @@ def test_nfd_worker_pci_device_equals_ours(
     assert theirs == ours(root)
     # the capture of that node: nfd-worker finds the same PCI functions in it
     capture = tmp_path / "capture"
-    take_snapshot(capture, root)
+    capture_host(capture, root)
     assert nfd_workers(kube_cluster, capture, f"pci-cap-{name}", tmp_path / "cap") == theirs
