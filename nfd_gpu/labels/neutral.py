@@ -8,7 +8,7 @@ the ``gpu.node`` attribute feature); ``neutral_labels`` adds the namespace.
 from __future__ import annotations
 
 from nfd_gpu.families import vocabulary
-from nfd_gpu.labels.profile import LabelDoc, LabelProfile, in_table, table_rows
+from nfd_gpu.labels.profile import LabelDoc, Profile, in_table, table_rows
 from nfd_gpu.model import Snapshot
 from nfd_gpu.summary import node_summary
 
@@ -191,7 +191,7 @@ def render_docs() -> str:
     return "\n".join(lines)
 
 
-PROFILE = LabelProfile(
+PROFILE = Profile(
     "neutral",
     lambda snap, opts, warnings: neutral_labels(snap, opts.namespace),
     LABEL_TABLE,

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 from nfd_gpu.families import nvidia_family
 from nfd_gpu.labels.nvidia_options import NvidiaOptions as NvidiaOptions  # re-exported
-from nfd_gpu.labels.profile import LabelDoc, LabelProfile, in_table, table_rows
+from nfd_gpu.labels.profile import LabelDoc, Profile, in_table, table_rows
 from nfd_gpu.model import Gpu, Partition, Snapshot
 
 PREFIX = "nvidia.com"
@@ -561,7 +561,7 @@ def render_docs() -> str:
     return "\n".join(lines)
 
 
-PROFILE = LabelProfile(
+PROFILE = Profile(
     "nvidia",
     lambda snap, opts, warnings: nvidia_labels(snap, opts.nvidia, warnings),
     LABEL_TABLE,
