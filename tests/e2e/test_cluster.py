@@ -31,6 +31,7 @@ from tests.e2e.cluster import (
     daemonset_pod,
     free_port,
     load_yaml_docs,
+    nodefeature_agent_args,
     nodefeature_oneshot_args,
 )
 from tests.e2e.conftest import NFD_NAMESPACE, NS, Proc, wait_for
@@ -123,15 +124,7 @@ def test_nodefeature_path_labels_updates_steady_state(
     )
     root = copy_fixture("hgx-h100", str(tmp_path / "root"))
     agent = start_agent(
-        "--output",
-        "nodefeature",
-        "--root",
-        root,
-        "--interval",
-        "1",
-        "--no-udev",
-        "--kubeconfig",
-        str(agent_sa["kubeconfig"]),
+        *nodefeature_agent_args(root, agent_sa["kubeconfig"], "--interval", "1"),
         NODE_NAME=node,
         POD_NAMESPACE=NS,
         POD_NAME=pod["metadata"]["name"],
