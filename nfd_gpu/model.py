@@ -178,8 +178,9 @@ class Gpu:
     """A physical GPU (or, inside a VM, the passed-through VF / vGPU).
 
     The facts every vendor has are fields here; each vendor's own facts are in its record
-    (``nvidia``, ``amd``, ``intel``), empty on the other vendors' GPUs. ``sources`` is the
-    provenance of the facts, apart from them. The JSON form is flat (:data:`GPU_JSON`)."""
+    (``nvidia``, ``amd``, ``intel``), empty on the other vendors' GPUs. ``provenance`` says
+    where each fact came from, apart from them: it names facts, labels never read it. The
+    JSON form is flat (:data:`GPU_JSON`; ``provenance`` is its ``sources`` key)."""
 
     address: str
     vendor: str  # nvidia | amd | intel
@@ -205,8 +206,8 @@ class Gpu:
     drm: tuple[str, ...] = ()
     uuid: str | None = None
     mode: str | None = None  # container | pf-passthrough | vf-passthrough | vgpu-host | vgpu-guest
-    # provenance of each fact: field name -> nvml | sysfs | procfs | pci.ids | table | kfd
-    sources: dict[str, str] = field(default_factory=dict)
+    # where each fact came from: field name -> nvml | sysfs | procfs | pci.ids | table | kfd
+    provenance: dict[str, str] = field(default_factory=dict)
     nvidia: NvidiaGpu = NvidiaGpu()
     amd: AmdGpu = AmdGpu()
     intel: IntelGpu = IntelGpu()
@@ -216,6 +217,7 @@ class Gpu:
 # The flat JSON form of a Gpu (``to_json``, the scan JSON's ``gpus``: scan-v1.schema.json):
 # every key in order, and the record that holds it ("gpu": the Gpu itself). One row per fact:
 # a new fact is a field of its record and a row here (tests/test_model.py checks both ways).
+# A key is its field's name but for the fields renamed since v1 (:data:`JSON_FIELD`).
 GPU_JSON: tuple[tuple[str, str], ...] = (
     ("address", "gpu"),
     ("vendor", "gpu"),
@@ -265,12 +267,17 @@ GPU_JSON: tuple[tuple[str, str], ...] = (
     ("kfd_vram_mib", "amd"),
     ("health", "gpu"),
 )
+# JSON key -> field, where the field was renamed: nfd-gpu/v1 keeps publishing the old key
+JSON_FIELD: dict[str, str] = {"sources": "provenance"}
 
 
 def gpu_to_dict(g: Gpu) -> dict[str, Any]:
     """The flat JSON form of ``g`` (:data:`GPU_JSON`)."""
     nested = dataclasses.asdict(g)  # {"address": ..., "nvidia": {"compute_major": ...}, ...}
-    return {key: (nested if rec == "gpu" else nested[rec])[key] for key, rec in GPU_JSON}
+    return {
+        key: (nested if rec == "gpu" else nested[rec])[JSON_FIELD.get(key, key)]
+        for key, rec in GPU_JSON
+    }
 
 
 def gpu_from_dict(d: dict[str, Any]) -> Gpu:
@@ -278,7 +285,7 @@ def gpu_from_dict(d: dict[str, Any]) -> Gpu:
     parts: dict[str, dict[str, Any]] = {"gpu": {}, "nvidia": {}, "amd": {}, "intel": {}}
     for key, rec in GPU_JSON:
         if key in d:
-            parts[rec][key] = _value(key, d[key])
+            parts[rec][JSON_FIELD.get(key, key)] = _value(key, d[key])
     return Gpu(
         **parts["gpu"],
         nvidia=NvidiaGpu(**parts["nvidia"]),

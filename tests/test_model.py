@@ -8,7 +8,16 @@ import json
 import pytest
 
 from nfd_gpu.featuremap import snapshot_features
-from nfd_gpu.model import GPU_JSON, AmdGpu, Gpu, IntelGpu, NvidiaGpu, Snapshot, gpu_to_dict
+from nfd_gpu.model import (
+    GPU_JSON,
+    JSON_FIELD,
+    AmdGpu,
+    Gpu,
+    IntelGpu,
+    NvidiaGpu,
+    Snapshot,
+    gpu_to_dict,
+)
 from nfd_gpu.scan import run_scan
 from tests.conftest import ALL_FIXTURES, fixture_root
 
@@ -27,11 +36,11 @@ RECORDS = {"nvidia": NvidiaGpu, "amd": AmdGpu, "intel": IntelGpu}
 def test_gpu_json_table_names_every_fact_once() -> None:
     """GPU_JSON holds each field of Gpu (but the vendor records) and of each vendor record,
     once and under the right record: a new fact without its row, or a row without its
-    field, fails here."""
-    rows = [key for key, _ in GPU_JSON]
+    field, fails here. A renamed field keeps its v1 key (JSON_FIELD)."""
+    rows = [JSON_FIELD.get(key, key) for key, _ in GPU_JSON]
     assert len(rows) == len(set(rows))
     own = [f.name for f in dataclasses.fields(Gpu) if f.name not in RECORDS]
-    assert sorted(k for k, rec in GPU_JSON if rec == "gpu") == sorted(own)
+    assert sorted(JSON_FIELD.get(k, k) for k, rec in GPU_JSON if rec == "gpu") == sorted(own)
     for rec, cls in RECORDS.items():
         fields = [f.name for f in dataclasses.fields(cls)]
         assert sorted(k for k, r in GPU_JSON if r == rec) == sorted(fields), rec
@@ -45,6 +54,7 @@ def test_gpu_json_is_flat() -> None:
     d = gpu_to_dict(snap.gpus[0])
     assert list(d) == [k for k, _ in GPU_JSON]
     assert d["mig_capable"] is True and d["gfx"] is None and d["tiles"] is None
+    assert d["sources"] == snap.gpus[0].provenance and "provenance" not in d  # v1's key
     assert json.loads(snap.to_json())["gpus"][0] == json.loads(json.dumps(d))
 
 

@@ -223,7 +223,7 @@ def amd_labels(snap: Snapshot, options: frozenset[str] = frozenset()) -> dict[st
         first = min(container, key=lambda g: g.address)
         for kind in ("compute", "memory"):
             if f"{kind}-partitioning-supported" in options:
-                has = first.sources.get(f"{kind}_partitions_available") == "sysfs"
+                has = first.provenance.get(f"{kind}_partitions_available") == "sysfs"
                 out[f"{PREFIX}/gpu.{kind}-partitioning-supported"] = "true" if has else "false"
 
     modes = {g.mode for g in gpus if g.mode in _MODES}

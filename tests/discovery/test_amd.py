@@ -121,7 +121,7 @@ def test_mi210_snapshot() -> None:
         assert g.amd.simd_count == 416
         assert g.compute_units == 104
         assert g.memory_mib == 65536
-        assert g.sources["memory_mib"] == "sysfs"
+        assert g.provenance["memory_mib"] == "sysfs"
         assert g.amd.board_product == "Instinct MI210"
         assert g.interconnects == ("xgmi",)
         assert g.amd.xgmi_peers == 3  # two XGMI islands of four
@@ -147,7 +147,7 @@ def test_pyamdgpuinfo_fake_module(monkeypatch: pytest.MonkeyPatch) -> None:
     (g,) = amdgpuinfo.apply((_gpu(),), infos)
     assert g.product == "AMD Instinct MI210"
     assert g.memory_mib == 65536
-    assert g.sources["product"] == "pyamdgpuinfo"
+    assert g.provenance["product"] == "pyamdgpuinfo"
     assert host.warnings == []
 
 
