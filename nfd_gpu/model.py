@@ -106,12 +106,18 @@ class NvidiaGpu:
     # vgpu-guest | vgpu-host; None when unknown (no NVML)
     virtualization: str | None = None
     clique: str | None = None  # NVLink fabric "<clusterUUID>.<cliqueId>" (NVML fabric info)
+    # the GPU carries NVIDIA's vGPU PCI vendor capability; known only where GFD can tell,
+    # the config space of every NVIDIA PCI function read in full, else None (unknown)
+    vgpu_capability: bool | None = None
     # vGPU guest: the host's vGPU manager version / branch (PCI vendor capability)
     vgpu_host_driver_version: str | None = None
     vgpu_host_driver_branch: str | None = None
     # nvmlInit's error where the NVML library is present (driver not loaded, library and
     # kernel module of different versions after an upgrade): GFD writes no label then
     nvml_init_error: str | None = None
+    # NVML answered for this GPU in this pass, its name included (GFD sees a GPU only so);
+    # False where its facts are procfs's or a stale NVML pass's, None where no driver knows it
+    nvml_answered: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +130,9 @@ class AmdGpu:
     board_product: str | None = None  # amdgpu sysfs product_name, verbatim
     compute_partitions_available: tuple[str, ...] = ()
     memory_partitions_available: tuple[str, ...] = ()
+    # amdgpu offers available_<kind>_partition (the labeller's "partitioning supported")
+    compute_partitioning_supported: bool | None = None
+    memory_partitioning_supported: bool | None = None
     xgmi_peers: int | None = None
     partition_compute: str | None = None  # current compute partition mode (cpx, spx, ...)
     partition_memory: str | None = None  # current memory partition mode (nps1, ...)
@@ -239,6 +248,8 @@ GPU_JSON: tuple[tuple[str, str], ...] = (
     ("board_product", "amd"),
     ("compute_partitions_available", "amd"),
     ("memory_partitions_available", "amd"),
+    ("compute_partitioning_supported", "amd"),
+    ("memory_partitioning_supported", "amd"),
     ("interconnects", "gpu"),
     ("xgmi_peers", "amd"),
     ("tiles", "intel"),
@@ -259,9 +270,11 @@ GPU_JSON: tuple[tuple[str, str], ...] = (
     ("mode", "gpu"),
     ("virtualization", "nvidia"),
     ("clique", "nvidia"),
+    ("vgpu_capability", "nvidia"),
     ("vgpu_host_driver_version", "nvidia"),
     ("vgpu_host_driver_branch", "nvidia"),
     ("nvml_init_error", "nvidia"),
+    ("nvml_answered", "nvidia"),
     ("sources", "gpu"),
     ("local_memory_bytes", "intel"),
     ("kfd_vram_mib", "amd"),

@@ -280,6 +280,8 @@ def _amdgpu_attributes(host: HostRoot, dev: str, amd: AmdGpu, provenance: dict[s
         partition_memory=memory,
         compute_partitions_available=available.get("compute", ()),
         memory_partitions_available=available.get("memory", ()),
+        compute_partitioning_supported="compute" in available,
+        memory_partitioning_supported="memory" in available,
     )
 
 

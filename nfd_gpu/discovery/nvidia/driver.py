@@ -94,6 +94,7 @@ def _merge_one(g: Gpu, f: GpuFacts, src: str, has_partitions: bool) -> Gpu:
         mig_enabled=mig_enabled,
         virtualization=known("virtualization", f.virtualization, nv.virtualization),
         clique=known("clique", f.clique, nv.clique),
+        nvml_answered=src == "nvml" and f.product is not None,
     )
     return dataclasses.replace(
         g,
