@@ -59,6 +59,7 @@ def test_short_config_file_means_no_labels(tmp_path: Path) -> None:
     cfg.write_bytes(cfg.read_bytes()[:64])
     (root / "nvml.json").unlink()
     snap = discover(HostRoot(str(root)))
+    assert [g.nvidia.vgpu_capability for g in snap.gpus] == [None]  # unknown, not absent
     labels = nvidia_labels(snap)
     assert not any(k.startswith("nvidia.com/vgpu.") for k in labels)
     assert not any("config" in w for w in snap.warnings)
@@ -74,7 +75,9 @@ def test_whole_config_without_capability_is_present_false(tmp_path: Path) -> Non
     data[0xD4 + 3 : 0xD4 + 5] = b"XX"
     cfg.write_bytes(bytes(data))
     (root / "nvml.json").unlink()
-    labels = nvidia_labels(discover(HostRoot(str(root))))
+    snap = discover(HostRoot(str(root)))
+    assert [(g.nvidia.vgpu_capability, g.mode) for g in snap.gpus] == [(False, "container")]
+    labels = nvidia_labels(snap)
     assert labels["nvidia.com/vgpu.present"] == "false"
     assert "nvidia.com/vgpu.host-driver-version" not in labels
 
