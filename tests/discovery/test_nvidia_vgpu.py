@@ -50,6 +50,15 @@ def test_records_are_skipped_to_the_host_driver_record() -> None:
     assert nv.host_driver(b"\x09\x00\x00VF\x00\x16550") is None  # truncated record
 
 
+def test_guest_capability_is_a_typed_fact() -> None:
+    snap = discover(HostRoot(fixture_root("nvidia-vgpu-guest")))
+    facts = [
+        (g.nvidia.vgpu_capability, g.mode, g.nvidia.vgpu_host_driver_version) for g in snap.gpus
+    ]
+    assert facts == [(True, "vgpu-guest", "550.54.16")]
+    assert nvidia_labels(snap)["nvidia.com/vgpu.present"] == "true"
+
+
 def test_short_config_file_means_no_labels(tmp_path: Path) -> None:
     import shutil
 
