@@ -13,11 +13,12 @@ import pytest
 
 from nfd_gpu.featuremap import snapshot_features
 from nfd_gpu.scan import run_scan
-from nfd_gpu.snapshot import PEER_PCI_FILES, take_snapshot
+from nfd_gpu.snapshot import take_snapshot
 from tests.conftest import ALL_FIXTURES, fixture_root
 from tests.e2e.cluster import Cluster
 from tests.e2e.conftest import NFD_NAMESPACE
 from tests.e2e.test_cluster import run_nfd_worker
+from tests.fixtures.derive_capture_files import derive
 
 
 def _key(e: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -41,16 +42,23 @@ def nfd_workers(cluster: Cluster, root: Path, node: str, work: Path) -> list[Any
 
 
 # Captured on a real node by an nfd-gpu snapshot that did not yet save the files nfd-worker
-# reads (class, vendor, device, subsystem_*; snapshot.PEER_PCI_FILES): nfd-worker finds no
-# PCI function in it. Judged once captured again with this snapshot.
+# reads (class, vendor, device, subsystem_*; snapshot.PEER_PCI_FILES): they are derived from
+# the uevent it did save (tests/fixtures/derive_capture_files.py, CAPTURE.md).
 OLD_CAPTURES = ("h200-vm",)
-JUDGED = [n for n in ALL_FIXTURES if n not in OLD_CAPTURES]
+JUDGED = list(ALL_FIXTURES)
 
 
 @pytest.mark.parametrize("name", OLD_CAPTURES)
-def test_old_capture_lacks_what_nfd_worker_reads(name: str) -> None:
-    devices = sorted((fixture_root(name) / "sys/bus/pci/devices").iterdir())
-    assert devices and not any((d / f).exists() for d in devices for f in PEER_PCI_FILES[:5])
+def test_old_capture_files_are_derived_from_its_uevent(name: str) -> None:
+    root = fixture_root(name)
+    files = derive(root)
+    assert len(files) == 5 * len(list((root / "sys/bus/pci/devices").iterdir()))
+    for path, text in files.items():
+        assert path.read_text() == text, f"{path}: run tests/fixtures/derive_capture_files.py"
+    # nothing the capture does not hold: no resource file, config only where it was captured
+    devices = sorted((root / "sys/bus/pci/devices").iterdir())
+    assert not any((d / "resource").exists() for d in devices)
+    assert [d.name for d in devices if (d / "config").exists()] == ["0000:00:06.0"]
 
 
 @pytest.mark.parametrize("name", JUDGED)
