@@ -43,7 +43,8 @@ def nfd_workers(cluster: Cluster, root: Path, node: str, work: Path) -> list[Any
 
 # Captured on a real node by an nfd-gpu snapshot that did not yet save the files nfd-worker
 # reads (class, vendor, device, subsystem_*; snapshot.PEER_PCI_FILES): they are derived from
-# the uevent it did save (tests/fixtures/derive_capture_files.py, CAPTURE.md).
+# the uevent it did save, the GPU's resource from its config and lspci -vvv
+# (tests/fixtures/derive_capture_files.py, CAPTURE.md).
 OLD_CAPTURES = ("h200-vm",)
 JUDGED = list(ALL_FIXTURES)
 
@@ -52,13 +53,18 @@ JUDGED = list(ALL_FIXTURES)
 def test_old_capture_files_are_derived_from_its_uevent(name: str) -> None:
     root = fixture_root(name)
     files = derive(root)
-    assert len(files) == 5 * len(list((root / "sys/bus/pci/devices").iterdir()))
+    devices = sorted((root / "sys/bus/pci/devices").iterdir())
+    assert len(files) == 5 * len(devices) + 1  # + the GPU's resource
     for path, text in files.items():
         assert path.read_text() == text, f"{path}: run tests/fixtures/derive_capture_files.py"
-    # nothing the capture does not hold: no resource file, config only where it was captured
-    devices = sorted((root / "sys/bus/pci/devices").iterdir())
-    assert not any((d / "resource").exists() for d in devices)
-    assert [d.name for d in devices if (d / "config").exists()] == ["0000:00:06.0"]
+    # nothing the capture does not hold: resource where lspci -vvv was captured (the GPU),
+    # config only where it was captured
+    for f in ("resource", "config"):
+        assert [d.name for d in devices if (d / f).exists()] == ["0000:00:06.0"], f
+    gpu = (root / "sys/bus/pci/devices/0000:00:06.0/resource").read_text().splitlines()
+    assert [line.split()[1] for line in gpu[:6:2]] == [  # end addresses: 16M, 256G, 32M
+        "0x0000104002ffffff", "0x0000103fffffffff", "0x0000104001ffffff"
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", JUDGED)
