@@ -1,6 +1,6 @@
 """``nfd-gpu rules``: check rule files and dry-run them against features."""
 
-from __future__ import annotations
+# no `from __future__ import annotations`: see cli/__init__.py
 
 import json
 from enum import Enum
@@ -32,7 +32,7 @@ def _fail(msg: str) -> typer.Exit:
     return typer.Exit(EXIT_INPUT)
 
 
-def _load(path: Path) -> RuleSet:
+def _load(path: Path) -> "RuleSet":
     from nfd_gpu.rules.loader import load_rules  # lazy: the rules engine, not for --help
     from nfd_gpu.rules.model import RuleError  # lazy: as above
 
@@ -47,7 +47,7 @@ def _load(path: Path) -> RuleSet:
     return rs
 
 
-def _features(features: Path | None, root: Path | None) -> Features:
+def _features(features: Path | None, root: Path | None) -> "Features":
     """The features of ``--features FILE`` or of a scan of ``--root DIR`` (exactly one)."""
     from nfd_gpu.rules.features_doc import FeatureFileError, read_features_file  # lazy: YAML
 
