@@ -2,7 +2,6 @@
 
 # no `from __future__ import annotations`: see cli/__init__.py
 
-import json
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -101,4 +100,6 @@ def test(
         for k, v in sorted(out.labels.items()):
             typer.echo(f"{k}={v}")
     else:
+        import json  # lazy: only this format needs it
+
         typer.echo(json.dumps(out.to_json(), indent=2))

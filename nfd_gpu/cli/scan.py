@@ -3,7 +3,6 @@
 # no `from __future__ import annotations`: see cli/__init__.py
 
 import enum
-import json
 import os
 import sys
 import time
@@ -124,6 +123,8 @@ def _print(result: "ScanResult", fmt: Format) -> None:
         "warnings": result.warnings,
     }
     if fmt is Format.json:
+        import json  # lazy: only this format needs it
+
         typer.echo(json.dumps(doc, indent=2, sort_keys=True))
     elif fmt is Format.yaml:
         import yaml  # lazy: only this format needs YAML

@@ -16,11 +16,13 @@ REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests/fixtures/sysfs/hgx-h100"
 
 CHILD = """
-import contextlib, io, json, sys
+import contextlib, io, sys
 from nfd_gpu.cli import main
 with contextlib.redirect_stdout(io.StringIO()):
     code = main(sys.argv[1:])
-print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+modules = sorted(sys.modules)
+import json  # after the list: the command may not have loaded it
+print(json.dumps({"code": code, "modules": modules}))
 """
 
 # Never needed by a scan without rules on the default profile: the cluster client and
@@ -83,6 +85,8 @@ def test_scan_imports_nothing_it_does_not_use(fmt: str) -> None:
     assert _heavy(mods, NOT_FOR_SCAN) == []
     if _click_besides_typers():
         assert _heavy(mods, ("click",)) == []
+    if fmt != "json":
+        assert _heavy(mods, ("json",)) == []  # the JSON codec: only for --format json
 
 
 def test_rules_load_the_engine_only_when_given() -> None:
