@@ -8,7 +8,6 @@ feature model (``flags`` / ``attributes`` / ``instances``) with
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -372,6 +371,8 @@ class Snapshot:
         return d
 
     def to_json(self, indent: int | None = 2) -> str:
+        import json  # lazy: a scan printing labels never loads it
+
         return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
 
     @classmethod
@@ -396,6 +397,8 @@ class Snapshot:
 
     @classmethod
     def from_json(cls, text: str) -> Snapshot:
+        import json  # lazy: as above
+
         return cls.from_dict(json.loads(text))
 
 

@@ -47,6 +47,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nfd_gpu.families import nvidia_family
+from nfd_gpu.labels.nvidia_options import GFD_MIG_STRATEGIES as GFD_MIG_STRATEGIES  # re-exported
+from nfd_gpu.labels.nvidia_options import MIG_STRATEGIES as MIG_STRATEGIES  # re-exported
 from nfd_gpu.labels.nvidia_options import NvidiaOptions as NvidiaOptions  # re-exported
 from nfd_gpu.labels.profile import LabelDoc, LabelProfile, in_table, table_rows
 from nfd_gpu.model import Gpu, Partition, Snapshot
@@ -76,8 +78,6 @@ def _version_labels(prefix: str, version: str, rev: str = "") -> dict[str, str]:
     return out
 
 
-GFD_MIG_STRATEGIES = ("none", "single", "mixed")  # GFD's --mig-strategy; none: its default
-MIG_STRATEGIES = ("auto", *GFD_MIG_STRATEGIES)  # auto: nfd-gpu's own (module docstring)
 GPU_RESOURCE = "nvidia.com/gpu"
 # MIG device labels: (label, Partition field, what it is: NVML's MIG device attribute)
 _MIG_ATTRS = (
