@@ -61,13 +61,10 @@ def _no_real_nvml(request: pytest.FixtureRequest) -> Iterator[None]:
 @pytest.fixture
 def k8s_server() -> Iterator[FakeKubeAPI]:
     """The test API server (tests/k8s_api_server.py) on loopback, stopped after the test."""
-    from tests.k8s_api_server import FakeKubeAPI
+    from tests.k8s_api_server import running
 
-    api = FakeKubeAPI().start()
-    try:
+    with running() as api:
         yield api
-    finally:
-        api.stop()
 
 
 @pytest.fixture
