@@ -25,13 +25,13 @@ from nfd_gpu.settings import (
     ENV_PREFIX,
     KINDS,
     OBJECT_PREFIX,
-    OUTPUTS,
     SETTINGS,
     Config,
     choices,
 )
+from nfd_gpu.sinks.registry import chosen
 
-__all__ = ["OUTPUTS", "Config", "ConfigError", "hostname_node_name", "load", "split_address"]
+__all__ = ["Config", "ConfigError", "hostname_node_name", "load", "split_address"]
 
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 DRY_RUN_NAMESPACE = "nfd-gpu"  # the namespace deploy/ installs into
@@ -155,17 +155,10 @@ def _validate(cfg: Config) -> None:
         raise bad(problem)
     if len(set(cfg.owner_refs)) != len(cfg.owner_refs):
         raise bad("owner_refs has duplicates")
-    if "featurefile" in cfg.outputs:
-        if not cfg.oneshot and cfg.expiry < 2 * cfg.interval:
-            raise bad(f"expiry ({cfg.expiry}s) must be at least twice the interval")
-        name = cfg.features_file
-        if not name or "/" in name or name.startswith("."):
-            raise bad(f"features_file {name!r} must be a plain file name not starting with '.'")
-    if "nodefeature" in cfg.outputs:
-        if not cfg.node_name:
-            raise bad("the nodefeature output needs a node name (NODE_NAME or --node-name)")
-        if not cfg.namespace:
-            raise bad("the nodefeature output needs a namespace (POD_NAMESPACE or --namespace)")
+    for output in chosen(cfg.outputs):  # each chosen output's own checks
+        problem = output.check(cfg)
+        if problem:
+            raise bad(problem)
     if cfg.metrics_address:
         split_address(cfg.metrics_address)
     _validate_names(cfg)

@@ -110,9 +110,7 @@ class Agent:
         self.stop_event.set()
         self._wake.set()
         for sink in self.sinks:
-            abort = getattr(sink, "abort", None)
-            if abort is not None:
-                abort()
+            sink.abort()
 
     def request_reload(self, *_: Any) -> None:
         self._reload_requested.set()

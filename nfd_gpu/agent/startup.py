@@ -13,9 +13,9 @@ from nfd_gpu import __version__
 from nfd_gpu.config import Config, namespace_fallback
 from nfd_gpu.discovery.nvidia.facts import NVML_RECORDING
 from nfd_gpu.hostroot import HostRoot
-from nfd_gpu.settings import DEPRECATED_OUTPUTS
 from nfd_gpu.sinks import SinkError
 from nfd_gpu.sinks.nodefeature import GROUP, NODE_NAME_LABEL, PLURAL, VERSION, build_api_client
+from nfd_gpu.sinks.registry import OUTPUTS, chosen
 
 log = logging.getLogger("nfd_gpu.agent")
 # The pod's service-account token (what the kubelet mounts when automount is on).
@@ -71,25 +71,19 @@ def startup_line(cfg: Config) -> str:
         f"nvml={nvml_state(cfg.nvml, cfg.root)}",
         mode,
     ]
-    if "featurefile" in cfg.outputs:
-        parts.append(f"features={os.path.join(cfg.features_dir, cfg.features_file)}")
-    if "nodefeature" in cfg.outputs:
-        parts.append(f"nodefeature={cfg.namespace}/nfd-gpu-{cfg.node_name}")
+    parts += [o.describe(cfg) for o in chosen(cfg.outputs) if o.describe is not None]
     parts.append(f"rules={cfg.rules or DEFAULT_RULES_DIR + ' (if present)'}")
     parts.append(f"metrics={cfg.metrics_address or 'off'}")
     return " ".join(parts)
 
 
 def warn_deprecated(cfg: Config) -> None:
-    """One warning per deprecated output asked for (settings.DEPRECATED_OUTPUTS)."""
+    """One warning per deprecated output asked for (``Output.deprecated``)."""
     for out in cfg.outputs:
-        if out in DEPRECATED_OUTPUTS:
-            log.warning(
-                "--output %s is deprecated and goes in the next minor release: NFD v0.17 "
-                "stopped running hooks, nothing reads it (use featurefile, or `nfd-gpu scan` "
-                "for key=value lines)",
-                out,
-            )
+        why = OUTPUTS[out].deprecated
+        if why:
+            log.warning("--output %s is deprecated and goes in the next minor release: %s", out,
+                        why)  # fmt: skip
 
 
 def remove_stale_nodefeature(cfg: Config) -> None:
