@@ -12,9 +12,9 @@ line read that list.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 from nfd_gpu.features import Features, empty
 
@@ -95,11 +95,18 @@ def no_problem(_cfg: OutputSettings) -> str | None:
     return None
 
 
+def no_values(_values: Mapping[str, Any]) -> dict[str, Any]:
+    return {}
+
+
 @dataclass(frozen=True)
 class Output:
     """One ``--output``: its name, how its sink is built, its ``--dry-run`` form, the
     settings its sink is built from (a reload rebuilds the sinks when one changes), what
-    the configuration must satisfy when it is chosen, and the start-up line's part."""
+    the configuration must satisfy when it is chosen, the start-up line's part, the
+    settings it fills in when chosen and not given (``config.load``: from the settings
+    read so far, before validation) and, when it is not chosen, what removes at start
+    what an earlier run published (never in a dry run)."""
 
     name: str
     settings: tuple[str, ...]
@@ -108,3 +115,5 @@ class Output:
     check: Callable[[OutputSettings], str | None] = no_problem  # the problem, if any
     describe: Callable[[OutputSettings], str] | None = None  # `key=value` at start
     deprecated: str = ""  # why, when the output goes in the next minor release
+    fill: Callable[[Mapping[str, Any]], dict[str, Any]] = no_values
+    retire: Callable[[OutputSettings], None] | None = None  # never fatal: logs

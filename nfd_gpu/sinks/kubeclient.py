@@ -22,14 +22,36 @@ from collections.abc import Callable
 from typing import Any
 
 from nfd_gpu import boundedfile
+from nfd_gpu.names import PREFIX_MAX
 from nfd_gpu.sinks import SinkError
 
 GROUP = "nfd.k8s-sigs.io"
 VERSION = "v1alpha1"
 PLURAL = "nodefeatures"
 RESOURCE = f"{PLURAL}.{GROUP}"
+NODE_NAME_LABEL = "nfd.node.kubernetes.io/node-name"
+OBJECT_PREFIX = "nfd-gpu-"  # the NodeFeature object is named <prefix><node name>
+# A node name is a DNS-1123 subdomain; nfd-gpu-<node> must be an object name (<= 253).
+NODE_NAME_MAX = PREFIX_MAX - len(OBJECT_PREFIX)
+# The pod's namespace and service-account token (what the kubelet mounts when automount is on)
+SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+SA_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+NAMESPACE_FILE_MAX = 4096  # a namespace name is at most 63 characters
 
 Obj = dict[str, Any]
+
+
+def object_name(node_name: str | None) -> str:
+    """The node's NodeFeature: ``nfd-gpu-<node>``."""
+    return f"{OBJECT_PREFIX}{node_name}"
+
+
+def namespace_fallback() -> str | None:
+    """The pod's own namespace (its service-account mount), None outside a pod."""
+    try:
+        return boundedfile.read_text(SA_NAMESPACE_FILE, NAMESPACE_FILE_MAX).strip() or None
+    except OSError:
+        return None
 
 
 def build_api_client(kubeconfig: str | None = None) -> Any:

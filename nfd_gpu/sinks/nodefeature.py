@@ -30,23 +30,30 @@ from __future__ import annotations
 import copy
 import logging
 import random
+import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 from nfd_gpu.features import owned
+from nfd_gpu.names import is_dns1123_subdomain
 from nfd_gpu.sinks import Output, OutputSettings, Publication, SinkError
 from nfd_gpu.sinks.dryrun import DryRunSink
 from nfd_gpu.sinks.kubeclient import (
     GROUP,
+    NODE_NAME_LABEL,
+    NODE_NAME_MAX,
     PLURAL,
     VERSION,
     ApiStatus,
     ObjectClient,
     build_api_client,
     is_object,
+    namespace_fallback,
+    object_name,
 )
+from nfd_gpu.sinks.nodefeature_stale import remove_stale
 from nfd_gpu.sinks.nodefeature_watch import OwnObjectWatch, describe_drift
 
 # the transport's names the sink's users need (GROUP ..., the client) come from here too
@@ -58,11 +65,12 @@ __all__ = [
     "VERSION",
     "NodeFeatureSink",
     "build_api_client",
+    "hostname_node_name",
 ]
 
 log = logging.getLogger(__name__)
 
-NODE_NAME_LABEL = "nfd.node.kubernetes.io/node-name"
+DRY_RUN_NAMESPACE = "nfd-gpu"  # the namespace deploy/ installs into
 
 Obj = dict[str, Any]
 
@@ -104,7 +112,7 @@ class NodeFeatureSink:
     ) -> None:
         self.node_name = node_name
         self.namespace = namespace
-        self.object_name = f"nfd-gpu-{node_name}"
+        self.object_name = object_name(node_name)
         self.owner_ref_kinds = tuple(owner_refs)
         self.pod_name = pod_name
         self.pod_uid = pod_uid
@@ -423,6 +431,25 @@ def _dry_run(cfg: OutputSettings, stream: TextIO | None) -> DryRunSink:
     return DryRunSink(OUTPUT.name, render, stream)
 
 
+def hostname_node_name() -> str | None:
+    """The kubelet's default node name: the host name, lower-cased (``--hostname-override``
+    aside); None when it is not a valid object-name part."""
+    name = socket.gethostname().strip().lower()
+    ok = is_dns1123_subdomain(name)
+    return name if ok and len(name) <= NODE_NAME_MAX else None
+
+
+def _fill(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod's namespace when none is given; for a dry run, which needs no cluster, the
+    node named after this host as the kubelet does and the namespace deploy/ uses."""
+    namespace = values.get("namespace") or namespace_fallback()
+    filled = {"namespace": namespace} if namespace else {}
+    if values.get("dry_run"):
+        filled["node_name"] = values.get("node_name") or hostname_node_name()
+        filled["namespace"] = namespace or DRY_RUN_NAMESPACE
+    return filled
+
+
 def _check(cfg: OutputSettings) -> str | None:
     if not cfg.node_name:
         return "the nodefeature output needs a node name (NODE_NAME or --node-name)"
@@ -446,5 +473,7 @@ OUTPUT = Output(
     build=_build,
     dry_run=_dry_run,
     check=_check,
-    describe=lambda cfg: f"nodefeature={cfg.namespace}/nfd-gpu-{cfg.node_name}",
+    describe=lambda cfg: f"nodefeature={cfg.namespace}/{object_name(cfg.node_name)}",
+    fill=_fill,
+    retire=remove_stale,
 )
