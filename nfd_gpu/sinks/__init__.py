@@ -115,5 +115,6 @@ class Output:
     check: Callable[[OutputSettings], str | None] = no_problem  # the problem, if any
     describe: Callable[[OutputSettings], str] | None = None  # `key=value` at start
     deprecated: str = ""  # why, when the output goes in the next minor release
+    repairs: bool = False  # its sink restores what was changed behind its back (take_repair)
     fill: Callable[[Mapping[str, Any]], dict[str, Any]] = no_values
     retire: Callable[[OutputSettings], None] | None = None  # never fatal: logs

@@ -276,4 +276,5 @@ OUTPUT = Output(
     dry_run=_dry_run,
     check=_check,
     describe=lambda cfg: f"features={os.path.join(cfg.features_dir, cfg.features_file)}",
+    repairs=True,
 )

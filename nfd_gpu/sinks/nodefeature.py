@@ -474,6 +474,7 @@ OUTPUT = Output(
     dry_run=_dry_run,
     check=_check,
     describe=lambda cfg: f"nodefeature={cfg.namespace}/{object_name(cfg.node_name)}",
+    repairs=True,
     fill=_fill,
     retire=remove_stale,
 )
