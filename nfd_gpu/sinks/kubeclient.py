@@ -242,34 +242,20 @@ class ObjectClient:
     def create(self, body: Obj) -> Any:
         """POST the object; the server's answer (ApiStatus 409: it exists)."""
         custom = self.connect()
-        return self.call(
-            "create",
-            functools.partial(
-                custom.create_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                self.namespace,
-                PLURAL,
-                body,
-                _request_timeout=self.timeout,
-            ),
-        )
+        return self._send("create", custom.create_namespaced_custom_object, body)
 
     def replace(self, body: Obj) -> Any:
         """PUT the object (its ``resourceVersion`` the precondition); the server's answer
         (ApiStatus 409: changed since, 404: deleted)."""
         custom = self.connect()
+        return self._send("update", custom.replace_namespaced_custom_object, self.name, body)
+
+    def _send(self, verb: str, method: Callable[..., Any], *args: Any) -> Any:
+        """A write: ``method(group, version, namespace, plural, *args)`` under the deadline."""
         return self.call(
-            "update",
+            verb,
             functools.partial(
-                custom.replace_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                self.namespace,
-                PLURAL,
-                self.name,
-                body,
-                _request_timeout=self.timeout,
+                method, GROUP, VERSION, self.namespace, PLURAL, *args, _request_timeout=self.timeout
             ),
         )
 
