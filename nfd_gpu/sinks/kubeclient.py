@@ -3,8 +3,9 @@ object and on its own Pod, each under a total deadline and cut at once by ``abor
 what their failures mean (``SinkError``, transient or not; 404 and 409 as
 :class:`ApiStatus` for the state machine in ``nodefeature.py`` to handle).
 
-The only module that imports ``kubernetes`` for requests (lazily, on first use);
-``nodefeature_watch.py`` streams the watch on a client this module builds. Two low-level
+The sink's requests import ``kubernetes`` here only (lazily, on first use);
+``nodefeature_watch.py`` streams the watch on a client this module builds, and
+``nodefeature_stale.py`` (not the sink: its own Role) deletes a stale object. Two low-level
 helpers on an ``ApiClient``: a raw GET (the own Pod, without the generated API's
 validators) and socket tracking (so a deadline or SIGTERM can shut a request's
 connections down)."""
