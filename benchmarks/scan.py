@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Scan benchmark: nfd-gpu beside its peers on the same synthetic sysfs trees.
 
-Builds host roots in the real sysfs shape (tests/fixtures/make_fixtures.py) of 27 PCI
+Builds host roots in the real sysfs shape (tests/fixtures/specs/common.py) of 27 PCI
 functions (the HGX H100 fixture's spec: 8 GPUs, 4 NVSwitches), 4,096 and 16,384 (16 AMD
 GPUs with 63 SR-IOV VFs each, NICs with 127 VFs each, PCIe bridges; a config header per
 function), then times, interleaved in rounds (benchmarks/rounds.py: every contender once
@@ -51,22 +51,20 @@ import rounds  # noqa: E402
 
 
 def _load_generator():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(
-        "make_fixtures", REPO / "tests/fixtures/make_fixtures.py"
-    )
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["make_fixtures"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    """The fixture specs' builder (tests/fixtures/specs/common.py) and the HGX H100 spec."""
+    if str(REPO) not in sys.path:
+        sys.path.append(str(REPO))  # after an installed nfd_gpu: only for tests.fixtures
+    from tests.fixtures.specs import common, nvidia
+
+    return common, nvidia.hgx_h100
 
 
 def build_tree(dest: Path, total: int) -> Path:
     """Write a synthetic host root of ``total`` PCI functions under ``dest`` (27: the HGX H100
     fixture's spec, 8 GPUs and 4 NVSwitches) and return it."""
-    mf = _load_generator()
+    mf, hgx_h100 = _load_generator()
     if total == 27:
-        spec = mf.hgx_h100()
+        spec = hgx_h100()
         spec.name = "bench-27"
     else:
         spec = mf.Spec(f"bench-{total}", "synthetic benchmark tree", _devices(mf, total))

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from oci import MT_INDEX, _archive, canonical  # beside this script
+from oci import MT_INDEX, canonical, finish_layout  # beside this script
 
 REVISION = "org.opencontainers.image.revision"
 
@@ -76,22 +76,8 @@ def write_index(out: Path, layouts: list[Path], tag: str, epoch: int) -> dict[st
     image_index = canonical({"schemaVersion": 2, "mediaType": MT_INDEX, "manifests": manifests})
     digest = hashlib.sha256(image_index).hexdigest()
     (dest / "blobs" / "sha256" / digest).write_bytes(image_index)
-    top = {
-        "schemaVersion": 2,
-        "mediaType": MT_INDEX,
-        "manifests": [
-            {
-                "mediaType": MT_INDEX,
-                "digest": f"sha256:{digest}",
-                "size": len(image_index),
-                "annotations": {"org.opencontainers.image.ref.name": tag},
-            }
-        ],
-    }
-    (dest / "index.json").write_bytes(canonical(top))
-    (dest / "oci-layout").write_bytes(canonical({"imageLayoutVersion": "1.0.0"}))
-    archive = out.with_name(out.name + ".oci.tar")
-    _archive(dest, archive, epoch)
+    entry = {"mediaType": MT_INDEX, "digest": f"sha256:{digest}", "size": len(image_index)}
+    archive = finish_layout(dest, out, entry, tag, epoch)
     return {
         "archive": str(archive),
         "layout": str(dest),

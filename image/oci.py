@@ -125,23 +125,13 @@ def write_image(
         "annotations": labels,
     }
     man_digest, man_size = _blob(layout, canonical(manifest))
-    index = {
-        "schemaVersion": 2,
-        "mediaType": MT_INDEX,
-        "manifests": [
-            {
-                "mediaType": MT_MANIFEST,
-                "digest": f"sha256:{man_digest}",
-                "size": man_size,
-                "platform": {"architecture": arch, "os": "linux"},
-                "annotations": {"org.opencontainers.image.ref.name": tag},
-            }
-        ],
+    entry = {
+        "mediaType": MT_MANIFEST,
+        "digest": f"sha256:{man_digest}",
+        "size": man_size,
+        "platform": {"architecture": arch, "os": "linux"},
     }
-    (layout / "index.json").write_bytes(canonical(index))
-    (layout / "oci-layout").write_bytes(canonical({"imageLayoutVersion": "1.0.0"}))
-    archive = out.with_name(out.name + ".oci.tar")
-    _archive(layout, archive, epoch)
+    archive = finish_layout(layout, out, entry, tag, epoch)
     return {
         "archive": str(archive),
         "layout": str(layout),
@@ -151,6 +141,21 @@ def write_image(
         "layer_bytes": layer_size,
         "archive_bytes": archive.stat().st_size,
     }
+
+
+def finish_layout(layout: Path, out: Path, entry: dict[str, Any], tag: str, epoch: int) -> Path:
+    """The layout's ``index.json`` (its one ``entry``, tagged ``tag``) and ``oci-layout``,
+    then the layout as the archive ``OUT.oci.tar``, which it returns."""
+    index = {
+        "schemaVersion": 2,
+        "mediaType": MT_INDEX,
+        "manifests": [{**entry, "annotations": {"org.opencontainers.image.ref.name": tag}}],
+    }
+    (layout / "index.json").write_bytes(canonical(index))
+    (layout / "oci-layout").write_bytes(canonical({"imageLayoutVersion": "1.0.0"}))
+    archive = out.with_name(out.name + ".oci.tar")
+    _archive(layout, archive, epoch)
+    return archive
 
 
 def _archive(layout: Path, archive: Path, epoch: int) -> None:

@@ -39,7 +39,7 @@ def _min_known(gpus: Iterable[Gpu], get: Callable[[Gpu], int | None]) -> int | N
     return min(v for v in vals if v is not None)
 
 
-def _of(snap: Snapshot, vendor: str) -> list[Gpu]:
+def _vendor_gpus(snap: Snapshot, vendor: str) -> list[Gpu]:
     return [g for g in snap.gpus if g.vendor == vendor]
 
 
@@ -74,12 +74,12 @@ def _architecture(snap: Snapshot) -> dict[str, str]:
     mem = _min_known(gpus, lambda g: g.memory_mib)
     if mem is not None:
         out["memory-mib"] = str(mem)
-    ccs = [(g.nvidia.compute_major, g.nvidia.compute_minor) for g in _of(snap, "nvidia")]
+    ccs = [(g.nvidia.compute_major, g.nvidia.compute_minor) for g in _vendor_gpus(snap, "nvidia")]
     if ccs and all(a is not None and b is not None for a, b in ccs):
         major, minor = min((a or 0, b or 0) for a, b in ccs)
         out["compute.major"] = str(major)
         out["compute.minor"] = str(minor)
-    gfx = _summary(g.amd.gfx for g in _of(snap, "amd"))
+    gfx = _summary(g.amd.gfx for g in _vendor_gpus(snap, "amd"))
     if gfx:
         out["amd.gfx"] = gfx
     units = _min_known(gpus, lambda g: g.compute_units)
@@ -116,7 +116,7 @@ def _modes(snap: Snapshot) -> dict[str, str]:
 
 def _nvidia(snap: Snapshot) -> dict[str, str]:
     """``mig.capable``, ``mig.enabled`` and ``nvidia.cuda.*`` (nodes with NVIDIA GPUs)."""
-    nv = _of(snap, "nvidia")
+    nv = _vendor_gpus(snap, "nvidia")
     if not nv:
         return {}
     out = {"mig.capable": "true" if any(g.nvidia.mig_capable for g in nv) else "false"}
@@ -158,11 +158,11 @@ def _sriov(snap: Snapshot) -> dict[str, str]:
 def _interconnects(snap: Snapshot) -> dict[str, str]:
     """``interconnect.nvswitch`` / ``.xgmi`` / ``.xelink``."""
     out: dict[str, str] = {}
-    if snap.nvswitches and _of(snap, "nvidia"):
+    if snap.nvswitches and _vendor_gpus(snap, "nvidia"):
         out["interconnect.nvswitch"] = "true"
-    if any("xgmi" in g.interconnects for g in _of(snap, "amd")):
+    if any("xgmi" in g.interconnects for g in _vendor_gpus(snap, "amd")):
         out["interconnect.xgmi"] = "true"
-    if any("xe-link" in g.interconnects for g in _of(snap, "intel")):
+    if any("xe-link" in g.interconnects for g in _vendor_gpus(snap, "intel")):
         out["interconnect.xelink"] = "true"
     return out
 
@@ -170,7 +170,7 @@ def _interconnects(snap: Snapshot) -> dict[str, str]:
 def _amd_partition_modes(snap: Snapshot) -> dict[str, str]:
     """``partition.compute`` and ``partition.memory`` of the AMD GPUs."""
     out: dict[str, str] = {}
-    amd = _of(snap, "amd")
+    amd = _vendor_gpus(snap, "amd")
     for key, get in (
         ("partition.compute", lambda g: g.amd.partition_compute),
         ("partition.memory", lambda g: g.amd.partition_memory),

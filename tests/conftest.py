@@ -8,8 +8,12 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.k8s_api_server import FakeKubeAPI
 
 TESTS = Path(__file__).resolve().parent
 FIXTURES = TESTS / "fixtures" / "sysfs"
@@ -52,6 +56,15 @@ def _no_real_nvml(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
     finally:
         mp.undo()
+
+
+@pytest.fixture
+def k8s_server() -> Iterator[FakeKubeAPI]:
+    """The test API server (tests/k8s_api_server.py) on loopback, stopped after the test."""
+    from tests.k8s_api_server import running
+
+    with running() as api:
+        yield api
 
 
 @pytest.fixture

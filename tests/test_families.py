@@ -17,7 +17,9 @@ from nfd_gpu.model import AmdGpu, Gpu, NvidiaGpu, Snapshot
 from nfd_gpu.scan import run_scan
 from nfd_gpu.summary import node_summary
 from tests.conftest import nfd_gpu_cmd
-from tests.fixtures import make_fixtures as mf
+from tests.fixtures.specs.amd import mi210
+from tests.fixtures.specs.common import build
+from tests.fixtures.specs.nvidia import workstation
 
 
 @pytest.mark.parametrize(
@@ -103,10 +105,10 @@ def test_scan_warns_about_an_unknown_gpu_and_labels_the_rest(
 ) -> None:
     """The workstation fixture with its dGPU's device id replaced by one no table has
     (0xffff is no device: PCI reserves it), and the NVIDIA driver state removed."""
-    spec = mf.workstation()
+    spec = workstation()
     dgpu = next(d for d in spec.devices if d.vendor == 0x10DE and d.cls == 0x030000)
     dgpu.device = 0xFFFF
-    root = mf.build(dataclasses.replace(spec, name="unknown-dgpu"), tmp_path)
+    root = build(dataclasses.replace(spec, name="unknown-dgpu"), tmp_path)
     p = subprocess.run(
         [*nfd_gpu_cmd(), "scan", "--root", str(root), "--nvml", "off"],
         capture_output=True, text=True, env=subprocess_env, timeout=60, check=False,
@@ -132,11 +134,11 @@ def test_amd_family_from_kfd_when_the_table_has_no_row(tmp_path: Path) -> None:
     """The MI210 node (real KFD topology: gfx_target_version 90010) with its GPUs' device id
     replaced by one no table has (0xffff, reserved): family ``cdna2`` comes from KFD's ISA
     target, provenance ``kfd``, and no GPU is unknown."""
-    spec = mf.mi210()
+    spec = mi210()
     for d in spec.devices:
         if d.vendor == 0x1002:
             d.device = 0xFFFF
-    root = mf.build(dataclasses.replace(spec, name="mi210-unlisted"), tmp_path)
+    root = build(dataclasses.replace(spec, name="mi210-unlisted"), tmp_path)
     result = run_scan(root)
     amd = [g for g in result.snapshot.gpus if g.vendor == "amd"]
     assert len(amd) == 8

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 
 from nfd_gpu import tables
 from nfd_gpu.discovery.pciids import PciIds, marketing_part
-from nfd_gpu.discovery.source import Context, Step, Vendor
+from nfd_gpu.discovery.source import Context, Source, Vendor
 from nfd_gpu.model import Gpu, PciDevice, Snapshot
 
 # Drivers that reserve the device for a VM (any vendor's).
@@ -140,7 +140,7 @@ def _product(
     return f"{vendor.display} {part}", {"product": "pci.ids"}
 
 
-def source(gpu_vendors: Mapping[str, Vendor]) -> Step:
+def source(gpu_vendors: Mapping[str, Vendor]) -> Source:
     """The ``gpus`` source: a :class:`Gpu` per GPU function of ``gpu_vendors`` (by PCI id)."""
 
     def run(ctx: Context, snap: Snapshot) -> Snapshot:
@@ -149,4 +149,4 @@ def source(gpu_vendors: Mapping[str, Vendor]) -> Step:
         gpus = tuple(build_gpu(d, vfs, ids, gpu_vendors[d.vendor]) for d in gpu_fns)
         return dataclasses.replace(snap, gpus=gpus, nvswitches=tuple(switches))
 
-    return Step("gpus", run)
+    return Source("gpus", run)

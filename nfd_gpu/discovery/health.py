@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from nfd_gpu.discovery.source import Context, Step
+from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu, HealthReason, Snapshot
 
@@ -65,4 +65,4 @@ def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
     return dataclasses.replace(snap, gpus=gpus)
 
 
-SOURCE = Step("health", _discover)
+SOURCE = Source("health", _discover)

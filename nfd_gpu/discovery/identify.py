@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 from nfd_gpu import tables
-from nfd_gpu.discovery.source import Context, Step
+from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.families import amd_family, nvidia_family
 from nfd_gpu.model import Gpu, Snapshot
 
@@ -82,4 +82,4 @@ def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
     return dataclasses.replace(snap, gpus=gpus)
 
 
-SOURCE = Step("identify", _discover)
+SOURCE = Source("identify", _discover)

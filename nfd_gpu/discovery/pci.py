@@ -16,7 +16,7 @@ import functools
 import re
 from collections.abc import Collection
 
-from nfd_gpu.discovery.source import Context, Step
+from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import PciDevice, PcieLink, Snapshot
 
@@ -343,11 +343,11 @@ def discover(
     return tuple(devices)
 
 
-def source(gpu_vendor_ids: Collection[str]) -> Step:
+def source(gpu_vendor_ids: Collection[str]) -> Source:
     """The ``pci`` source, reading the functions of ``gpu_vendor_ids`` in full."""
 
     def run(ctx: Context, snap: Snapshot) -> Snapshot:
         pci = discover(ctx.host, gpu_vendor_ids, ctx.nfd_attributes)
         return dataclasses.replace(snap, pci=pci)
 
-    return Step("pci", run)
+    return Source("pci", run)

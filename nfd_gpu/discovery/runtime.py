@@ -37,7 +37,7 @@ import dataclasses
 import re
 import stat
 
-from nfd_gpu.discovery.source import Context, Step
+from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import DeviceNode, Gpu, PciDevice, Runtime, Snapshot
 
@@ -228,4 +228,4 @@ def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
     return dataclasses.replace(snap, runtime=discover(ctx.host, snap.gpus, snap.pci))
 
 
-SOURCE = Step("runtime", _discover)
+SOURCE = Source("runtime", _discover)

@@ -3,8 +3,9 @@
 Every source has a name, the GPU vendors it needs (it is skipped when no GPU of those
 vendors was found; ``()`` = always run) and ``discover(ctx, snapshot) -> snapshot``: it
 reads the host through ``ctx.host`` (a :class:`~nfd_gpu.hostroot.HostRoot`) and returns the
-snapshot with its facts added (the snapshot is frozen: ``dataclasses.replace``). Sources
-never raise for hardware problems: those are warnings on the host.
+snapshot with its facts added (the snapshot is frozen: ``dataclasses.replace``). A
+:class:`Source` is those three fields. Sources never raise for hardware problems: those are
+warnings on the host.
 
 A GPU vendor is a :class:`Vendor`: its PCI id, names and drivers (what the shared steps need
 to recognise its GPUs) and its own sources. Each vendor package (``discovery/nvidia/``,
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Snapshot
@@ -41,28 +42,14 @@ class Context:
     nfd_attributes: bool = True
 
 
-class Source(Protocol):
-    """One discovery step (see the module docstring)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def needs(self) -> tuple[str, ...]: ...
-
-    def discover(self, ctx: Context, snap: Snapshot) -> Snapshot: ...
-
-
 @dataclass(frozen=True)
-class Step:
-    """A :class:`Source` made of a function (what most sources are)."""
+class Source:
+    """One discovery step (see the module docstring): most are a module's ``SOURCE``, the
+    shared steps that must know the vendors are built by a ``source(vendors)``."""
 
     name: str
-    run: Callable[[Context, Snapshot], Snapshot]
-    needs: tuple[str, ...] = ()
-
-    def discover(self, ctx: Context, snap: Snapshot) -> Snapshot:
-        return self.run(ctx, snap)
+    discover: Callable[[Context, Snapshot], Snapshot]
+    needs: tuple[str, ...] = ()  # GPU vendors that must be present; () = always
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 
-from nfd_gpu.discovery.source import Context, Step, Vendor
+from nfd_gpu.discovery.source import Context, Source, Vendor
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Snapshot
 
@@ -75,7 +75,7 @@ def machine(host: HostRoot) -> str | None:
     return v or None
 
 
-def versions(gpu_vendors: Mapping[str, Vendor]) -> Step:
+def versions(gpu_vendors: Mapping[str, Vendor]) -> Source:
     """The ``module-versions`` source: early, the vendor sources add to the versions."""
     modules = gpu_modules(gpu_vendors.values())
 
@@ -86,10 +86,10 @@ def versions(gpu_vendors: Mapping[str, Vendor]) -> Step:
             driver_src_versions=module_versions(ctx.host, modules, "srcversion"),
         )
 
-    return Step("module-versions", run)
+    return Source("module-versions", run)
 
 
-def vendor_versions(gpu_vendors: Mapping[str, Vendor]) -> Step:
+def vendor_versions(gpu_vendors: Mapping[str, Vendor]) -> Source:
     """The ``driver-versions`` source, after the vendor sources (NVIDIA's fills its module's
     version from NVML when sysfs has none): the driver version of each vendor with GPUs
     here, that of the first of its ``Vendor.drivers`` with a module version."""
@@ -105,10 +105,10 @@ def vendor_versions(gpu_vendors: Mapping[str, Vendor]) -> Step:
                 found[v.name] = version
         return dataclasses.replace(snap, vendor_driver_versions=found)
 
-    return Step("driver-versions", run)
+    return Source("driver-versions", run)
 
 
-def source(gpu_vendors: Mapping[str, Vendor]) -> Step:
+def source(gpu_vendors: Mapping[str, Vendor]) -> Source:
     """The ``system`` source: loaded and built-in modules, the machine name."""
     modules = gpu_modules(gpu_vendors.values())
 
@@ -121,4 +121,4 @@ def source(gpu_vendors: Mapping[str, Vendor]) -> Step:
             machine=machine(ctx.host),
         )
 
-    return Step("system", run)
+    return Source("system", run)

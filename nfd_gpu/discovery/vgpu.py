@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from nfd_gpu.discovery.source import Context, Step
+from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu, Snapshot, VgpuType
 
@@ -71,4 +71,4 @@ def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
     return dataclasses.replace(snap, gpus=apply(snap.gpus, types), vgpu_types=types)
 
 
-SOURCE = Step("vgpu", _discover)
+SOURCE = Source("vgpu", _discover)

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections import Counter
 
 from nfd_gpu.labels.options import AMD_KINDS, selected
-from nfd_gpu.labels.profile import LabelDoc, LabelProfile, in_table, table_rows
+from nfd_gpu.labels.profile import LabelDoc, Profile, in_table, table_rows
 from nfd_gpu.model import Gpu, Partition, Snapshot
 
 PREFIX = "amd.com"
@@ -277,7 +277,7 @@ def render_docs() -> str:
     return "\n".join(lines)
 
 
-PROFILE = LabelProfile(
+PROFILE = Profile(
     "amd",
     lambda snap, opts, warnings: amd_labels(snap, selected("amd", opts.profile_options)),
     LABEL_TABLE,

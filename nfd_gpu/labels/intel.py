@@ -24,7 +24,7 @@ the last rule in the file winning).
 from __future__ import annotations
 
 from nfd_gpu import tables
-from nfd_gpu.labels.profile import LabelDoc, LabelProfile, in_table, table_rows
+from nfd_gpu.labels.profile import LabelDoc, Profile, in_table, table_rows
 from nfd_gpu.model import Gpu, Snapshot
 
 PREFIX = "gpu.intel.com"
@@ -127,7 +127,7 @@ def render_docs() -> str:
     return "\n".join(lines)
 
 
-PROFILE = LabelProfile(
+PROFILE = Profile(
     "intel",
     lambda snap, opts, warnings: intel_labels(snap),
     LABEL_TABLE,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from nfd_gpu.families import vocabulary
-from nfd_gpu.labels.profile import LabelDoc, LabelProfile, in_table, table_rows
+from nfd_gpu.labels.profile import LabelDoc, Profile, in_table, table_rows
 from nfd_gpu.model import Snapshot
 from nfd_gpu.summary import node_summary
 
@@ -202,7 +202,7 @@ def render_docs() -> str:
     return "\n".join(lines)
 
 
-PROFILE = LabelProfile(
+PROFILE = Profile(
     "neutral",
     lambda snap, opts, warnings: neutral_labels(snap, opts.namespace),
     LABEL_TABLE,

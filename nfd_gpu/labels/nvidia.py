@@ -50,7 +50,7 @@ from nfd_gpu.families import nvidia_family
 from nfd_gpu.labels.nvidia_options import GFD_MIG_STRATEGIES as GFD_MIG_STRATEGIES  # re-exported
 from nfd_gpu.labels.nvidia_options import MIG_STRATEGIES as MIG_STRATEGIES  # re-exported
 from nfd_gpu.labels.nvidia_options import NvidiaOptions as NvidiaOptions  # re-exported
-from nfd_gpu.labels.profile import LabelDoc, LabelProfile, in_table, table_rows
+from nfd_gpu.labels.profile import LabelDoc, Profile, in_table, table_rows
 from nfd_gpu.model import Gpu, Partition, Snapshot
 
 PREFIX = "nvidia.com"
@@ -214,7 +214,7 @@ def product_model(gpus: list[Gpu]) -> str:
 
 
 @dataclass(frozen=True)
-class _Pass:
+class _LabelerInputs:
     """What the labelers of one labelling pass share."""
 
     snap: Snapshot
@@ -229,11 +229,11 @@ class _Refused(Exception):
     """A labeler fails GFD's whole labelling pass: no ``nvidia.com`` label, a warning."""
 
 
-def _timestamp(p: _Pass, warnings: list[str]) -> dict[str, str]:
+def _timestamp(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
     return {} if p.opts.timestamp is None else {"gfd.timestamp": str(p.opts.timestamp)}
 
 
-def _vgpu(p: _Pass, warnings: list[str]) -> dict[str, str]:
+def _vgpu(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
     vgpu = vgpu_labels([g for g in p.snap.gpus if g.vendor == "nvidia"])
     if vgpu is None:
         raise _Refused(
@@ -243,7 +243,7 @@ def _vgpu(p: _Pass, warnings: list[str]) -> dict[str, str]:
     return vgpu
 
 
-def _versions(p: _Pass, warnings: list[str]) -> dict[str, str]:
+def _versions(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
     """``cuda.driver*`` (the driver version) and ``cuda.runtime*`` (CUDA driver API)."""
     driver = p.snap.driver_versions.get("nvidia", "")
     out = _version_labels("cuda.driver", driver, "rev")
@@ -258,11 +258,11 @@ def _versions(p: _Pass, warnings: list[str]) -> dict[str, str]:
     return out
 
 
-def _machine(p: _Pass, warnings: list[str]) -> dict[str, str]:
+def _machine(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
     return {"gpu.machine": gfd_sanitise(p.snap.machine or "") or "unknown"}
 
 
-def _gpu(p: _Pass, warnings: list[str]) -> dict[str, str]:
+def _gpu(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
     """``gpu.*`` of the model: count, sharing, product, memory, architecture."""
     mine = [g for g in p.gpus if gfd_sanitise(g.product or "") == p.model]
     full = [g for g in mine if not g.nvidia.mig_enabled]
@@ -283,7 +283,7 @@ def _gpu(p: _Pass, warnings: list[str]) -> dict[str, str]:
     return out
 
 
-def _mode(p: _Pass, warnings: list[str]) -> dict[str, str]:
+def _mode(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
     classes = {g.class_id[:6] for g in p.gpus}
     return {
         "gpu.mode": {"030000": "graphics", "030200": "compute"}.get(
@@ -292,11 +292,11 @@ def _mode(p: _Pass, warnings: list[str]) -> dict[str, str]:
     }
 
 
-def _mig_capable(p: _Pass, warnings: list[str]) -> dict[str, str]:
+def _mig_capable(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
     return {"mig.capable": "true" if any(g.nvidia.mig_capable for g in p.gpus) else "false"}
 
 
-def _mps(p: _Pass, warnings: list[str]) -> dict[str, str]:
+def _mps(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
     mps = p.opts.sharing == "mps" and any(n > 1 for n in p.opts.replicas.values())
     if mps and any(g.nvidia.mig_enabled for g in p.gpus):
         # GFD isMPSCapable fails its whole labelling pass: no nvidia.com label at all
@@ -304,16 +304,16 @@ def _mps(p: _Pass, warnings: list[str]) -> dict[str, str]:
     return {"mps.capable": "true" if mps else "false"}
 
 
-def _clique(p: _Pass, warnings: list[str]) -> dict[str, str]:
+def _clique(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
     cl = clique(p.gpus, warnings)
     return {"gpu.clique": cl} if cl else {}
 
 
-def _mig_strategy(p: _Pass, warnings: list[str]) -> dict[str, str]:
+def _mig_strategy(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
     return {} if p.strategy == "none" else {"mig.strategy": p.strategy}
 
 
-def _mig_devices(p: _Pass, warnings: list[str]) -> dict[str, str]:
+def _mig_devices(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
     """Strategy single: ``gpu.*`` of the MIG devices (``-MIG-INVALID`` when the node does not
     allow it); mixed: ``mig-<profile>.*`` per MIG profile."""
     if p.strategy == "none":
@@ -354,7 +354,7 @@ def _mig_devices(p: _Pass, warnings: list[str]) -> dict[str, str]:
 
 
 # GFD's labelers (internal/lm), merged in this order: a later key wins.
-LABELERS: tuple[Callable[[_Pass, list[str]], dict[str, str]], ...] = (
+LABELERS: tuple[Callable[[_LabelerInputs, list[str]], dict[str, str]], ...] = (
     _timestamp,
     _vgpu,
     _versions,
@@ -387,7 +387,7 @@ def nvidia_labels(
     addrs = {g.address for g in gpus}
     parts = [p for p in snap.partitions if p.kind == "mig" and p.parent in addrs]
     strat = opts.mig_strategy if opts.mig_strategy != "auto" else strategy(gpus, parts)
-    labelling = _Pass(snap, opts, gpus, product_model(gpus) if gpus else "", parts, strat)
+    labelling = _LabelerInputs(snap, opts, gpus, product_model(gpus) if gpus else "", parts, strat)
     out: dict[str, str] = {}
     try:
         for labeler in labelers:
@@ -561,7 +561,7 @@ def render_docs() -> str:
     return "\n".join(lines)
 
 
-PROFILE = LabelProfile(
+PROFILE = Profile(
     "nvidia",
     lambda snap, opts, warnings: nvidia_labels(snap, opts.nvidia, warnings),
     LABEL_TABLE,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from nfd_gpu.model import Snapshot
 
@@ -53,35 +53,12 @@ class LabelOptions:
     profile_options: tuple[str, ...] = ()  # names of nfd_gpu.labels.options.PROFILE_OPTIONS
 
 
-class Profile(Protocol):
+@dataclass(frozen=True)
+class Profile:
     """One label profile (see the module docstring)."""
 
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def table(self) -> tuple[LabelDoc, ...]: ...
-
-    @property
-    def docs(self) -> str: ...
-
-    def labels(self, snap: Snapshot, opts: LabelOptions, warnings: list[str]) -> dict[str, str]: ...
-
-    def render_docs(self) -> str: ...
-
-
-@dataclass(frozen=True)
-class LabelProfile:
-    """A :class:`Profile` made of functions (what every profile is)."""
-
     name: str
-    make: Callable[[Snapshot, LabelOptions, list[str]], dict[str, str]]
+    labels: Callable[[Snapshot, LabelOptions, list[str]], dict[str, str]]
     table: tuple[LabelDoc, ...]
     docs: str  # the generated page, relative to the repository
-    render: Callable[[], str]
-
-    def labels(self, snap: Snapshot, opts: LabelOptions, warnings: list[str]) -> dict[str, str]:
-        return self.make(snap, opts, warnings)
-
-    def render_docs(self) -> str:
-        return self.render()
+    render_docs: Callable[[], str]

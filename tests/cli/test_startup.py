@@ -44,7 +44,7 @@ NOT_FOR_SCAN = (
     "nfd_gpu.metrics",
     "nfd_gpu.config",
     "nfd_gpu.yamlfile",
-    "nfd_gpu.snapshot",
+    "nfd_gpu.capture",
     "nfd_gpu.sharing_config",
     "nfd_gpu.labels.nvidia",
     "nfd_gpu.labels.amd",

@@ -37,7 +37,8 @@ def test_subset_renders_and_validates(subset: tuple[str, ...], tmp_path: Path) -
     spec = next(o for o in objs if o["kind"] == "DaemonSet")["spec"]["template"]["spec"]
     assert ("affinity" in spec) == ("gpu-nodes-only" in subset)
     assert (spec.get("runtimeClassName") == "nvidia") == ("nvml" in subset)
-    # issue 20: the runtime directories only with host-runtime-config, never created
+    # the container-runtime directories are mounted only with host-runtime-config, and then
+    # as type Directory: the agent never creates them on the host
     host = {
         v["hostPath"]["path"]: v["hostPath"]["type"] for v in spec["volumes"] if "hostPath" in v
     }

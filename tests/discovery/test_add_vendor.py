@@ -12,7 +12,7 @@ import dataclasses
 from pathlib import Path
 
 from nfd_gpu.discovery import registry, system
-from nfd_gpu.discovery.source import Context, Step, Vendor
+from nfd_gpu.discovery.source import Context, Source, Vendor
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu, Snapshot
 from nfd_gpu.scan import discover, label
@@ -32,7 +32,7 @@ def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
     return dataclasses.replace(snap, gpus=gpus)
 
 
-SOURCE = Step("acme", _discover, needs=("acme",))
+SOURCE = Source("acme", _discover, needs=("acme",))
 
 # discovery/acme/__init__.py
 VENDOR = Vendor(

@@ -228,10 +228,10 @@ def test_round_half_away_from_zero() -> None:
 
 
 def test_snapshot_records_no_library_directories(tmp_path: Path) -> None:
-    from nfd_gpu.snapshot import take_snapshot
+    from nfd_gpu.capture import capture_host
 
     dest = tmp_path / "snap"
-    take_snapshot(dest, fixture_root("max1550-xe"))
+    capture_host(dest, fixture_root("max1550-xe"))
     manifest = json.loads((dest / "SNAPSHOT.json").read_text())
     usr = [p for p in manifest["links"] + manifest["markers"] + manifest["files"]
            if p.startswith("usr/lib")]  # fmt: skip

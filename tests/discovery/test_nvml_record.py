@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from nfd_gpu.capture import capture_host
 from nfd_gpu.discovery.nvidia import nvml
 from nfd_gpu.discovery.nvidia import record as nvml_record
 from nfd_gpu.discovery.nvidia import replay as nvml_replay
 from nfd_gpu.scan import run_scan
-from nfd_gpu.snapshot import take_snapshot
 from tests.conftest import fixture_root
 
 
@@ -47,15 +47,13 @@ def test_recorded_lost_gpu_and_failed_init(tmp_path: Path) -> None:
     root = fixture_root("h100-gpu-lost")
     lib = nvml_replay.load(str(root / "nvml.json"))
     dest = tmp_path / "lost"
-    take_snapshot(dest, root, nvml_lib=lib)
+    capture_host(dest, root, nvml_lib=lib)
     devices = json.loads((dest / "nvml.json").read_text())["devices"]
     assert any(d.get("error") == "GpuIsLost" or "GpuIsLost" in json.dumps(d) for d in devices)
     assert run_scan(dest).warnings == run_scan(root).warnings
     # nvmlInit failing (driver not loaded) is recorded and replays as the procfs fallback
     down = tmp_path / "down"
-    take_snapshot(
-        down, root, nvml_lib=nvml_replay.build({"nvmlInit": {"error": "DriverNotLoaded"}})
-    )
+    capture_host(down, root, nvml_lib=nvml_replay.build({"nvmlInit": {"error": "DriverNotLoaded"}}))
     assert json.loads((down / "nvml.json").read_text()) == {
         "nvmlInit": {"error": "DriverNotLoaded"}
     }

@@ -1,4 +1,4 @@
-"""The real-listing fixtures (tests/fixtures/real_listings.py) give the labels the listing's
+"""The real-listing fixtures (tests/fixtures/specs/real_listings.py) give the labels the listing's
 vendor tool printed there: product as the driver names it, family, compute capability, memory,
 link and driver version, with NVML (its recorded answers) and without."""
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from nfd_gpu.scan import run_scan
 from tests.conftest import fixture_root
-from tests.fixtures import make_fixtures as mf
+from tests.fixtures.specs.common import build
+from tests.fixtures.specs.nvidia_virt import HV_P100_ADDR, hyperv_p100_vm
 
 G = "gpu.feature.node.kubernetes.io"
 
@@ -48,16 +49,16 @@ def test_every_nvml_fact_reaches_the_gpu() -> None:
 
 def _as_domain_zero(tmp_path: Path) -> Path:
     """The same VM with the GPU in domain 0 (sysfs 0000:00:00.0, NVML 00000000:00:00.0)."""
-    spec = mf.hyperv_p100_vm()
+    spec = hyperv_p100_vm()
     narrow = "0000:00:00.0"
     files = {
-        k.replace(mf.HV_P100_ADDR, narrow): v.replace(mf.HV_P100_ADDR, narrow).replace(
+        k.replace(HV_P100_ADDR, narrow): v.replace(HV_P100_ADDR, narrow).replace(
             "03F8F31A:00:00.0", "00000000:00:00.0"
         )
         for k, v in spec.files.items()
     }
     devices = [dataclasses.replace(spec.devices[0], addr=narrow)]
-    return mf.build(dataclasses.replace(spec, devices=devices, files=files), tmp_path)
+    return build(dataclasses.replace(spec, devices=devices, files=files), tmp_path)
 
 
 def test_the_wide_domain_loses_no_label(tmp_path: Path) -> None:

@@ -456,14 +456,38 @@ def load_yaml_docs(path: Path) -> Iterator[Obj]:
                 yield doc
 
 
-def nodefeature_oneshot_args(root: str, node: str, namespace: str, kubeconfig: Path) -> list[str]:
-    """``nfd-gpu`` arguments for one NodeFeature pass of ``root`` as ``node``'s agent
-    (no udev, no owner lookup: the e2e agents run outside a Pod)."""
+def nodefeature_agent_args(root: str, kubeconfig: Path, *extra: str) -> list[str]:
+    """``nfd-gpu run`` arguments of an agent that publishes ``root``'s NodeFeature with
+    ``kubeconfig``'s credentials, then ``extra`` (no udev: the e2e agents run outside a Pod)."""
     return [
-        "run", "--oneshot", "--output", "nodefeature", "--root", root, "--no-udev",
-        "--owner-refs", "", "--node-name", node, "--namespace", namespace,
+        "--output", "nodefeature", "--root", root, "--no-udev", *extra,
         "--kubeconfig", str(kubeconfig),
     ]  # fmt: skip
+
+
+def nodefeature_oneshot_args(root: str, node: str, namespace: str, kubeconfig: Path) -> list[str]:
+    """``nfd-gpu`` arguments for one NodeFeature pass of ``root`` as ``node``'s agent
+    (no owner lookup either)."""
+    return [
+        "run", "--oneshot",
+        *nodefeature_agent_args(root, kubeconfig, "--owner-refs", "", "--node-name", node,
+                                "--namespace", namespace),
+    ]  # fmt: skip
+
+
+def container_env(pod: Obj, container: Obj) -> dict[str, str]:
+    """The environment ``container`` of ``pod`` gets: its values, and its downward-API
+    fields (``fieldRef``) resolved from the pod the way the kubelet fills them in."""
+    downward = {
+        "spec.nodeName": pod["spec"]["nodeName"],
+        "metadata.name": pod["metadata"]["name"],
+        "metadata.namespace": pod["metadata"]["namespace"],
+        "metadata.uid": pod["metadata"]["uid"],
+    }
+    return {
+        e["name"]: e["value"] if "value" in e else downward[e["valueFrom"]["fieldRef"]["fieldPath"]]
+        for e in container.get("env", [])
+    }
 
 
 def daemonset_pod(

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from nfd_gpu.scan import run_scan
+from tests.agent.hostroot_util import add_gpu, copy_fixture
 from tests.conftest import REPO, fixture_root, nfd_gpu_cmd
 from tests.deploy import kustomize
 from tests.e2e.cluster import (
@@ -30,10 +31,10 @@ from tests.e2e.cluster import (
     daemonset_pod,
     free_port,
     load_yaml_docs,
+    nodefeature_agent_args,
     nodefeature_oneshot_args,
 )
 from tests.e2e.conftest import NFD_NAMESPACE, NS, Proc, wait_for
-from tests.sinks.hostroot_util import add_gpu, copy_fixture
 
 SA_USER = f"system:serviceaccount:{NS}:nfd-gpu"
 OVERLAYS = sorted(p for p in (REPO / "deploy" / "overlays").iterdir() if p.is_dir())
@@ -123,15 +124,7 @@ def test_nodefeature_path_labels_updates_steady_state(
     )
     root = copy_fixture("hgx-h100", str(tmp_path / "root"))
     agent = start_agent(
-        "--output",
-        "nodefeature",
-        "--root",
-        root,
-        "--interval",
-        "1",
-        "--no-udev",
-        "--kubeconfig",
-        str(agent_sa["kubeconfig"]),
+        *nodefeature_agent_args(root, agent_sa["kubeconfig"], "--interval", "1"),
         NODE_NAME=node,
         POD_NAMESPACE=NS,
         POD_NAME=pod["metadata"]["name"],

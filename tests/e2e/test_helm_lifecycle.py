@@ -32,7 +32,16 @@ import pytest
 
 from tests.conftest import REPO, fixture_root, nfd_gpu_cmd
 from tests.deploy import renderings as r
-from tests.e2e.cluster import BIN, ApiError, Cluster, Obj, daemonset_pod, free_port, load_yaml_docs
+from tests.e2e.cluster import (
+    BIN,
+    ApiError,
+    Cluster,
+    Obj,
+    container_env,
+    daemonset_pod,
+    free_port,
+    load_yaml_docs,
+)
 from tests.e2e.conftest import NFD_CRDS, Proc, node_object
 from tests.e2e.test_admission_policy import bound_token
 from tests.e2e.test_cluster import agent_env
@@ -100,16 +109,7 @@ def run_as_pod(cluster: Cluster, pod: Obj, work: Path) -> str:
     }
     # --remove-on-exit: a oneshot's exit would take the file it wrote with it
     args = [mapped.get(a.split("=")[0], a) for a in container["args"] if a != "--remove-on-exit"]
-    downward = {
-        "spec.nodeName": pod["spec"]["nodeName"],
-        "metadata.name": pod["metadata"]["name"],
-        "metadata.namespace": pod["metadata"]["namespace"],
-        "metadata.uid": pod["metadata"]["uid"],
-    }
-    env = {
-        e["name"]: e["value"] if "value" in e else downward[e["valueFrom"]["fieldRef"]["fieldPath"]]
-        for e in container.get("env", [])
-    }
+    env = container_env(pod, container)
     assert pod["spec"].get("automountServiceAccountToken") is not False, "no API access"
     kubeconfig = cluster.write_kubeconfig(
         work / "pod.kubeconfig", {"token": bound_token(cluster, pod, NS)}

@@ -50,7 +50,7 @@ import pytest
 
 from tests.conftest import REPO, fixture_root, nfd_gpu_cmd
 from tests.deploy.renderings import tool
-from tests.e2e.cluster import BIN, ApiError, Cluster, Obj, daemonset_pod, free_port
+from tests.e2e.cluster import BIN, ApiError, Cluster, Obj, container_env, daemonset_pod, free_port
 from tests.e2e.conftest import (
     NFD_CRDS,
     NFD_NAMESPACE,
@@ -229,16 +229,7 @@ def run_agent_as_pod(cluster: Cluster, work: Path) -> Obj:
         if not a.startswith("--metrics-address")
     ]
     assert args[0].startswith("--root=") and any(a.startswith("--rules=") for a in args), args
-    downward = {
-        "spec.nodeName": pod["spec"]["nodeName"],
-        "metadata.name": pod["metadata"]["name"],
-        "metadata.namespace": pod["metadata"]["namespace"],
-        "metadata.uid": pod["metadata"]["uid"],
-    }
-    env = {
-        e["name"]: e["value"] if "value" in e else downward[e["valueFrom"]["fieldRef"]["fieldPath"]]
-        for e in container.get("env", [])
-    }
+    env = container_env(pod, container)
     token = bound_token(cluster, pod, NS)
     kubeconfig = cluster.write_kubeconfig(work / "pod.kubeconfig", {"token": token})
     log = work / "agent.log"

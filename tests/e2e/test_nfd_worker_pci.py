@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from nfd_gpu.capture import capture_host
 from nfd_gpu.featuremap import snapshot_features
 from nfd_gpu.scan import run_scan
-from nfd_gpu.snapshot import take_snapshot
 from tests.conftest import ALL_FIXTURES, fixture_root
 from tests.e2e.cluster import Cluster
 from tests.e2e.conftest import NFD_NAMESPACE
@@ -42,7 +42,7 @@ def nfd_workers(cluster: Cluster, root: Path, node: str, work: Path) -> list[Any
 
 
 # Captured on a real node by an nfd-gpu snapshot that did not yet save the files nfd-worker
-# reads (class, vendor, device, subsystem_*; snapshot.PEER_PCI_FILES): they are derived from
+# reads (class, vendor, device, subsystem_*; capture.PEER_PCI_FILES): they are derived from
 # the uevent it did save, the GPU's resource from its config and lspci -vvv
 # (tests/fixtures/derive_capture_files.py, CAPTURE.md).
 OLD_CAPTURES = ("h200-vm",)
@@ -76,5 +76,5 @@ def test_nfd_worker_pci_device_equals_ours(
     assert theirs == ours(root)
     # the capture of that node: nfd-worker finds the same PCI functions in it
     capture = tmp_path / "capture"
-    take_snapshot(capture, root)
+    capture_host(capture, root)
     assert nfd_workers(kube_cluster, capture, f"pci-cap-{name}", tmp_path / "cap") == theirs

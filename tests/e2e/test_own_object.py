@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from nfd_gpu.scan import run_scan
-from tests.e2e.cluster import ApiError, Cluster, Obj
+from tests.agent.hostroot_util import copy_fixture
+from tests.e2e.cluster import ApiError, Cluster, Obj, nodefeature_agent_args
 from tests.e2e.conftest import NS, Proc, wait_for
 from tests.e2e.test_cluster import SA_USER, Agent, node_labels, start_agent
-from tests.sinks.hostroot_util import copy_fixture
 
 NODE_LABEL = "nfd.node.kubernetes.io/node-name"
 RESYNC = 10.0  # the watch's period; 3600 s by default
@@ -52,10 +52,12 @@ def test_nodefeature_deleted_edited_relabelled_is_restored(
     make_node(other)
     root = copy_fixture("hgx-h100", str(tmp_path / "root"))
     agent = start_agent(
-        "--output", "nodefeature", "--root", root, "--interval", "1", "--no-udev",
-        "--resync-interval", str(RESYNC), "--kubeconfig", str(agent_sa["kubeconfig"]),
-        NODE_NAME=node, POD_NAMESPACE=NS,
-    )  # fmt: skip
+        *nodefeature_agent_args(
+            root, agent_sa["kubeconfig"], "--interval", "1", "--resync-interval", str(RESYNC)
+        ),
+        NODE_NAME=node,
+        POD_NAMESPACE=NS,
+    )
     want = run_scan(root).labels
     path = f"/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/{NS}/nodefeatures/nfd-gpu-{node}"
 
@@ -172,10 +174,12 @@ def test_broken_configuration_swaps_leave_the_published_labels(
     conf = tmp_path / "config.yaml"
     conf.write_text("interval: 1\nprofiles: [neutral, nvidia]\n")
     agent = start_agent(
-        "--config", str(conf), "--output", "nodefeature", "--root", root, "--no-udev",
-        "--rules", str(rules), "--sharing-config", str(sharing),
-        "--kubeconfig", str(agent_sa["kubeconfig"]),
-        NODE_NAME=node, POD_NAMESPACE=NS,
+        *nodefeature_agent_args(
+            root, agent_sa["kubeconfig"], "--config", str(conf), "--rules", str(rules),
+            "--sharing-config", str(sharing),
+        ),
+        NODE_NAME=node,
+        POD_NAMESPACE=NS,
     )  # fmt: skip
     path = f"/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/{NS}/nodefeatures/nfd-gpu-{node}"
 

@@ -48,8 +48,8 @@ def _outputs(
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_failure_fixture_outputs(name: str, tmp_path: Path) -> None:
     state, failed, degraded, reasons = CASES[name]
-    ff, devices, nf = _outputs(name, tmp_path)
-    for labels in (ff, nf):
+    file_labels, devices, object_labels = _outputs(name, tmp_path)
+    for labels in (file_labels, object_labels):
         assert labels[f"{G}/health"] == state
         assert labels.get(f"{G}/health.failed.count") == (str(failed) if failed else None)
         assert labels.get(f"{G}/health.degraded.count") == (str(degraded) if degraded else None)

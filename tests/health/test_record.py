@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from nfd_gpu.capture import capture_host
 from nfd_gpu.discovery.nvidia import nvml, record, replay
 from nfd_gpu.scan import run_scan
-from nfd_gpu.snapshot import take_snapshot
 from tests.conftest import fixture_root
 
 HEALTH_KEYS = (
@@ -54,7 +54,7 @@ def test_bad_health_answers_are_one_line_errors() -> None:
 def test_snapshot_copies_the_health_files(tmp_path: Path) -> None:
     for name in ("h100-aer-fatal", "mi210-ras-ue"):
         dest = tmp_path / name
-        take_snapshot(dest, fixture_root(name))
+        capture_host(dest, fixture_root(name))
         want = run_scan(fixture_root(name))
         got = run_scan(dest)
         assert [g.health for g in got.snapshot.gpus] == [g.health for g in want.snapshot.gpus]
@@ -64,7 +64,7 @@ def test_snapshot_copies_the_health_files(tmp_path: Path) -> None:
 def test_snapshot_records_the_xid_event_stream(tmp_path: Path) -> None:
     source = json.loads((fixture_root("h100-xid-48") / "nvml.json").read_text())
     dest = tmp_path / "snap"
-    take_snapshot(dest, fixture_root("h100-xid-48"), nvml_lib=replay.build(source), xid_seconds=0.3)
+    capture_host(dest, fixture_root("h100-xid-48"), nvml_lib=replay.build(source), xid_seconds=0.3)
     recorded = json.loads((dest / "nvml.json").read_text())
     assert recorded["events"] == source["events"]
     for key in HEALTH_KEYS[:-1]:  # the watcher's calls kept what the scan recorded

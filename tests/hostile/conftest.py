@@ -3,21 +3,13 @@ misbehaving API servers. Every case must end in < 5 s and < 200 MB (``bounded``)
 
 from __future__ import annotations
 
-import os
 import resource
-import sys
 import time
 from collections.abc import Iterator
 
 import pytest
 
-TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if TESTS_DIR not in sys.path:
-    sys.path.insert(0, TESTS_DIR)
-
-from k8s_api_server import FakeKubeAPI  # noqa: E402
-
-from tests.memory import statm  # noqa: E402
+from tests.memory import statm
 
 CASE_SECONDS = 5.0
 CASE_BYTES = 200 * 1024 * 1024
@@ -42,15 +34,6 @@ def bounded() -> Iterator[None]:
     grew = statm()[1] - base
     assert took < CASE_SECONDS, f"case took {took:.1f} s (limit {CASE_SECONDS:g} s)"
     assert grew < CASE_BYTES, f"case grew the process by {grew >> 20} MB"
-
-
-@pytest.fixture
-def k8s_server() -> Iterator[FakeKubeAPI]:
-    api = FakeKubeAPI().start()
-    try:
-        yield api
-    finally:
-        api.stop()
 
 
 @pytest.fixture(params=["openat2", "portable"])

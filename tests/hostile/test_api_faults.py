@@ -30,7 +30,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from k8s_api_server import FakeKubeAPI
 
 from nfd_gpu.agent import Agent
 from nfd_gpu.config import Config
@@ -38,6 +37,7 @@ from nfd_gpu.features import empty
 from nfd_gpu.metrics import Metrics
 from nfd_gpu.model import Snapshot
 from nfd_gpu.sinks.nodefeature import NodeFeatureSink
+from tests.k8s_api_server import FakeKubeAPI
 
 NS, NODE = "nfd", "node-1"
 OBJ = f"nfd-gpu-{NODE}"

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -105,11 +106,12 @@ def test_numvfs_beyond_totalvfs(tmp_path: Path, bounded: None) -> None:
 # -- a local error is not a result -------------------------------------------------------
 
 
-def test_emfile_makes_the_scan_incomplete(tmp_path: Path, bounded: None) -> None:
-    """Out of descriptors while listing the PCI devices: an error, not 'no GPU'."""
+@contextlib.contextmanager
+def _no_descriptor_left() -> Iterator[None]:
+    """Inside: every file descriptor of the process is taken (a limit of 64, all held),
+    so the next ``open`` fails with EMFILE; the limit and the descriptors are given back."""
     import resource
 
-    root = FIXTURES / "hgx-h100"
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     held: list[int] = []
     try:
@@ -119,11 +121,18 @@ def test_emfile_makes_the_scan_incomplete(tmp_path: Path, bounded: None) -> None
                 held.append(os.open("/dev/null", os.O_RDONLY))
         except OSError as e:
             assert e.errno == errno.EMFILE
-        res = run_scan(root)
+        yield
     finally:
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_emfile_makes_the_scan_incomplete(tmp_path: Path, bounded: None) -> None:
+    """Out of descriptors while listing the PCI devices: an error, not 'no GPU'."""
+    root = FIXTURES / "hgx-h100"
+    with _no_descriptor_left():
+        res = run_scan(root)
     assert not res.complete
     assert any("Too many open files" in e for e in res.errors)
 
@@ -202,8 +211,6 @@ def test_metrics_port_flood_leaves_descriptors_for_the_scan(bounded: None) -> No
 def test_agent_keeps_last_good_labels_after_emfile(tmp_path: Path, bounded: None) -> None:
     """The agent end to end (real scan, real feature-file sink): a pass that runs out
     of descriptors leaves the feature file as the last good pass wrote it."""
-    import resource
-
     from nfd_gpu.agent import Agent
     from nfd_gpu.config import Config
     from nfd_gpu.metrics import Metrics
@@ -215,20 +222,8 @@ def test_agent_keeps_last_good_labels_after_emfile(tmp_path: Path, bounded: None
     assert agent.run_pass()
     good = (out / "nfd-gpu").read_text()
     assert "present=true" in good
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    held: list[int] = []
-    try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
-        try:
-            while True:
-                held.append(os.open("/dev/null", os.O_RDONLY))
-        except OSError:
-            pass
+    with _no_descriptor_left():
         ok = agent.run_pass()
-    finally:
-        for fd in held:
-            os.close(fd)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert not ok
     assert (out / "nfd-gpu").read_text() == good
     assert not m.ready.is_set() and "incomplete" in m.not_ready_reason

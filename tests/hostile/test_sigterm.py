@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from k8s_api_server import FakeKubeAPI
+from tests.k8s_api_server import FakeKubeAPI
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from nfd_gpu.capture import capture_host
 from nfd_gpu.labels.options import AMD_KINDS, PROFILE_OPTIONS
 from nfd_gpu.scan import run_scan
-from nfd_gpu.snapshot import take_snapshot
 from tests.conftest import ALL_FIXTURES, fixture_root
 from tests.labels.amd_labeller_oracle import (
     ALL_FLAGS,
@@ -105,7 +105,7 @@ def test_driver_src_version(tmp_path: Path) -> None:
     theirs = labeller_output(root, flags)
     assert theirs["amd.com/gpu.driver-src-version"] == SRCVERSION
     assert run_scan(root, profiles=("amd",), profile_options=opts).labels == theirs
-    take_snapshot(tmp_path / "capture", root)  # a capture keeps the file
+    capture_host(tmp_path / "capture", root)  # a capture keeps the file
     assert run_scan(tmp_path / "capture", profiles=("amd",), profile_options=opts).labels == theirs
 
 

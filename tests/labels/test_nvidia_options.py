@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from nfd_gpu.capture import capture_host
 from nfd_gpu.cli import main
 from nfd_gpu.discovery.nvidia import replay as nvml_replay
 from nfd_gpu.labels.nvidia import NvidiaOptions
 from nfd_gpu.scan import run_scan
 from nfd_gpu.sharing_config import load_sharing_config
-from nfd_gpu.snapshot import take_snapshot
 from tests.conftest import DATA, GOLDEN, fixture_root
 from tests.labels.nvidia_cases import OPTION_CASES, SHARING, fabric_fixture
 
@@ -122,7 +122,7 @@ def test_clique_from_fabric_info(tmp_path: Path) -> None:
     assert {g.nvidia.clique for g in r.snapshot.gpus} == {"01020304-0506-0708-090a-0b0c0d0e0f10.7"}
     # recorded through the adapter (fabric struct filled by the fake) and replayed
     dest = tmp_path / "snap"
-    take_snapshot(dest, root, nvml_lib=nvml_replay.load(str(root / "nvml.json")))
+    capture_host(dest, root, nvml_lib=nvml_replay.load(str(root / "nvml.json")))
     assert run_scan(dest, profiles=["nvidia"]).labels == r.labels
 
 

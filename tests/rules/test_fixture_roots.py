@@ -138,7 +138,7 @@ SHIPPED_EXPECTED: dict[str, dict[str, str]] = {
     },
     # 2x H100 + 2x MI210: family is `mixed`, so not the large tier; 64 GiB minimum -> medium
     "mixed-nvidia-amd": {G + "class": "medium"},
-    # real listings (tests/fixtures/real_listings.py): RTX 5090 + 4090, smallest 24564 MiB
+    # real listings (tests/fixtures/specs/real_listings.py): RTX 5090 + 4090, smallest 24564 MiB
     "real-rtx5090-rtx4090": {G + "class": "small"},
     # GB10, V100 and the laptop: no memory figure in the listing (nor a one-size table row)
     "real-gb10-spark": {},

@@ -14,9 +14,8 @@ import sys
 
 CHILD = r"""
 import json, sys
-sys.path.insert(0, "tests")
 import kubernetes
-from k8s_api_server import FakeKubeAPI
+from tests.k8s_api_server import FakeKubeAPI
 from nfd_gpu.sinks import Publication
 from nfd_gpu.sinks.nodefeature import NodeFeatureSink
 

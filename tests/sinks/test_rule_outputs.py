@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 import yaml
-from nfd_local_parser import parse_features_dir
 
 from nfd_gpu import features
 from nfd_gpu.rules import evaluate, load_rules
@@ -29,6 +28,7 @@ from nfd_gpu.scan import run_scan
 from nfd_gpu.sinks import Publication
 from nfd_gpu.sinks.featurefile import FeatureFileSink
 from nfd_gpu.sinks.nodefeature import NodeFeatureSink
+from tests.sinks.nfd_local_parser import parse_features_dir
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "sysfs"

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nfd_local_parser import parse_feature_file, parse_features_dir
 
 from nfd_gpu.sinks import Publication, SinkError
 from nfd_gpu.sinks.featurefile import MAX_FILE_SIZE, FeatureFileSink
+from tests.sinks.nfd_local_parser import parse_feature_file, parse_features_dir
 
 NFD_TESTDATA = os.path.join(os.path.dirname(__file__), "data", "nfd-local-testdata", "features.d")
 NOW = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)

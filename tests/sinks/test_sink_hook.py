@@ -3,10 +3,9 @@ from __future__ import annotations
 import datetime as dt
 import io
 
-from nfd_local_parser import parse_feature_file
-
 from nfd_gpu.sinks import Publication
 from nfd_gpu.sinks.hook import HookSink
+from tests.sinks.nfd_local_parser import parse_feature_file
 
 
 def test_hook_prints_sorted_lines_once_per_change() -> None:

@@ -10,10 +10,10 @@ import random
 from typing import Any
 
 import pytest
-from k8s_api_server import FakeKubeAPI
 
 from nfd_gpu.sinks import SinkError
 from nfd_gpu.sinks.nodefeature import NodeFeatureSink
+from tests.k8s_api_server import FakeKubeAPI
 from tests.sinks.publications import Clock, pub
 
 NS = "nfd-gpu"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nfd_gpu.discovery.pciaddr import canonical
-from nfd_gpu.discovery.source import Context, Step
+from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu, Snapshot
 
@@ -107,4 +107,4 @@ def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
     return dataclasses.replace(snap, gpus=apply(snap.gpus, query(ctx.host)))
 
 
-SOURCE = Step("amdgpuinfo", _discover, needs=("amd",))
+SOURCE = Source("amdgpuinfo", _discover, needs=("amd",))

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from nfd_gpu import tables
 from nfd_gpu.discovery.pciaddr import PciAddress
-from nfd_gpu.discovery.source import Context, Step
+from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import AmdGpu, Gpu, Partition, Snapshot
 
@@ -329,4 +329,4 @@ def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
     return dataclasses.replace(snap, gpus=gpus, partitions=snap.partitions + parts)
 
 
-SOURCE = Step("amd", _discover, needs=("amd",))
+SOURCE = Source("amd", _discover, needs=("amd",))

@@ -23,7 +23,7 @@ import dataclasses
 import re
 
 from nfd_gpu import tables
-from nfd_gpu.discovery.source import Context, Step
+from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu, HealthReason, IntelGpu, Snapshot
 
@@ -118,7 +118,7 @@ def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
     return dataclasses.replace(snap, gpus=enrich(ctx.host, snap.gpus))
 
 
-SOURCE = Step("intel", _discover, needs=("intel",))
+SOURCE = Source("intel", _discover, needs=("intel",))
 
 
 def _survivability(host: HostRoot, g: Gpu) -> Gpu:
@@ -136,4 +136,4 @@ def _health(ctx: Context, snap: Snapshot) -> Snapshot:
     return dataclasses.replace(snap, gpus=tuple(_survivability(ctx.host, g) for g in snap.gpus))
 
 
-HEALTH_SOURCE = Step("intel-health", _health, needs=("intel",))
+HEALTH_SOURCE = Source("intel-health", _health, needs=("intel",))

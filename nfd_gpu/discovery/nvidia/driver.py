@@ -19,7 +19,7 @@ from nfd_gpu.discovery.nvidia.facts import GpuFacts, NvidiaFacts
 from nfd_gpu.discovery.nvidia.procfs import read_procfs
 from nfd_gpu.discovery.nvidia.session import NvmlSession
 from nfd_gpu.discovery.pciaddr import PciAddress
-from nfd_gpu.discovery.source import Context, Step
+from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu, NvidiaGpu, Partition, Snapshot
 
@@ -213,4 +213,4 @@ def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
     )
 
 
-SOURCE = Step("nvidia", _discover, needs=("nvidia",))
+SOURCE = Source("nvidia", _discover, needs=("nvidia",))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from nfd_gpu.discovery.source import Context, Step
+from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu, PciDevice, Snapshot
 
@@ -178,4 +178,4 @@ def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
     return dataclasses.replace(snap, gpus=apply(ctx.host, snap.gpus, snap.pci))
 
 
-SOURCE = Step("nvidia-vgpu", _discover, needs=("nvidia",))
+SOURCE = Source("nvidia-vgpu", _discover, needs=("nvidia",))

@@ -67,12 +67,12 @@ LIST_FILTERS: dict[str, tuple[str, ...]] = {
 MARKER_ONLY = ("dev",)
 
 
-class SnapshotError(Exception):
+class CaptureError(Exception):
     """DIR cannot be used (not empty, not a directory, not writable)."""
 
 
 @dataclass
-class SnapshotReport:
+class CaptureReport:
     dest: str
     files: list[str] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
@@ -96,7 +96,7 @@ class _Dest:
             self.fd = os.open(dest, _DIR_FLAGS)
         except OSError as exc:
             why = "a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
-            raise SnapshotError(f"{dest}: cannot be used ({why})") from None
+            raise CaptureError(f"{dest}: cannot be used ({why})") from None
 
     def close(self) -> None:
         os.close(self.fd)
@@ -155,7 +155,7 @@ class _Copier:
     """Copies what a scan read from the root (read through :class:`HostRoot`, confined
     to it) into DIR (written through :class:`_Dest`)."""
 
-    def __init__(self, root: str, dest: str, report: SnapshotReport) -> None:
+    def __init__(self, root: str, dest: str, report: CaptureReport) -> None:
         self.host = HostRoot(root)
         self.out = _Dest(dest)
         self.report = report
@@ -273,20 +273,20 @@ def _new_dest(dest: str) -> None:
         os.mkdir(dest, 0o755)
         return
     if stat.S_ISLNK(st.st_mode):
-        raise SnapshotError(f"{dest}: a symbolic link (a snapshot needs a new directory)")
+        raise CaptureError(f"{dest}: a symbolic link (a snapshot needs a new directory)")
     if not stat.S_ISDIR(st.st_mode):
-        raise SnapshotError(f"{dest}: exists and is not a directory")
+        raise CaptureError(f"{dest}: exists and is not a directory")
     if os.listdir(dest):
-        raise SnapshotError(f"{dest}: not empty (a snapshot needs an empty or new directory)")
+        raise CaptureError(f"{dest}: not empty (a snapshot needs an empty or new directory)")
 
 
-def take_snapshot(
+def capture_host(
     dest: str | os.PathLike[str],
     root: str | os.PathLike[str] = "/",
     *,
     nvml_lib: ModuleType | None = None,
     xid_seconds: float = 0.0,
-) -> SnapshotReport:
+) -> CaptureReport:
     """Scan ``root`` while recording, then copy what was read into ``dest`` (empty or new).
 
     ``nvml_lib``: the NVML library to record through (tests pass a fake ``pynvml``); by
@@ -297,7 +297,7 @@ def take_snapshot(
     root_s = os.fspath(root).rstrip("/") or "/"
     inside = os.path.realpath(dest_s).startswith(os.path.realpath(root_s).rstrip("/") + "/")
     if inside and root_s != "/":
-        raise SnapshotError(f"{dest_s}: inside --root {root_s}")
+        raise CaptureError(f"{dest_s}: inside --root {root_s}")
     _new_dest(dest_s)
 
     paths: list[str] = []
@@ -316,7 +316,7 @@ def take_snapshot(
         _record_xids(recording.module, xid_seconds)
     host.close()
 
-    report = SnapshotReport(dest=dest_s)
+    report = CaptureReport(dest=dest_s)
     copier = _Copier(root_s, dest_s, report)
     try:
         for rel in dict.fromkeys(p.lstrip("/") for p in paths):
@@ -391,7 +391,7 @@ def _record_xids(lib: ModuleType, seconds: float) -> None:
         watcher.close()
 
 
-def _manifest(root: str, snap: Snapshot, report: SnapshotReport) -> dict[str, Any]:
+def _manifest(root: str, snap: Snapshot, report: CaptureReport) -> dict[str, Any]:
     return {
         "nfd_gpu_version": __version__,
         "root": root,

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from nfd_gpu.capture import CaptureError, CaptureReport, _Copier, capture_host
 from nfd_gpu.cli import main
 from nfd_gpu.discovery.nvidia import replay as nvml_replay
 from nfd_gpu.scan import run_scan
-from nfd_gpu.snapshot import SnapshotError, SnapshotReport, _Copier, take_snapshot
 from tests.conftest import ALL_FIXTURES, fixture_root
 
 PROFILES = ("neutral", "nvidia")
@@ -29,7 +29,7 @@ def _records(root: Path) -> dict[str, Any]:
 @pytest.mark.parametrize("name", ALL_FIXTURES)
 def test_round_trip_every_fixture(name: str, tmp_path: Path) -> None:
     dest = tmp_path / "snap"
-    take_snapshot(dest, fixture_root(name))
+    capture_host(dest, fixture_root(name))
     for profile in PROFILES:
         want = run_scan(fixture_root(name), profiles=[profile]).labels
         assert run_scan(dest, profiles=[profile]).labels == want, profile
@@ -40,7 +40,7 @@ def test_round_trip_every_fixture(name: str, tmp_path: Path) -> None:
 def test_recording_through_the_adapter_replays(name: str, tmp_path: Path) -> None:
     lib = nvml_replay.load(str(fixture_root(name) / "nvml.json"))
     dest = tmp_path / "snap"
-    report = take_snapshot(dest, fixture_root(name), nvml_lib=lib)
+    report = capture_host(dest, fixture_root(name), nvml_lib=lib)
     assert report.nvml == "recorded"
     recorded = json.loads((dest / "nvml.json").read_text())
     original = json.loads((fixture_root(name) / "nvml.json").read_text())
@@ -53,7 +53,7 @@ def test_recording_through_the_adapter_replays(name: str, tmp_path: Path) -> Non
 
 def test_snapshot_contains_only_what_was_read(tmp_path: Path) -> None:
     dest = tmp_path / "snap"
-    take_snapshot(dest, fixture_root("dgx-a100-mig-mixed"))
+    capture_host(dest, fixture_root("dgx-a100-mig-mixed"))
     for dirpath, dirnames, filenames in os.walk(dest):
         for n in filenames + dirnames:
             p = Path(dirpath) / n
@@ -91,25 +91,25 @@ def test_links_and_bounded_files(tmp_path: Path) -> None:
     secret.parent.mkdir()
     secret.write_text("root:x:secret\n")
     dest = tmp_path / "snap"
-    take_snapshot(dest, root)
+    capture_host(dest, root)
     link = dest / "sys/bus/pci/devices/0000:00:02.0"
     assert os.readlink(link) == "../../../devices/pci0000:00/0000:00:02.0"
     assert (link / "uevent").read_text().startswith("PCI_CLASS")
     assert (dest / "sys/devices/pci0000:00/0000:00:02.0/numa_node").stat().st_size == 64 * 1024 + 1
     assert not (dest / "etc").exists()
-    _Copier(str(root), str(dest), SnapshotReport(str(dest))).copy("sys/class/gpu0/vendor")
+    _Copier(str(root), str(dest), CaptureReport(str(dest))).copy("sys/class/gpu0/vendor")
     assert os.readlink(dest / "sys/class/gpu0") == "../devices/pci0000:00/0000:00:02.0"
     assert (dest / "sys/class/gpu0/vendor").read_text() == "0x8086\n"
     # a relative link climbing above the root stays inside DIR
     (root / "sys/class/up").symlink_to("../../../../../sys/devices")
-    _Copier(str(root), str(dest), SnapshotReport(str(dest))).copy("sys/class/up")
+    _Copier(str(root), str(dest), CaptureReport(str(dest))).copy("sys/class/up")
     assert os.readlink(dest / "sys/class/up") == "../devices"
 
 
 def test_refuses_a_non_empty_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "x").write_text("")
-    with pytest.raises(SnapshotError):
-        take_snapshot(tmp_path, fixture_root("a100-t4"))
+    with pytest.raises(CaptureError):
+        capture_host(tmp_path, fixture_root("a100-t4"))
     assert main(["snapshot", str(tmp_path), "--root", str(fixture_root("a100-t4"))]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
@@ -130,11 +130,11 @@ def test_cli_snapshot_then_scan(tmp_path: Path, capsys: pytest.CaptureFixture[st
 def test_snapshot_keeps_what_the_peers_read(tmp_path: Path) -> None:
     # nfd-worker's pci source and GFD's nvpci read these of every PCI function; a scan does
     # not, so the snapshot copies them on purpose (each one the fixture has, byte for byte)
-    from nfd_gpu.snapshot import PEER_PCI_FILES
+    from nfd_gpu.capture import PEER_PCI_FILES
 
     root = fixture_root("nvidia-vgpu-guest")
     dest = tmp_path / "snap"
-    take_snapshot(dest, root)
+    capture_host(dest, root)
     devices = root / "sys/bus/pci/devices"
     copied = 0
     for dev in sorted(devices.iterdir()):

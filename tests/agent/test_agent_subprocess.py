@@ -16,15 +16,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hostroot_util import add_gpu, copy_fixture, remove_gpu
-from k8s_api_server import FakeKubeAPI
-from nfd_local_parser import parse_features_dir
 
 from nfd_gpu import __version__
 from nfd_gpu.scan import run_scan
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from tests.agent.hostroot_util import add_gpu, copy_fixture, remove_gpu
 from tests.conftest import no_nvml_dir as _no_nvml_dir
+from tests.k8s_api_server import FakeKubeAPI
+from tests.sinks.nfd_local_parser import parse_features_dir
 
 
 def no_nvml_dir() -> str:

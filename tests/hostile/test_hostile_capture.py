@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from nfd_gpu.capture import CaptureError, _Dest, capture_host
 from nfd_gpu.cli import main
-from nfd_gpu.snapshot import SnapshotError, _Dest, take_snapshot
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
 SECRET = "TOP-SECRET-OUTSIDE-THE-ROOT"
@@ -53,7 +53,7 @@ def test_linked_copy_steps_stay_in_the_root(
     target = str(outside) if how == "absolute" else "../" * (depth + 30) + str(outside)[1:]
     link.symlink_to(target)
     dest = tmp_path / "snap"
-    take_snapshot(dest, root, nvml_lib=None)
+    capture_host(dest, root, nvml_lib=None)
     assert _secret_in(dest) == []
 
 
@@ -62,8 +62,8 @@ def test_dest_that_is_a_link_is_refused(tmp_path: Path, capsys: pytest.CaptureFi
     elsewhere.mkdir()
     dest = tmp_path / "snap"
     dest.symlink_to(elsewhere)
-    with pytest.raises(SnapshotError, match="a symbolic link"):
-        take_snapshot(dest, FIXTURES / "a100-t4")
+    with pytest.raises(CaptureError, match="a symbolic link"):
+        capture_host(dest, FIXTURES / "a100-t4")
     assert main(["snapshot", str(dest), "--root", str(FIXTURES / "a100-t4")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     assert os.listdir(elsewhere) == []
@@ -106,7 +106,7 @@ def test_snapshot_of_a_planted_device_is_a_marker(tmp_path: Path) -> None:
     pn.unlink()
     os.mknod(pn, stat.S_IFCHR | 0o644, os.makedev(1, 5))
     dest = tmp_path / "snap"
-    report = take_snapshot(dest, root)
+    report = capture_host(dest, root)
     copied = dest / "sys/class/dmi/id/product_name"
     assert copied.is_file() and copied.stat().st_size == 0
     assert "sys/class/dmi/id/product_name" in report.markers

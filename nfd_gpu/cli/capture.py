@@ -23,12 +23,12 @@ def snapshot(
     ] = 0.0,
 ) -> None:
     """Capture what a scan reads (and NVML's answers) into DIR; replay: scan --root DIR."""
-    from nfd_gpu.snapshot import SnapshotError, take_snapshot  # lazy: discovery code
+    from nfd_gpu.capture import CaptureError, capture_host  # lazy: discovery code
 
     check_root(root)
     try:
-        report = take_snapshot(dest, root, xid_seconds=xid_seconds)
-    except SnapshotError as exc:
+        report = capture_host(dest, root, xid_seconds=xid_seconds)
+    except CaptureError as exc:
         raise fail(str(exc)) from None
     except OSError as exc:
         raise fail(f"{dest}: {exc.strerror or exc}") from None

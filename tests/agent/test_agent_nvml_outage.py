@@ -15,13 +15,11 @@ import sys
 import time
 from pathlib import Path
 
-from k8s_api_server import FakeKubeAPI
-from test_agent_subprocess import NS, OBJ, AgentProcess, http_get, metric, wait_for
+from tests.agent.test_agent_subprocess import NS, OBJ, AgentProcess, http_get, metric, wait_for
+from tests.fake_pynvml import write_fake_pynvml
+from tests.k8s_api_server import FakeKubeAPI
 
 TESTS = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TESTS.parent))
-
-from tests.fake_pynvml import write_fake_pynvml  # noqa: E402
 
 H200 = TESTS / "fixtures" / "sysfs" / "h200-vm"
 G = "gpu.feature.node.kubernetes.io"
