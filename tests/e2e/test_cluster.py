@@ -62,10 +62,12 @@ def node_labels(cluster: Cluster, name: str) -> dict[str, str]:
     return {k: v for k, v in node["metadata"].get("labels", {}).items() if k not in OWN_LABELS}
 
 
-def audit(cluster: Cluster, user: str | None = None, **match: str) -> list[Obj]:
-    """Audit events (ResponseComplete) by ``user`` whose objectRef has ``match``'s values."""
+def audit(cluster: Cluster, user: str | None = None, *, after: int = 0, **match: str) -> list[Obj]:
+    """Audit events (ResponseComplete) by ``user`` whose objectRef has ``match``'s values,
+    from the ``after``-th event on (the cluster lives for the session: other tests' agents
+    share the ServiceAccount)."""
     out = []
-    for ev in cluster.audit_events():
+    for ev in cluster.audit_events()[after:]:
         if ev.get("stage") != "ResponseComplete":
             continue
         if user is not None and ev["user"]["username"] != user:
@@ -123,6 +125,7 @@ def test_nodefeature_path_labels_updates_steady_state(
         "POST", f"/api/v1/namespaces/{NS}/pods", daemonset_pod(ds, spec, name="nfd-gpu-e2e")
     )
     root = copy_fixture("hgx-h100", str(tmp_path / "root"))
+    before = len(kube_cluster.audit_events())
     agent = start_agent(
         *nodefeature_agent_args(root, agent_sa["kubeconfig"], "--interval", "1"),
         NODE_NAME=node,
@@ -146,20 +149,22 @@ def test_nodefeature_path_labels_updates_steady_state(
     assert owners == [("Pod", pod["metadata"]["uid"]), ("DaemonSet", ds["metadata"]["uid"])]
 
     # Steady state: several passes, not one request from the agent, no Node write.
-    seen = len(audit(kube_cluster, SA_USER))
+    seen = len(audit(kube_cluster, SA_USER, after=before))
     node_writes = len(
         [e for e in audit(kube_cluster, resource="nodes", name=node) if e["verb"] != "get"]
     )
     rv = nf["metadata"]["resourceVersion"]
     time.sleep(4.0)
     assert agent.proc.poll() is None, why()
-    assert len(audit(kube_cluster, SA_USER)) == seen, "agent sent requests in steady state"
+    assert len(audit(kube_cluster, SA_USER, after=before)) == seen, (
+        "agent sent requests in steady state"
+    )
     assert kube_cluster.request("GET", nf_path)["metadata"]["resourceVersion"] == rv
     assert (
         len([e for e in audit(kube_cluster, resource="nodes", name=node) if e["verb"] != "get"])
         == node_writes
     )
-    sa_verbs = sorted(e["verb"] for e in audit(kube_cluster, SA_USER))
+    sa_verbs = sorted(e["verb"] for e in audit(kube_cluster, SA_USER, after=before))
     # start: one GET of its Pod (owner refs), one GET (404) and one create of the object
     assert sa_verbs == ["create", "get", "get"], sa_verbs
 
@@ -171,12 +176,12 @@ def test_nodefeature_path_labels_updates_steady_state(
     wait_for(lambda: node_labels(kube_cluster, node) == want2, 15, why)
     # the next pass (1 s interval) and nfd-master's reaction; generous for a loaded CI box
     assert time.monotonic() - t0 < 10.0
-    updates = [e for e in audit(kube_cluster, SA_USER) if e["verb"] == "update"]
+    updates = [e for e in audit(kube_cluster, SA_USER, after=before) if e["verb"] == "update"]
     assert len(updates) == 1 and updates[0]["responseStatus"]["code"] == 200
     # the whole conversation: own Pod, NodeFeature absent, created, updated once
     calls = [
         (e["verb"], e["objectRef"]["resource"], e["responseStatus"]["code"])
-        for e in audit(kube_cluster, SA_USER)
+        for e in audit(kube_cluster, SA_USER, after=before)
     ]
     assert calls == [
         ("get", "pods", 200),
