@@ -88,7 +88,8 @@ def _default_profiles() -> tuple[str, ...]:
 
 def _mig_strategies() -> tuple[str, ...]:
     """GFD's strategies (none, its default, first), then nfd-gpu's own (auto)."""
-    from nfd_gpu.labels.nvidia import GFD_MIG_STRATEGIES, MIG_STRATEGIES  # lazy: as above
+    # lazy: as above (the options' module: listing scan's options loads no profile code)
+    from nfd_gpu.labels.nvidia_options import GFD_MIG_STRATEGIES, MIG_STRATEGIES
 
     return (*GFD_MIG_STRATEGIES, *(s for s in MIG_STRATEGIES if s not in GFD_MIG_STRATEGIES))
 
