@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import sys
 import tempfile
@@ -73,6 +74,16 @@ def subprocess_env() -> dict[str, str]:
     env.pop("NFD_GPU_ROOT", None)
     env["PYTHONPATH"] = os.pathsep.join([str(no_nvml_dir()), str(REPO)])
     return env
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection built (every test module, its tables and renderings, the kubernetes
+    client, hypothesis) moved out of the cyclic garbage collector's sight (``gc.freeze``).
+    The rules loader runs a full ``gc.collect()`` per rule file it parses (rules/loader.py
+    ``_compacted``: the agent's heap is small); in a test process each one walked the whole
+    imported suite again. What the tests themselves make is still collected as before."""
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -170,9 +170,42 @@ UNAVAILABLE: dict[str, Unavailable] = {
 }
 
 
-def _scan(cfg: Any) -> tuple[dict[str, str], dict[str, Any]]:
-    res = Agent(cfg, sinks=[]).scan()
-    return dict(res.labels), owned(res.features)
+_SCANS: dict[str, tuple[dict[str, str], dict[str, Any]]] = {}
+
+
+def _scan(cfg: Any, *, shared: bool = False) -> tuple[dict[str, str], dict[str, Any]]:
+    """One agent's first pass. ``shared``: the root is a tree no test changes (a fixture, or
+    a ``stripped`` copy), so the scan with these settings is made once per module and
+    each case compares against that same result (the 16 renderings share a few settings)."""
+    key = repr(cfg)
+    if shared and key in _SCANS:
+        return _SCANS[key]
+    agent = Agent(cfg, sinks=[])
+    try:
+        res = agent.scan()
+    finally:
+        if agent.health.watcher is not None:  # the XID watcher a recording's GPUs started
+            agent.health.watcher.stop(timeout=0)  # ends after its wait, not with the process
+    out = dict(res.labels), owned(res.features)
+    if shared:
+        _SCANS[key] = out
+    return out
+
+
+@pytest.fixture(scope="module")
+def stripped(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path, list[str]], Path]:
+    """:func:`_strip` of a fixture, made once per (fixture, globs) for the module's cases
+    (none writes to it)."""
+    where = tmp_path_factory.mktemp("stripped")
+    made: dict[tuple[str, tuple[str, ...]], Path] = {}
+
+    def get(host: Path, globs: list[str]) -> Path:
+        key = (host.name, tuple(sorted(set(globs))))
+        if key not in made:
+            made[key] = _strip(host, where / str(len(made)), list(key[1]))
+        return made[key]
+
+    return get
 
 
 def _strip(src: Path, dst: Path, globs: list[str]) -> Path:
@@ -210,7 +243,9 @@ def test_helm_pod_view_is_a_tested_rendering(case: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("rendering", sorted(RENDERINGS))
 @pytest.mark.parametrize("fixture", ALL_FIXTURES)
-def test_pod_labels_equal_host_labels(rendering: str, fixture: str, tmp_path: Path) -> None:
+def test_pod_labels_equal_host_labels(
+    rendering: str, fixture: str, tmp_path: Path, stripped: Callable[[Path, list[str]], Path]
+) -> None:
     pod = podview.pod_spec(RENDERINGS[rendering])
     for m in pod.mounts:
         if m.container_path.startswith("/host"):
@@ -227,13 +262,12 @@ def test_pod_labels_equal_host_labels(rendering: str, fixture: str, tmp_path: Pa
         shutil.copy2(host / podview.NVML_RECORDING, root_in_pod / podview.NVML_RECORDING)
 
     in_pod = _scan(podview.agent_config(pod, root=str(root_in_pod), rules=rules))
-    full = _scan(podview.agent_config(pod, root=str(host), rules=rules))
+    full = _scan(podview.agent_config(pod, root=str(host), rules=rules), shared=True)
 
     missing = {n: u for n, u in UNAVAILABLE.items() if u.applies(pod)}
     globs = [g for u in missing.values() for g in u.paths]
-    reduced = _scan(
-        podview.agent_config(pod, root=str(_strip(host, tmp_path / "reduced", globs)), rules=rules)
-    )
+    reduced_root = stripped(host, globs)
+    reduced = _scan(podview.agent_config(pod, root=str(reduced_root), rules=rules), shared=True)
     # The pod sees exactly the host minus the named facts ...
     assert in_pod[0] == reduced[0]
     assert in_pod[1] == reduced[1]
@@ -286,7 +320,9 @@ def test_usr_outside_the_mounts_costs_only_its_label(
 
 
 @pytest.mark.parametrize("name", sorted(UNAVAILABLE))
-def test_unavailable_fact_matters_and_is_documented(name: str, tmp_path: Path) -> None:
+def test_unavailable_fact_matters_and_is_documented(
+    name: str, stripped: Callable[[Path, list[str]], Path]
+) -> None:
     """Each entry costs one of its labels on some fixture (else it is stale), and
     docs/install.md names its paths."""
     u = UNAVAILABLE[name]
@@ -303,9 +339,9 @@ def test_unavailable_fact_matters_and_is_documented(name: str, tmp_path: Path) -
         host = FIXTURES / fixture
         if not any(any(host.glob(g)) for g in u.paths):
             continue
-        full = _scan(podview.agent_config(pod, root=str(host), rules=None))[0]
-        stripped = _strip(host, tmp_path / fixture, list(u.paths))
-        less = _scan(podview.agent_config(pod, root=str(stripped), rules=None))[0]
+        full = _scan(podview.agent_config(pod, root=str(host), rules=None), shared=True)[0]
+        less_root = stripped(host, list(u.paths))
+        less = _scan(podview.agent_config(pod, root=str(less_root), rules=None), shared=True)[0]
         cost |= {k for k in set(full) | set(less) if full.get(k) != less.get(k)}
     assert cost, f"{name}: no fixture loses a label without {u.paths}: drop the entry"
     assert all(_matches(k, u.labels) for k in cost), cost
