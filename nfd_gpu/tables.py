@@ -114,6 +114,18 @@ def table(vendor: str) -> dict[str, tuple[ModelInfo, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
+@functools.cache
+def pci_names(vendor: str) -> dict[str, str]:
+    """device id -> pci.ids name (``data/<vendor>-pci-names.tsv``; only NVIDIA's is shipped,
+    for GFD's vfio strategy), empty without the file."""
+    out: dict[str, str] = {}
+    for r in _rows(f"{vendor}-pci-names"):
+        dev, name = (r.get("device_id") or "").strip().lower(), (r.get("name") or "").strip()
+        if dev and name:
+            out[dev] = name
+    return out
+
+
 def lookup(
     vendor: str, device_id: str, revision: str = "", subsystem: str = ""
 ) -> ModelInfo | None:
