@@ -337,6 +337,7 @@ class Snapshot:
     loaded_modules: tuple[str, ...] = ()
     builtin_modules: tuple[str, ...] = ()  # built into the kernel (modules.builtin, sys/module)
     driver_versions: dict[str, str] = field(default_factory=dict)  # module -> version
+    driver_src_versions: dict[str, str] = field(default_factory=dict)  # module -> srcversion
     vendor_driver_versions: dict[str, str] = field(default_factory=dict)  # vendor -> version
     machine: str | None = None
     warnings: tuple[str, ...] = ()
@@ -366,6 +367,7 @@ class Snapshot:
             loaded_modules=tuple(d.get("loaded_modules", ())),
             builtin_modules=tuple(d.get("builtin_modules", ())),
             driver_versions=dict(d.get("driver_versions", {})),
+            driver_src_versions=dict(d.get("driver_src_versions", {})),
             vendor_driver_versions=dict(d.get("vendor_driver_versions", {})),
             machine=d.get("machine"),
             warnings=tuple(d.get("warnings", ())),

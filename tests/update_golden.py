@@ -33,10 +33,12 @@ def main() -> None:
                 print(f"{root.name} [{profile}]: {len(labels)} labels")
             elif out.exists():
                 out.unlink()
-        # every amd option that adds labels (amd-require-amdgpu only removes them: its test
-        # is tests/labels/test_profile_options.py)
+        # every amd option that adds labels (amd-require-amdgpu and amd-no-<kind> only remove
+        # them: tests/labels/test_profile_options.py, test_amd_labeller_oracle.py)
         amd_all = [
-            o for o, (p, _) in PROFILE_OPTIONS.items() if p == "amd" and o != "amd-require-amdgpu"
+            o
+            for o, (p, _) in PROFILE_OPTIONS.items()
+            if p == "amd" and o != "amd-require-amdgpu" and not o.startswith("amd-no-")
         ]
         labels = run_scan(root, profiles=("amd",), profile_options=amd_all).labels
         out = HERE / "golden" / f"{root.name}.amd-all.labels"

@@ -51,17 +51,21 @@ def builtin_modules(
     return tuple(sorted(names - have))
 
 
-def module_versions(host: HostRoot, modules: tuple[str, ...]) -> dict[str, str]:
-    """``sys/module/<m>/version`` for the GPU driver modules that have one."""
+def module_versions(
+    host: HostRoot, modules: tuple[str, ...], attr: str = "version"
+) -> dict[str, str]:
+    """``sys/module/<m>/<attr>`` for the GPU driver modules that have one: ``version``
+    (``MODULE_VERSION``), or ``srcversion`` (modpost's checksum of the module's sources,
+    which AMD's labeller writes as ``amd.com/gpu.driver-src-version``)."""
     out = {}
     for m in modules:
-        v = host.read_text(f"sys/module/{m}/version")
+        v = host.read_text(f"sys/module/{m}/{attr}")
         if v:
             token = v.split()[0]
             if all(c.isalnum() or c in "._-+" for c in token):
                 out[m] = token
             else:
-                host.warn(f"/sys/module/{m}/version: unexpected content {v[:40]!r}")
+                host.warn(f"/sys/module/{m}/{attr}: unexpected content {v[:40]!r}")
     return out
 
 
@@ -76,7 +80,11 @@ def versions(gpu_vendors: Mapping[str, Vendor]) -> Step:
     modules = gpu_modules(gpu_vendors.values())
 
     def run(ctx: Context, snap: Snapshot) -> Snapshot:
-        return dataclasses.replace(snap, driver_versions=module_versions(ctx.host, modules))
+        return dataclasses.replace(
+            snap,
+            driver_versions=module_versions(ctx.host, modules),
+            driver_src_versions=module_versions(ctx.host, modules, "srcversion"),
+        )
 
     return Step("module-versions", run)
 

@@ -5,9 +5,10 @@ docs/labels-amd.md).
 Defaults are the labeller's with its sample DaemonSet flags (``-vram -cu-count
 -simd-count -device-id -family -product-name``); its other flags are profile options
 (:mod:`nfd_gpu.labels.options`): ``amd-beta``, ``amd-driver-version``,
-``amd-compute-memory-partition``, ``amd-compute-partitioning-supported``,
-``amd-memory-partitioning-supported``, and ``amd-mode`` (the GPU operator's KubeVirt
-labeller's ``gpu.mode``).
+``amd-driver-src-version``, ``amd-compute-memory-partition``,
+``amd-compute-partitioning-supported``, ``amd-memory-partitioning-supported``, and
+``amd-mode`` (the GPU operator's KubeVirt labeller's ``gpu.mode``); ``amd-no-<kind>``
+drops a default kind (the Helm chart's flags leave out ``-product-name``).
 
 Per kind, counted over the labeller's devices: each GPU, and each partition of a
 partitioned GPU (the labeller lists the ``amdgpu_xcp_*`` partitions as devices):
@@ -21,7 +22,8 @@ Values as the labeller: product names with spaces as ``_`` and parentheses dropp
 nothing else (a name that is still no valid label value, ``AMD_Instinct_MI250X_/_MI250``,
 is dropped with a warning: the labeller's node update fails then); ``vram`` is
 ``round(MiB / 1024)G``, ``0G`` for a GPU whose KFD node reports no memory (a VF guest);
-``driver-version`` is the amdgpu module version, empty for an in-tree driver;
+``driver-version`` is the amdgpu module version, empty for an in-tree driver, and
+``driver-src-version`` its ``srcversion`` (``sys/module/amdgpu/srcversion``);
 ``*-partitioning-supported`` is whether the first GPU has the ``available_*_partition``
 file. ``family`` is derived from the ISA target (the labeller asks libdrm for the family
 id; the values agree for the targets in :data:`GFX_FAMILY`).
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from nfd_gpu.labels.options import selected
+from nfd_gpu.labels.options import AMD_KINDS, selected
 from nfd_gpu.labels.profile import LabelDoc, LabelProfile, in_table, table_rows
 from nfd_gpu.model import Gpu, Partition, Snapshot
 
@@ -89,6 +91,12 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "Option `amd-driver-version`: amdgpu module version, empty for an in-tree driver.",
     ),
     LabelDoc(
+        "gpu.driver-src-version",
+        "e.g. `C502C9F63988A81945CAABD`",
+        "Option `amd-driver-src-version`: amdgpu module `srcversion`, empty when the "
+        "module has none.",
+    ),
+    LabelDoc(
         "gpu.compute-memory-partition",
         "`<compute>_<memory>`, e.g. `cpx_nps4`",
         "Option `amd-compute-memory-partition`: when every GPU has the same modes.",
@@ -119,7 +127,7 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
 
 _MODES = ("container", "vf-passthrough", "pf-passthrough")
 _PRODUCT = str.maketrans({" ": "_", "(": None, ")": None})
-KINDS = ("device-id", "product-name", "vram", "simd-count", "cu-count", "family")
+KINDS = AMD_KINDS
 
 
 def product_name(raw: str) -> str:
@@ -200,7 +208,7 @@ def amd_labels(snap: Snapshot, options: frozenset[str] = frozenset()) -> dict[st
         vf_ids = [device_of[v] for v in g.vfs if v in device_of]
         units += _units(g, [p for p in snap.partitions if p.parent == g.address], vf_ids)
     out: dict[str, str] = {}
-    for kind in KINDS:
+    for kind in (k for k in KINDS if f"no-{k}" not in options):
         vals = [u[kind] for u in units if kind in u]
         if vals:
             out.update(_count_labels(kind, vals, "beta" in options))
@@ -208,6 +216,8 @@ def amd_labels(snap: Snapshot, options: frozenset[str] = frozenset()) -> dict[st
     container = [g for g in gpus if g.mode == "container"]
     if container and "driver-version" in options:
         out[f"{PREFIX}/gpu.driver-version"] = snap.driver_versions.get("amdgpu", "")
+    if container and "driver-src-version" in options:
+        out[f"{PREFIX}/gpu.driver-src-version"] = snap.driver_src_versions.get("amdgpu", "")
 
     if container and "compute-memory-partition" in options:
         # one combination over the devices that have both modes (partitions carry their
@@ -253,8 +263,10 @@ def render_docs() -> str:
         "partitioned GPUs. With one distinct value the plain key is set; with several,",
         "one `<kind>.<value>` count key per value. Option `amd-beta` adds the",
         "labeller's `beta.amd.com/gpu.<kind>.<value>=<count>` keys (and",
-        "`beta.amd.com/gpu.<kind>` with one value). Not emitted: `driver-src-version`",
-        "and `beta.amd.com/gpu.firmware.*` (libdrm queries).",
+        "`beta.amd.com/gpu.<kind>` with one value). Option `amd-no-<kind>` drops one",
+        "default kind (and its `beta.amd.com` and count keys), as the labeller without",
+        "that flag: `amd-no-product-name` gives its Helm chart's flags. Not emitted:",
+        "`beta.amd.com/gpu.firmware.*` (libdrm queries).",
         "",
         *table_rows(PREFIX, LABEL_TABLE),
         "",

@@ -7,12 +7,18 @@ turns one on; docs/configuration.md lists them (checked by a test).
 
 The ``amd`` profile's defaults are the AMD node labeller's with its sample DaemonSet flags
 (``-vram -cu-count -simd-count -device-id -family -product-name``); the other labeller
-flags are options here. The GPU operator's labeller adds ``-driver-version``.
+flags are options here, and ``amd-no-<kind>`` drops one default kind as leaving its flag
+out does (the labeller's Helm chart leaves out ``-product-name``: ``amd-no-product-name``).
+The GPU operator's labeller adds ``-driver-version``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+
+# The amd profile's default label kinds (the labeller's sample DaemonSet flags), in the
+# order nfd_gpu.labels.amd writes them
+AMD_KINDS = ("device-id", "product-name", "vram", "simd-count", "cu-count", "family")
 
 # name -> (profile, what it adds)
 PROFILE_OPTIONS: dict[str, tuple[str, str]] = {
@@ -22,6 +28,10 @@ PROFILE_OPTIONS: dict[str, tuple[str, str]] = {
         "(the labeller always writes them)",
     ),
     "amd-driver-version": ("amd", "amd.com/gpu.driver-version (labeller -driver-version)"),
+    "amd-driver-src-version": (
+        "amd",
+        "amd.com/gpu.driver-src-version (labeller -driver-src-version)",
+    ),
     "amd-compute-memory-partition": (
         "amd",
         "amd.com/gpu.compute-memory-partition (labeller -compute-memory-partition)",
@@ -40,6 +50,15 @@ PROFILE_OPTIONS: dict[str, tuple[str, str]] = {
         "no amd.com label unless an AMD GPU is bound to amdgpu (the labeller finds GPUs "
         "through amdgpu and exits without labels otherwise)",
     ),
+    # the default kinds, one by one off (the labeller without that flag)
+    **{
+        f"amd-no-{kind}": (
+            "amd",
+            f"no amd.com/gpu.{kind} (nor its beta.amd.com and count keys): the labeller "
+            f"without -{kind}",
+        )
+        for kind in AMD_KINDS
+    },
 }
 
 

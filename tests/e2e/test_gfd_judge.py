@@ -38,11 +38,11 @@ def _bound_without_recording(root: Path) -> bool:
 
 
 # h200-vm is a capture by an nfd-gpu snapshot that did not save class, vendor, device or
-# resource (GFD reads them): judged once snapshot saves them and it is captured again.
+# resource (GFD reads them): they are derived from what it holds (its CAPTURE.md).
 # hyperv-p100-vm's recording has no system answers (nvmlSystemGetDriverVersion and
 # nvmlSystemGetCudaDriverVersion, which a real NVML always gives): GFD fails on it
 # ("error getting driver version: ERROR_NOT_SUPPORTED"); judged once its source gives them.
-UNJUDGED = {"h200-vm", "hyperv-p100-vm"}
+UNJUDGED = {"hyperv-p100-vm"}
 JUDGED = [n for n in ALL_FIXTURES if _has_nvidia(fixture_root(n)) and n not in UNJUDGED
           and not _bound_without_recording(fixture_root(n))]  # fmt: skip
 

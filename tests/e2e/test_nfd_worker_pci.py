@@ -13,11 +13,12 @@ import pytest
 
 from nfd_gpu.featuremap import snapshot_features
 from nfd_gpu.scan import run_scan
-from nfd_gpu.snapshot import PEER_PCI_FILES, take_snapshot
+from nfd_gpu.snapshot import take_snapshot
 from tests.conftest import ALL_FIXTURES, fixture_root
 from tests.e2e.cluster import Cluster
 from tests.e2e.conftest import NFD_NAMESPACE
 from tests.e2e.test_cluster import run_nfd_worker
+from tests.fixtures.derive_capture_files import derive
 
 
 def _key(e: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -41,16 +42,29 @@ def nfd_workers(cluster: Cluster, root: Path, node: str, work: Path) -> list[Any
 
 
 # Captured on a real node by an nfd-gpu snapshot that did not yet save the files nfd-worker
-# reads (class, vendor, device, subsystem_*; snapshot.PEER_PCI_FILES): nfd-worker finds no
-# PCI function in it. Judged once captured again with this snapshot.
+# reads (class, vendor, device, subsystem_*; snapshot.PEER_PCI_FILES): they are derived from
+# the uevent it did save, the GPU's resource from its config and lspci -vvv
+# (tests/fixtures/derive_capture_files.py, CAPTURE.md).
 OLD_CAPTURES = ("h200-vm",)
-JUDGED = [n for n in ALL_FIXTURES if n not in OLD_CAPTURES]
+JUDGED = list(ALL_FIXTURES)
 
 
 @pytest.mark.parametrize("name", OLD_CAPTURES)
-def test_old_capture_lacks_what_nfd_worker_reads(name: str) -> None:
-    devices = sorted((fixture_root(name) / "sys/bus/pci/devices").iterdir())
-    assert devices and not any((d / f).exists() for d in devices for f in PEER_PCI_FILES[:5])
+def test_old_capture_files_are_derived_from_its_uevent(name: str) -> None:
+    root = fixture_root(name)
+    files = derive(root)
+    devices = sorted((root / "sys/bus/pci/devices").iterdir())
+    assert len(files) == 5 * len(devices) + 1  # + the GPU's resource
+    for path, text in files.items():
+        assert path.read_text() == text, f"{path}: run tests/fixtures/derive_capture_files.py"
+    # nothing the capture does not hold: resource where lspci -vvv was captured (the GPU),
+    # config only where it was captured
+    for f in ("resource", "config"):
+        assert [d.name for d in devices if (d / f).exists()] == ["0000:00:06.0"], f
+    gpu = (root / "sys/bus/pci/devices/0000:00:06.0/resource").read_text().splitlines()
+    assert [line.split()[1] for line in gpu[:6:2]] == [  # end addresses: 16M, 256G, 32M
+        "0x0000104002ffffff", "0x0000103fffffffff", "0x0000104001ffffff"
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", JUDGED)

@@ -27,8 +27,9 @@ from tests.conftest import DATA
 IDS = DATA / "amd" / "amdgpu.ids"
 ALL_FLAGS = ("vram", "cu-count", "simd-count", "device-id", "family", "product-name",
              "driver-version", "compute-memory-partition", "compute-partitioning-supported",
-             "memory-partitioning-supported")  # fmt: skip
+             "memory-partitioning-supported", "driver-src-version")  # fmt: skip
 DAEMONSET_FLAGS = ALL_FLAGS[:6]  # k8s-ds-amdgpu-labeller.yaml args
+HELM_FLAGS = ALL_FLAGS[:5]  # helm/amd-gpu/templates/labeller.yaml args: no -product-name
 
 
 def _read(path: Path) -> str | None:
@@ -165,12 +166,13 @@ def labeller_output(root: Path, flags: tuple[str, ...] = DAEMONSET_FLAGS) -> dic
     for kind, c in counts.items():
         if kind in flags and c:
             out.update(_create(kind, c))
-    if "driver-version" in flags:
-        versions = [
-            _read(root / f"sys/class/drm/card{d['card']}/device/driver/module/version")
-            for d in devices
-        ]
-        out["amd.com/gpu.driver-version"] = next((v.strip() for v in versions if v is not None), "")
+    for flag, attr in (("driver-version", "version"), ("driver-src-version", "srcversion")):
+        if flag in flags:  # the first device whose driver's module has the file
+            versions = [
+                _read(root / f"sys/class/drm/card{d['card']}/device/driver/module/{attr}")
+                for d in devices
+            ]
+            out[f"amd.com/gpu.{flag}"] = next((v.strip() for v in versions if v is not None), "")
     if "compute-memory-partition" in flags:
         combos = Counter(f"{d['cp']}_{d['mp']}" for d in devices if d["cp"] and d["mp"])
         if len(combos) == 1:

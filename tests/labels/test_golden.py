@@ -44,9 +44,12 @@ def test_vendor_profile_golden_labels(name: str, profile: str) -> None:
     assert labels == read_golden(f"{name}.{profile}")
 
 
-# every amd option that adds labels (amd-require-amdgpu removes them: test_profile_options.py)
+# every amd option that adds labels (amd-require-amdgpu and amd-no-<kind> remove them:
+# test_profile_options.py, test_amd_labeller_oracle.py)
 AMD_ALL = tuple(
-    o for o, (p, _) in PROFILE_OPTIONS.items() if p == "amd" and o != "amd-require-amdgpu"
+    o
+    for o, (p, _) in PROFILE_OPTIONS.items()
+    if p == "amd" and o != "amd-require-amdgpu" and not o.startswith("amd-no-")
 )
 
 
