@@ -3,7 +3,10 @@
 Every round runs every contender once, in an order rotated by one each round, so a burst
 of load from another job hits all contenders alike instead of one contender's block of
 runs. Each run reports its own CPU time (user + system of this process for in-process
-work, of the child for a process: ``os.wait4``'s resource usage) and wall time. The
+work, of the child for a process: ``os.wait4``'s resource usage), wall time, and wall time
+less the time it spent runnable but waiting for a CPU (the kernel's run-queue delay,
+``/proc/<pid>/schedstat``, read from the exited child before it is reaped; of the main
+thread): on a loaded machine, what the wall time would be with a CPU free. The
 results are per-contender medians with the p10-p90 spread, and per-round ratios to a
 reference contender (median and p10-p90 of the ratios: each ratio compares runs made
 seconds apart under the same load).
@@ -25,16 +28,27 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 
-Sample = tuple[float, float]  # (CPU seconds, wall seconds)
+Sample = tuple[float, float, float]  # (CPU seconds, wall seconds, wall less run-queue wait)
+
+
+def queued(task: str) -> float:
+    """Seconds the task (``self``, ``thread-self`` or a pid) spent waiting on a run queue,
+    from Linux's schedstat; 0 where the kernel does not keep it."""
+    try:
+        with open(f"/proc/{task}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def in_process(fn: Callable[[], object]) -> Callable[[], Sample]:
     """A contender that calls ``fn`` in this process."""
 
     def run() -> Sample:
-        c0, w0 = time.process_time(), time.perf_counter()
+        q0, c0, w0 = queued("thread-self"), time.process_time(), time.perf_counter()
         fn()
-        return time.process_time() - c0, time.perf_counter() - w0
+        wall = time.perf_counter() - w0
+        return time.process_time() - c0, wall, wall - (queued("thread-self") - q0)
 
     return run
 
@@ -48,12 +62,14 @@ def child_process(cmd: Sequence[str], **popen: object) -> Callable[[], Sample]:
         kw.update(popen)
         w0 = time.perf_counter()
         p = subprocess.Popen(list(cmd), **kw)  # type: ignore[call-overload]
+        os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)  # exited, not yet reaped
+        waited = queued(str(p.pid))
         _, status, usage = os.wait4(p.pid, 0)
         wall = time.perf_counter() - w0
         p.returncode = os.waitstatus_to_exitcode(status)
         if p.returncode != 0:
             raise RuntimeError(f"{cmd[0]} exited {p.returncode}")
-        return usage.ru_utime + usage.ru_stime, wall
+        return usage.ru_utime + usage.ru_stime, wall, wall - waited
 
     return run
 
@@ -82,6 +98,10 @@ class Results:
 
     def wall(self, name: str) -> list[float]:
         return [s[1] for s in self.samples[name]]
+
+    def ready(self, name: str) -> list[float]:
+        """Wall time less run-queue wait."""
+        return [s[2] for s in self.samples[name]]
 
     def ratios(self, name: str, ref: str, wall: bool = False) -> list[float]:
         """Per-round ratios ``name / ref`` (CPU, or wall)."""
@@ -155,21 +175,21 @@ def ms(x: float) -> str:
 
 
 def table(res: Results, ref: str | None, notes: dict[str, str] | None = None) -> str:
-    """Markdown table: CPU and wall medians with p10-p90, and per-round ratios to ``ref``."""
+    """Markdown table: CPU, wall and wall less run-queue wait, medians with p10-p90, and
+    per-round ratios to ``ref``."""
     notes = notes or {}
     head = "| contender | CPU ms median (p10-p90) | wall ms median (p10-p90) |"
-    rule = "|---|---|---|"
+    head += " wall less run-queue wait ms median (p10-p90) |"
+    rule = "|---|---|---|---|"
     if ref:
         head += f" CPU / {ref} median (p10-p90) |"
         rule += "---|"
     lines = [head + " notes |", rule + "---|"]
     for n in res.names:
-        cpu, wall = res.cpu(n), res.wall(n)
-        row = (
-            f"| {n} | {ms(statistics.median(cpu))} ({ms(quantile(cpu, 0.1))}-"
-            f"{ms(quantile(cpu, 0.9))}) | {ms(statistics.median(wall))} "
-            f"({ms(quantile(wall, 0.1))}-{ms(quantile(wall, 0.9))}) |"
-        )
+        row = f"| {n} |"
+        for xs in (res.cpu(n), res.wall(n), res.ready(n)):
+            row += f" {ms(statistics.median(xs))} ({ms(quantile(xs, 0.1))}-"
+            row += f"{ms(quantile(xs, 0.9))}) |"
         if ref:
             if n == ref:
                 row += " 1 |"

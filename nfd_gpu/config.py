@@ -13,31 +13,26 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import socket
 from collections.abc import Mapping
 from typing import Any
 
-from nfd_gpu import boundedfile, yamlfile
+from nfd_gpu import yamlfile
 from nfd_gpu.labels.options import check
 from nfd_gpu.names import PREFIX_MAX, is_dns1123_label, is_dns1123_subdomain
 from nfd_gpu.settings import (
     CONFIG_ENV,
     ENV_PREFIX,
     KINDS,
-    OBJECT_PREFIX,
-    OUTPUTS,
     SETTINGS,
     Config,
     choices,
 )
+from nfd_gpu.sinks.kubeclient import NODE_NAME_MAX
+from nfd_gpu.sinks.nodefeature import hostname_node_name
+from nfd_gpu.sinks.registry import chosen
 
-__all__ = ["OUTPUTS", "Config", "ConfigError", "hostname_node_name", "load", "split_address"]
+__all__ = ["Config", "ConfigError", "hostname_node_name", "load", "split_address"]
 
-SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-DRY_RUN_NAMESPACE = "nfd-gpu"  # the namespace deploy/ installs into
-NAMESPACE_FILE_MAX = 4096  # a namespace name is at most 63 characters
-# A node name is a DNS-1123 subdomain; nfd-gpu-<node> must be an object name (<= 253).
-NODE_NAME_MAX = PREFIX_MAX - len(OBJECT_PREFIX)
 _POD_UID = re.compile(r"[A-Za-z0-9-]{1,128}")  # a UUID, as the API server writes it
 
 
@@ -155,17 +150,10 @@ def _validate(cfg: Config) -> None:
         raise bad(problem)
     if len(set(cfg.owner_refs)) != len(cfg.owner_refs):
         raise bad("owner_refs has duplicates")
-    if "featurefile" in cfg.outputs:
-        if not cfg.oneshot and cfg.expiry < 2 * cfg.interval:
-            raise bad(f"expiry ({cfg.expiry}s) must be at least twice the interval")
-        name = cfg.features_file
-        if not name or "/" in name or name.startswith("."):
-            raise bad(f"features_file {name!r} must be a plain file name not starting with '.'")
-    if "nodefeature" in cfg.outputs:
-        if not cfg.node_name:
-            raise bad("the nodefeature output needs a node name (NODE_NAME or --node-name)")
-        if not cfg.namespace:
-            raise bad("the nodefeature output needs a namespace (POD_NAMESPACE or --namespace)")
+    for output in chosen(cfg.outputs):  # each chosen output's own checks
+        problem = output.check(cfg)
+        if problem:
+            raise bad(problem)
     if cfg.metrics_address:
         split_address(cfg.metrics_address)
     _validate_names(cfg)
@@ -197,21 +185,6 @@ def split_address(address: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-def hostname_node_name() -> str | None:
-    """The kubelet's default node name: the host name, lower-cased (``--hostname-override``
-    aside); None when it is not a valid object-name part."""
-    name = socket.gethostname().strip().lower()
-    ok = is_dns1123_subdomain(name)
-    return name if ok and len(name) <= NODE_NAME_MAX else None
-
-
-def namespace_fallback() -> str | None:
-    try:
-        return boundedfile.read_text(SA_NAMESPACE_FILE, NAMESPACE_FILE_MAX).strip() or None
-    except OSError:
-        return None
-
-
 def load(
     config_path: str | None = None,
     *,
@@ -231,14 +204,8 @@ def load(
         if k not in KEYS:
             raise ConfigError(f"flags: unknown setting {k!r}")
         values[k] = _coerce(k, v, "flag")
-    if "nodefeature" in values.get("outputs", ()) and not values.get("namespace"):
-        ns = namespace_fallback()
-        if ns:
-            values["namespace"] = ns
-    if values.get("dry_run") and "nodefeature" in values.get("outputs", ()):
-        # Printing the object needs no cluster: name it after this host as the kubelet does.
-        values["node_name"] = values.get("node_name") or hostname_node_name()
-        values["namespace"] = values.get("namespace") or DRY_RUN_NAMESPACE
+    for output in chosen(values.get("outputs", ())):  # what a chosen output fills in
+        values.update(output.fill(values))
     cfg = dataclasses.replace(Config(), **values)
     _validate(cfg)
     return cfg

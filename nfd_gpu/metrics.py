@@ -29,6 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from nfd_gpu import __version__
+from nfd_gpu.sinks.registry import OUTPUTS
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +100,9 @@ class Metrics:
             registry=r,
         )
         self._own_output_metrics(pc, r)
-        for output in ("nodefeature", "featurefile"):
-            self.repairs.labels(output=output)
+        for output in OUTPUTS.values():
+            if output.repairs:
+                self.repairs.labels(output=output.name)
         self.notes: dict[str, str] = {}  # degraded but ready: listed in /readyz's body
         self.health = HealthMetrics(pc, r)
         for res in ("ok", "warning", "incomplete", "error"):

@@ -8,7 +8,6 @@ feature model (``flags`` / ``attributes`` / ``instances``) with
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -108,12 +107,18 @@ class NvidiaGpu:
     # vgpu-guest | vgpu-host; None when unknown (no NVML)
     virtualization: str | None = None
     clique: str | None = None  # NVLink fabric "<clusterUUID>.<cliqueId>" (NVML fabric info)
+    # the GPU carries NVIDIA's vGPU PCI vendor capability; known only where GFD can tell,
+    # the config space of every NVIDIA PCI function read in full, else None (unknown)
+    vgpu_capability: bool | None = None
     # vGPU guest: the host's vGPU manager version / branch (PCI vendor capability)
     vgpu_host_driver_version: str | None = None
     vgpu_host_driver_branch: str | None = None
     # nvmlInit's error where the NVML library is present (driver not loaded, library and
     # kernel module of different versions after an upgrade): GFD writes no label then
     nvml_init_error: str | None = None
+    # NVML answered for this GPU in this pass, its name included (GFD sees a GPU only so);
+    # False where its facts are procfs's or a stale NVML pass's, None where no driver knows it
+    nvml_answered: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +131,9 @@ class AmdGpu:
     board_product: str | None = None  # amdgpu sysfs product_name, verbatim
     compute_partitions_available: tuple[str, ...] = ()
     memory_partitions_available: tuple[str, ...] = ()
+    # amdgpu offers available_<kind>_partition (the labeller's "partitioning supported")
+    compute_partitioning_supported: bool | None = None
+    memory_partitioning_supported: bool | None = None
     xgmi_peers: int | None = None
     partition_compute: str | None = None  # current compute partition mode (cpx, spx, ...)
     partition_memory: str | None = None  # current memory partition mode (nps1, ...)
@@ -180,8 +188,9 @@ class Gpu:
     """A physical GPU (or, inside a VM, the passed-through VF / vGPU).
 
     The facts every vendor has are fields here; each vendor's own facts are in its record
-    (``nvidia``, ``amd``, ``intel``), empty on the other vendors' GPUs. ``sources`` is the
-    provenance of the facts, apart from them. The JSON form is flat (:data:`GPU_JSON`)."""
+    (``nvidia``, ``amd``, ``intel``), empty on the other vendors' GPUs. ``provenance`` says
+    where each fact came from, apart from them: it names facts, labels never read it. The
+    JSON form is flat (:data:`GPU_JSON`; ``provenance`` is its ``sources`` key)."""
 
     address: str
     vendor: str  # nvidia | amd | intel
@@ -207,8 +216,8 @@ class Gpu:
     drm: tuple[str, ...] = ()
     uuid: str | None = None
     mode: str | None = None  # container | pf-passthrough | vf-passthrough | vgpu-host | vgpu-guest
-    # provenance of each fact: field name -> nvml | sysfs | procfs | pci.ids | table | kfd
-    sources: dict[str, str] = field(default_factory=dict)
+    # where each fact came from: field name -> nvml | sysfs | procfs | pci.ids | table | kfd
+    provenance: dict[str, str] = field(default_factory=dict)
     nvidia: NvidiaGpu = NvidiaGpu()
     amd: AmdGpu = AmdGpu()
     intel: IntelGpu = IntelGpu()
@@ -218,6 +227,7 @@ class Gpu:
 # The flat JSON form of a Gpu (``to_json``, the scan JSON's ``gpus``: scan-v1.schema.json):
 # every key in order, and the record that holds it ("gpu": the Gpu itself). One row per fact:
 # a new fact is a field of its record and a row here (tests/test_model.py checks both ways).
+# A key is its field's name but for the fields renamed since v1 (:data:`JSON_FIELD`).
 GPU_JSON: tuple[tuple[str, str], ...] = (
     ("address", "gpu"),
     ("vendor", "gpu"),
@@ -239,6 +249,8 @@ GPU_JSON: tuple[tuple[str, str], ...] = (
     ("board_product", "amd"),
     ("compute_partitions_available", "amd"),
     ("memory_partitions_available", "amd"),
+    ("compute_partitioning_supported", "amd"),
+    ("memory_partitioning_supported", "amd"),
     ("interconnects", "gpu"),
     ("xgmi_peers", "amd"),
     ("tiles", "intel"),
@@ -259,20 +271,27 @@ GPU_JSON: tuple[tuple[str, str], ...] = (
     ("mode", "gpu"),
     ("virtualization", "nvidia"),
     ("clique", "nvidia"),
+    ("vgpu_capability", "nvidia"),
     ("vgpu_host_driver_version", "nvidia"),
     ("vgpu_host_driver_branch", "nvidia"),
     ("nvml_init_error", "nvidia"),
+    ("nvml_answered", "nvidia"),
     ("sources", "gpu"),
     ("local_memory_bytes", "intel"),
     ("kfd_vram_mib", "amd"),
     ("health", "gpu"),
 )
+# JSON key -> field, where the field was renamed: nfd-gpu/v1 keeps publishing the old key
+JSON_FIELD: dict[str, str] = {"sources": "provenance"}
 
 
 def gpu_to_dict(g: Gpu) -> dict[str, Any]:
     """The flat JSON form of ``g`` (:data:`GPU_JSON`)."""
     nested = dataclasses.asdict(g)  # {"address": ..., "nvidia": {"compute_major": ...}, ...}
-    return {key: (nested if rec == "gpu" else nested[rec])[key] for key, rec in GPU_JSON}
+    return {
+        key: (nested if rec == "gpu" else nested[rec])[JSON_FIELD.get(key, key)]
+        for key, rec in GPU_JSON
+    }
 
 
 def gpu_from_dict(d: dict[str, Any]) -> Gpu:
@@ -280,7 +299,7 @@ def gpu_from_dict(d: dict[str, Any]) -> Gpu:
     parts: dict[str, dict[str, Any]] = {"gpu": {}, "nvidia": {}, "amd": {}, "intel": {}}
     for key, rec in GPU_JSON:
         if key in d:
-            parts[rec][key] = _value(key, d[key])
+            parts[rec][JSON_FIELD.get(key, key)] = _value(key, d[key])
     return Gpu(
         **parts["gpu"],
         nvidia=NvidiaGpu(**parts["nvidia"]),
@@ -354,6 +373,8 @@ class Snapshot:
         return d
 
     def to_json(self, indent: int | None = 2) -> str:
+        import json  # lazy: a scan printing labels never loads it
+
         return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
 
     @classmethod
@@ -378,6 +399,8 @@ class Snapshot:
 
     @classmethod
     def from_json(cls, text: str) -> Snapshot:
+        import json  # lazy: as above
+
         return cls.from_dict(json.loads(text))
 
 

@@ -11,7 +11,8 @@ Help texts may name ``{default}``, ``{choices}`` (``a, b, c``), ``{choices_or}``
 (``a, b or c``), ``{others}`` (the choices but the default) and ``{k8s_env}`` of their
 setting: :func:`fill` writes them in when help is shown. This module imports no other
 ``nfd_gpu`` module at load time: every ``nfd-gpu`` command reads it to build the CLI, and
-the choices that label code owns (profile names, MIG strategies) load only when needed.
+the choices that label and sink code own (profile names, MIG strategies, outputs) load only
+when needed.
 """
 
 from __future__ import annotations
@@ -24,10 +25,6 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d/"
-OUTPUTS = ("featurefile", "nodefeature", "hook")
-# Outputs still accepted, with a warning at start; gone in the next minor release. `hook`:
-# NFD's local source stopped running hooks (source.d) in v0.17, nothing reads it.
-DEPRECATED_OUTPUTS = ("hook",)
 OWNER_REF_KINDS = ("pod", "ds")
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -86,9 +83,16 @@ def _default_profiles() -> tuple[str, ...]:
     return registry.DEFAULT
 
 
+def _output_names() -> tuple[str, ...]:
+    from nfd_gpu.sinks import registry  # lazy: as above (the sink modules)
+
+    return tuple(registry.OUTPUTS)
+
+
 def _mig_strategies() -> tuple[str, ...]:
     """GFD's strategies (none, its default, first), then nfd-gpu's own (auto)."""
-    from nfd_gpu.labels.nvidia import GFD_MIG_STRATEGIES, MIG_STRATEGIES  # lazy: as above
+    # lazy: as above (the options' module: listing scan's options loads no profile code)
+    from nfd_gpu.labels.nvidia_options import GFD_MIG_STRATEGIES, MIG_STRATEGIES
 
     return (*GFD_MIG_STRATEGIES, *(s for s in MIG_STRATEGIES if s not in GFD_MIG_STRATEGIES))
 
@@ -135,7 +139,7 @@ class Config:
             "sinks: {choices} (several allowed; `hook` is deprecated: NFD v0.17 dropped hooks)",
             "{choices} (hook: deprecated); repeat or comma-separate (default {default})",
             flags=("--output", "-o"),
-            choices=OUTPUTS,
+            choices=_output_names,
         ),
     )
     root: str = setting(

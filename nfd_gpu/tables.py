@@ -62,67 +62,81 @@ def _bool(v: str | None) -> bool | None:
 DATA = Path(__file__).with_name("data")
 
 
-def _rows(vendor: str) -> list[dict[str, str]]:
+@functools.cache
+def _index(vendor: str) -> tuple[list[str], dict[str, list[str]]]:
+    """The header and, per device id, its lines as read: a scan converts only the rows of
+    the ids it looks up (parsing every row of every table cost each start ~20 ms)."""
     try:
         text = (DATA / f"{vendor}.tsv").read_text("utf-8")
     except FileNotFoundError:
-        return []
-    header: list[str] | None = None
-    rows = []
+        return [], {}
+    header: list[str] = []
+    col = 0
+    by_id: dict[str, list[str]] = {}
     for line in text.splitlines():
         if not line.strip() or line.startswith("#"):
             continue
-        cells = line.split("\t")
-        if header is None:
-            header = [c.strip() for c in cells]
+        if not header:
+            header = [c.strip() for c in line.split("\t")]
+            col = header.index("device_id") if "device_id" in header else len(header)
             continue
-        rows.append(dict(zip(header, cells, strict=False)))
-    return rows
+        cells = line.split("\t", col + 1)
+        dev = cells[col].strip().lower() if col < len(cells) else ""
+        if dev:
+            by_id.setdefault(dev, []).append(line)
+    return header, by_id
+
+
+def _info(vendor: str, r: dict[str, str]) -> ModelInfo:
+    """One row of ``vendor``'s table, its cells by column name."""
+    units = r.get("sm_count") if vendor == "nvidia" else r.get("compute_units")
+    if vendor == "intel":
+        units = r.get("xe_cores")
+    return ModelInfo(
+        vendor=vendor,
+        device_id=(r.get("device_id") or "").strip().lower(),
+        name=_str(r.get("name")),
+        family=_str(r.get("family")),
+        compute_major=_int(r.get("compute_major")),
+        compute_minor=_int(r.get("compute_minor")),
+        mig_capable=_bool(r.get("mig_capable")),
+        max_mig=_int(r.get("max_mig")),
+        memory_mib=_int(r.get("memory_mib")),
+        compute_units=_int(units),
+        gfx=_str(r.get("gfx")),
+        vf=bool(_bool(r.get("vf"))),
+        series=_str(r.get("series")),
+        short_product=_str(r.get("product")),
+        tiles=_int(r.get("tiles")),
+        revision=(_str(r.get("revision")) or "*").lower(),
+        subsystem=(_str(r.get("subsystem")) or "*").lower(),
+    )
 
 
 @functools.cache
+def _models(vendor: str, device_id: str) -> tuple[ModelInfo, ...]:
+    """The rows of one (lower-case) device id, converted on first use."""
+    header, by_id = _index(vendor)
+    lines = by_id.get(device_id, ())
+    return tuple(_info(vendor, dict(zip(header, ln.split("\t"), strict=False))) for ln in lines)
+
+
 def table(vendor: str) -> dict[str, tuple[ModelInfo, ...]]:
     """device id -> rows (several for AMD ids that differ by revision)."""
-    out: dict[str, list[ModelInfo]] = {}
-    for r in _rows(vendor):
-        dev = (r.get("device_id") or "").strip().lower()
-        if not dev:
-            continue
-        units = r.get("sm_count") if vendor == "nvidia" else r.get("compute_units")
-        if vendor == "intel":
-            units = r.get("xe_cores")
-        info = ModelInfo(
-            vendor=vendor,
-            device_id=dev,
-            name=_str(r.get("name")),
-            family=_str(r.get("family")),
-            compute_major=_int(r.get("compute_major")),
-            compute_minor=_int(r.get("compute_minor")),
-            mig_capable=_bool(r.get("mig_capable")),
-            max_mig=_int(r.get("max_mig")),
-            memory_mib=_int(r.get("memory_mib")),
-            compute_units=_int(units),
-            gfx=_str(r.get("gfx")),
-            vf=bool(_bool(r.get("vf"))),
-            series=_str(r.get("series")),
-            short_product=_str(r.get("product")),
-            tiles=_int(r.get("tiles")),
-            revision=(_str(r.get("revision")) or "*").lower(),
-            subsystem=(_str(r.get("subsystem")) or "*").lower(),
-        )
-        out.setdefault(dev, []).append(info)
-    return {k: tuple(v) for k, v in out.items()}
+    return {dev: _models(vendor, dev) for dev in _index(vendor)[1]}
 
 
 @functools.cache
 def pci_names(vendor: str) -> dict[str, str]:
     """device id -> pci.ids name (``data/<vendor>-pci-names.tsv``; only NVIDIA's is shipped,
     for GFD's vfio strategy), empty without the file."""
+    header, by_id = _index(f"{vendor}-pci-names")
+    col = header.index("name") if "name" in header else len(header)
     out: dict[str, str] = {}
-    for r in _rows(f"{vendor}-pci-names"):
-        dev, name = (r.get("device_id") or "").strip().lower(), (r.get("name") or "").strip()
-        if dev and name:
-            out[dev] = name
+    for dev, lines in by_id.items():
+        cells = lines[0].split("\t")
+        if col < len(cells) and cells[col].strip():
+            out[dev] = cells[col].strip()
     return out
 
 
@@ -131,7 +145,7 @@ def lookup(
 ) -> ModelInfo | None:
     """The row for a device: exact subsystem (``vendor:device``) first, then exact revision,
     then ``*``, then the first row."""
-    rows = table(vendor).get(device_id.lower())
+    rows = _models(vendor, device_id.lower())
     if not rows:
         return None
     sub = subsystem.lower()

@@ -12,7 +12,7 @@ from nfd_gpu.cli import rules as rules_cli
 from nfd_gpu.discovery.nvidia import replay as nvml_replay
 from nfd_gpu.labels import amd, intel, neutral, nvidia
 from nfd_gpu.rules import expressions
-from nfd_gpu.sinks import nodefeature
+from nfd_gpu.sinks import kubeclient
 
 # typer: callbacks and commands registered by decorator
 cli._root
@@ -26,8 +26,8 @@ metrics._BoundedServer.handle_error
 metrics.MetricsServer.log_message  # BaseHTTPRequestHandler hooks (a local Handler class)
 metrics.MetricsServer.do_GET
 # kubernetes / urllib3 configuration attributes set for the library to read
-nodefeature.build_api_client.retries
-nodefeature.build_api_client.pool_classes_by_scheme
+kubeclient.build_api_client.retries
+kubeclient.track_sockets.pool_classes_by_scheme
 # google-re2 Options attribute read by the library
 expressions.compile_go_regexp.log_errors
 # dataclass fields written to the snapshot JSON (nfd-gpu scan --format json, snapshots)

@@ -74,11 +74,11 @@ def _gpu(vendor: str, family: str | None = None, **kw: object) -> Gpu:
 
 def test_family_derived_from_nvml_compute_capability() -> None:
     g = _gpu("nvidia", nvidia=NvidiaGpu(compute_major=6, compute_minor=0),
-             sources={"compute_capability": "nvml"})  # fmt: skip
+             provenance={"compute_capability": "nvml"})  # fmt: skip
     d = with_family(g)
-    assert (d.family, d.sources["family"]) == ("pascal", "nvml")
-    a = with_family(_gpu("amd", amd=AmdGpu(gfx="gfx1100"), sources={"gfx": "kfd"}))
-    assert (a.family, a.sources["family"]) == ("rdna3", "kfd")
+    assert (d.family, d.provenance["family"]) == ("pascal", "nvml")
+    a = with_family(_gpu("amd", amd=AmdGpu(gfx="gfx1100"), provenance={"gfx": "kfd"}))
+    assert (a.family, a.provenance["family"]) == ("rdna3", "kfd")
     table = _gpu("nvidia", "hopper", nvidia=NvidiaGpu(compute_major=6, compute_minor=0))
     assert with_family(table).family == "hopper"  # the table's family is kept
 
@@ -140,6 +140,8 @@ def test_amd_family_from_kfd_when_the_table_has_no_row(tmp_path: Path) -> None:
     result = run_scan(root)
     amd = [g for g in result.snapshot.gpus if g.vendor == "amd"]
     assert len(amd) == 8
-    assert {(g.amd.gfx, g.family, g.sources["family"]) for g in amd} == {("gfx90a", "cdna2", "kfd")}
+    assert {(g.amd.gfx, g.family, g.provenance["family"]) for g in amd} == {
+        ("gfx90a", "cdna2", "kfd")
+    }
     assert result.labels["gpu.feature.node.kubernetes.io/family"] == "cdna2"
     assert not [w for w in result.warnings if w.startswith("unknown GPU")]

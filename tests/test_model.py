@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
+import nfd_gpu
 from nfd_gpu.featuremap import snapshot_features
-from nfd_gpu.model import GPU_JSON, AmdGpu, Gpu, IntelGpu, NvidiaGpu, Snapshot, gpu_to_dict
+from nfd_gpu.model import (
+    GPU_JSON,
+    JSON_FIELD,
+    AmdGpu,
+    Gpu,
+    IntelGpu,
+    NvidiaGpu,
+    Snapshot,
+    gpu_to_dict,
+)
 from nfd_gpu.scan import run_scan
 from tests.conftest import ALL_FIXTURES, fixture_root
 
@@ -27,11 +39,11 @@ RECORDS = {"nvidia": NvidiaGpu, "amd": AmdGpu, "intel": IntelGpu}
 def test_gpu_json_table_names_every_fact_once() -> None:
     """GPU_JSON holds each field of Gpu (but the vendor records) and of each vendor record,
     once and under the right record: a new fact without its row, or a row without its
-    field, fails here."""
-    rows = [key for key, _ in GPU_JSON]
+    field, fails here. A renamed field keeps its v1 key (JSON_FIELD)."""
+    rows = [JSON_FIELD.get(key, key) for key, _ in GPU_JSON]
     assert len(rows) == len(set(rows))
     own = [f.name for f in dataclasses.fields(Gpu) if f.name not in RECORDS]
-    assert sorted(k for k, rec in GPU_JSON if rec == "gpu") == sorted(own)
+    assert sorted(JSON_FIELD.get(k, k) for k, rec in GPU_JSON if rec == "gpu") == sorted(own)
     for rec, cls in RECORDS.items():
         fields = [f.name for f in dataclasses.fields(cls)]
         assert sorted(k for k, r in GPU_JSON if r == rec) == sorted(fields), rec
@@ -45,6 +57,7 @@ def test_gpu_json_is_flat() -> None:
     d = gpu_to_dict(snap.gpus[0])
     assert list(d) == [k for k, _ in GPU_JSON]
     assert d["mig_capable"] is True and d["gfx"] is None and d["tiles"] is None
+    assert d["sources"] == snap.gpus[0].provenance and "provenance" not in d  # v1's key
     assert json.loads(snap.to_json())["gpus"][0] == json.loads(json.dumps(d))
 
 
@@ -82,3 +95,46 @@ def test_no_gpu_node_has_no_gpu_features() -> None:
     assert "gpu.device" not in feats["instances"]
     assert "gpu.node" not in feats["attributes"]
     assert len(feats["instances"]["pci.device"]["elements"]) == 6
+
+
+# The one provenance key naming a fact held in two fields (nfd-gpu/v1 publishes it so)
+COMPOUND_FACTS = {"compute_capability": ("compute_major", "compute_minor")}
+
+
+def _facts() -> dict[str, str]:
+    """Every fact name (a field of Gpu or of a vendor record) -> its record."""
+    facts = {f.name: "gpu" for f in dataclasses.fields(Gpu) if f.name not in RECORDS}
+    for rec, cls in RECORDS.items():
+        facts.update({f.name: rec for f in dataclasses.fields(cls)})
+    return facts
+
+
+@pytest.mark.parametrize("nvml", ["auto", "off"])
+@pytest.mark.parametrize("name", ALL_FIXTURES)
+def test_every_provenance_key_names_a_fact(name: str, nvml: str) -> None:
+    """Gpu.provenance says where facts came from and holds none: each key of every GPU of
+    every fixture (NVML replayed and off) names a field that holds the fact, and that
+    fact is known (not None), so a key that names nothing fails."""
+    facts = _facts()
+    for g in run_scan(fixture_root(name), nvml=nvml).snapshot.gpus:
+        assert "provenance" not in g.provenance
+        for key in g.provenance:
+            names = COMPOUND_FACTS.get(key, (key,))
+            assert all(n in facts for n in names), f"{g.address}: {key!r} names no fact"
+            values = [getattr(g if facts[n] == "gpu" else getattr(g, facts[n]), n) for n in names]
+            assert None not in values, f"{g.address}: {key!r} has provenance, no value"
+
+
+def test_only_discovery_reads_provenance() -> None:
+    """Labels, features and rules read the typed facts: outside discovery (which records
+    provenance, and derives the family's from its inputs') no module reads
+    ``.provenance``; it reaches users only as the scan JSON's ``sources``."""
+    package = Path(nfd_gpu.__file__).parent
+    readers = sorted(
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if "discovery" not in path.relative_to(package).parts
+        for node in ast.walk(ast.parse(path.read_text("utf-8")))
+        if isinstance(node, ast.Attribute) and node.attr == "provenance"
+    )
+    assert readers == []

@@ -30,7 +30,7 @@ from nfd_gpu.agent.publish import Publisher, RepairPacer
 from nfd_gpu.agent.rulefiles import RuleFiles
 from nfd_gpu.agent.startup import (
     DEFAULT_RULES_DIR,
-    remove_stale_nodefeature,
+    retire_outputs,
     startup_line,
     warn_deprecated,
 )
@@ -110,9 +110,7 @@ class Agent:
         self.stop_event.set()
         self._wake.set()
         for sink in self.sinks:
-            abort = getattr(sink, "abort", None)
-            if abort is not None:
-                abort()
+            sink.abort()
 
     def request_reload(self, *_: Any) -> None:
         self._reload_requested.set()
@@ -386,7 +384,7 @@ class Agent:
         log.info("%s", startup_line(self.cfg))
         warn_deprecated(self.cfg)
         self.start_metrics()
-        remove_stale_nodefeature(self.cfg)  # one request (api_timeout) with the probes up
+        retire_outputs(self.cfg)  # one request (api_timeout) with the probes up
         udev: UdevTrigger | None = None
         if self.cfg.udev and not self.cfg.oneshot:
             udev = UdevTrigger(self.udev_event)

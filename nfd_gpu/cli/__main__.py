@@ -2,6 +2,6 @@
 
 import sys
 
-from nfd_gpu.cli import main
+from nfd_gpu.cli import console
 
-sys.exit(main())
+sys.exit(console())

@@ -1,8 +1,7 @@
 """``nfd-gpu rules``: check rule files and dry-run them against features."""
 
-from __future__ import annotations
+# no `from __future__ import annotations`: see cli/__init__.py
 
-import json
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,7 +31,7 @@ def _fail(msg: str) -> typer.Exit:
     return typer.Exit(EXIT_INPUT)
 
 
-def _load(path: Path) -> RuleSet:
+def _load(path: Path) -> "RuleSet":
     from nfd_gpu.rules.loader import load_rules  # lazy: the rules engine, not for --help
     from nfd_gpu.rules.model import RuleError  # lazy: as above
 
@@ -47,7 +46,7 @@ def _load(path: Path) -> RuleSet:
     return rs
 
 
-def _features(features: Path | None, root: Path | None) -> Features:
+def _features(features: Path | None, root: Path | None) -> "Features":
     """The features of ``--features FILE`` or of a scan of ``--root DIR`` (exactly one)."""
     from nfd_gpu.rules.features_doc import FeatureFileError, read_features_file  # lazy: YAML
 
@@ -101,4 +100,6 @@ def test(
         for k, v in sorted(out.labels.items()):
             typer.echo(f"{k}={v}")
     else:
+        import json  # lazy: only this format needs it
+
         typer.echo(json.dumps(out.to_json(), indent=2))

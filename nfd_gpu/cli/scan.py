@@ -1,9 +1,8 @@
 """``nfd-gpu scan``: one pass over this host (or ``--root``), printed."""
 
-from __future__ import annotations
+# no `from __future__ import annotations`: see cli/__init__.py
 
 import enum
-import json
 import os
 import sys
 import time
@@ -99,7 +98,7 @@ def _rule_error(exc: Exception) -> None:
         raise fail(lines[-1]) from None
 
 
-def _print(result: ScanResult, fmt: Format) -> None:
+def _print(result: "ScanResult", fmt: Format) -> None:
     for w in result.warnings:
         # Warnings go to stderr so `--format labels` stays a clean key=value stream.
         print(f"warning: {w}", file=sys.stderr)
@@ -124,6 +123,8 @@ def _print(result: ScanResult, fmt: Format) -> None:
         "warnings": result.warnings,
     }
     if fmt is Format.json:
+        import json  # lazy: only this format needs it
+
         typer.echo(json.dumps(doc, indent=2, sort_keys=True))
     elif fmt is Format.yaml:
         import yaml  # lazy: only this format needs YAML
@@ -149,7 +150,7 @@ def _nvidia_options(
         raise fail(f"--sharing-config {exc}") from None
 
 
-def render_table(result: ScanResult) -> str:
+def render_table(result: "ScanResult") -> str:
     """A per-GPU table for people."""
     gpus = result.snapshot.gpus
     cols = ("ADDRESS", "VENDOR", "PRODUCT", "FAMILY", "MEMORY", "DRIVER", "MODE", "NUMA", "PCIE")

@@ -1,6 +1,6 @@
 """``nfd-gpu snapshot``: capture what a scan reads, for replay with ``scan --root``."""
 
-from __future__ import annotations
+# no `from __future__ import annotations`: see cli/__init__.py
 
 from typing import Annotated
 

@@ -82,13 +82,13 @@ def build_gpu(dev: PciDevice, vfs: list[PciDevice], pciids: PciIds, vendor: Vend
     vendor has (the vendor's own sources add theirs, table facts included)."""
     sub = f"{dev.subsystem_vendor}:{dev.subsystem_device}" if dev.subsystem_device else ""
     info = tables.lookup(vendor.name, dev.device, dev.revision, sub)
-    product, sources = _product(dev, vendor, info, pciids)
+    product, provenance = _product(dev, vendor, info, pciids)
     family = info.family if info else None
     memory = info.memory_mib if info else None
     units = info.compute_units if info else None
     for name, value in (("family", family), ("memory_mib", memory), ("compute_units", units)):
         if value is not None:
-            sources[name] = "table"
+            provenance[name] = "table"
 
     my_vfs = [v for v in vfs if v.physfn == dev.address] or [
         v for v in vfs if v.address in dev.virtfns
@@ -121,7 +121,7 @@ def build_gpu(dev: PciDevice, vfs: list[PciDevice], pciids: PciIds, vendor: Vend
         link=dev.link,
         drm=dev.drm,
         mode=gpu_mode(vendor, dev.driver, numvfs, vf_drivers),
-        sources=sources,
+        provenance=provenance,
     )
 
 

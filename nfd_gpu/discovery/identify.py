@@ -2,7 +2,7 @@
 
 A GPU whose family the model table does not give gets it from what the driver or hardware
 reported (:mod:`nfd_gpu.families`): the NVIDIA compute capability (NVML, or the table),
-the AMD ISA target (KFD, or the table). The family's provenance (``Gpu.sources``) is the
+the AMD ISA target (KFD, or the table). The family's provenance (``Gpu.provenance``) is the
 source of the fact it was derived from.
 
 A GPU still without a family is unknown to nfd-gpu: one warning per distinct set of ids
@@ -31,9 +31,9 @@ def derived_family(g: Gpu) -> tuple[str, str] | None:
     if g.vendor == "nvidia" and nv.compute_major is not None and nv.compute_minor is not None:
         family = nvidia_family(nv.compute_major, nv.compute_minor)
         if family:
-            return family, g.sources.get("compute_capability", "unknown")
+            return family, g.provenance.get("compute_capability", "unknown")
     if g.vendor == "amd" and (family := amd_family(g.amd.gfx)):
-        return family, g.sources.get("gfx", "unknown")
+        return family, g.provenance.get("gfx", "unknown")
     return None
 
 
@@ -45,7 +45,7 @@ def with_family(g: Gpu) -> Gpu:
     if found is None:
         return g
     family, source = found
-    return dataclasses.replace(g, family=family, sources={**g.sources, "family": source})
+    return dataclasses.replace(g, family=family, provenance={**g.provenance, "family": source})
 
 
 def ids(g: Gpu) -> str:

@@ -34,7 +34,6 @@ are unknown, and so is ``devices_ready`` on a node with NVIDIA GPUs in container
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import stat
 
@@ -66,6 +65,8 @@ def parse_cdi_kind(text: str | None) -> str | None:
         return None
     stripped = text.lstrip()
     if stripped.startswith("{"):
+        import json  # lazy: only a JSON spec needs it
+
         try:
             doc = json.loads(stripped)
         except ValueError:

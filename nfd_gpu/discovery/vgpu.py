@@ -60,8 +60,8 @@ def apply(gpus: tuple[Gpu, ...], types: tuple[VgpuType, ...]) -> tuple[Gpu, ...]
     out = []
     for g in gpus:
         if g.address in parents and g.mode not in PASSTHROUGH_MODES:
-            sources = {**g.sources, "mode": "sysfs"}
-            g = dataclasses.replace(g, mode="vgpu-host", sources=sources)
+            provenance = {**g.provenance, "mode": "sysfs"}
+            g = dataclasses.replace(g, mode="vgpu-host", provenance=provenance)
         out.append(g)
     return tuple(out)
 

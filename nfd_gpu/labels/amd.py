@@ -231,9 +231,12 @@ def amd_labels(snap: Snapshot, options: frozenset[str] = frozenset()) -> dict[st
             out[f"{PREFIX}/gpu.compute-memory-partition"] = combos.pop()
     if container:
         first = min(container, key=lambda g: g.address)
-        for kind in ("compute", "memory"):
+        supported = {
+            "compute": first.amd.compute_partitioning_supported,
+            "memory": first.amd.memory_partitioning_supported,
+        }
+        for kind, has in supported.items():
             if f"{kind}-partitioning-supported" in options:
-                has = first.sources.get(f"{kind}_partitions_available") == "sysfs"
                 out[f"{PREFIX}/gpu.{kind}-partitioning-supported"] = "true" if has else "false"
 
     modes = {g.mode for g in gpus if g.mode in _MODES}

@@ -7,6 +7,8 @@ the ``gpu.node`` attribute feature); ``neutral_labels`` adds the namespace.
 
 from __future__ import annotations
 
+import dataclasses
+
 from nfd_gpu.families import vocabulary
 from nfd_gpu.labels.profile import LabelDoc, LabelProfile, in_table, table_rows
 from nfd_gpu.model import Snapshot
@@ -25,8 +27,9 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
     LabelDoc(
         "family",
         "architecture or `mixed`",
-        "; ".join(" ".join(f"`{f}`" for f in fams) for fams in vocabulary().values() if fams)
-        + ". From the model table, else derived (NVIDIA: from the compute capability as "
+        # {families}: every value of the vocabulary, filled in by render_docs (reading
+        # all model tables at import cost every scan ~20 ms: families.vocabulary)
+        "{families}. From the model table, else derived (NVIDIA: from the compute capability as "
         "GFD's `getArchFamily`; AMD: from the ISA target). `mixed` when the GPUs' families "
         "differ or their vendors do (even with one family unknown); omitted when a "
         "single-vendor node has a GPU of unknown family (`scan` then warns with its ids).",
@@ -156,6 +159,14 @@ def documented(key: str) -> bool:
     return in_table(LABEL_TABLE, key)
 
 
+def _filled(table: tuple[LabelDoc, ...]) -> tuple[LabelDoc, ...]:
+    """``table`` with ``{families}`` replaced by the family vocabulary."""
+    fams = "; ".join(" ".join(f"`{f}`" for f in v) for v in vocabulary().values() if v)
+    return tuple(
+        dataclasses.replace(d, description=d.description.replace("{families}", fams)) for d in table
+    )
+
+
 def render_docs() -> str:
     """docs/labels.md, generated from LABEL_TABLE (checked by a test)."""
     lines = [
@@ -168,7 +179,7 @@ def render_docs() -> str:
         "`Gt`/`Lt` works. On nodes with several kinds of GPU, string summaries become",
         "`mixed` and numbers the minimum; the per-vendor and per-product counts say the rest.",
         "",
-        *table_rows("G", LABEL_TABLE),
+        *table_rows("G", _filled(LABEL_TABLE)),
     ]
     lines += [
         "",

@@ -49,6 +49,8 @@ from dataclasses import dataclass
 
 from nfd_gpu.families import nvidia_family
 from nfd_gpu.labels import nvidia_vfio
+from nfd_gpu.labels.nvidia_options import GFD_MIG_STRATEGIES as GFD_MIG_STRATEGIES  # re-exported
+from nfd_gpu.labels.nvidia_options import MIG_STRATEGIES as MIG_STRATEGIES  # re-exported
 from nfd_gpu.labels.nvidia_options import NvidiaOptions as NvidiaOptions  # re-exported
 from nfd_gpu.labels.profile import LabelDoc, LabelProfile, in_table, table_rows
 from nfd_gpu.model import Gpu, Partition, Snapshot
@@ -78,8 +80,6 @@ def _version_labels(prefix: str, version: str, rev: str = "") -> dict[str, str]:
     return out
 
 
-GFD_MIG_STRATEGIES = ("none", "single", "mixed")  # GFD's --mig-strategy; none: its default
-MIG_STRATEGIES = ("auto", *GFD_MIG_STRATEGIES)  # auto: nfd-gpu's own (module docstring)
 GPU_RESOURCE = "nvidia.com/gpu"
 # MIG device labels: (label, Partition field, what it is: NVML's MIG device attribute)
 _MIG_ATTRS = (
@@ -154,8 +154,8 @@ def vgpu_labels(gpus: list[Gpu]) -> dict[str, str] | None:
     (virtualization mode VGPU; the value GFD writes when it can read the capability).
     """
     out: dict[str, str] = {}
-    if gpus and all(g.sources.get("vgpu_capability") for g in gpus):
-        guests = [g for g in gpus if g.sources.get("mode") == "pci-config"]
+    if gpus and all(g.nvidia.vgpu_capability is not None for g in gpus):
+        guests = [g for g in gpus if g.nvidia.vgpu_capability and g.mode == "vgpu-guest"]
         out["vgpu.present"] = "true" if guests else "false"
         for g in guests:
             if g.nvidia.vgpu_host_driver_version is None:
@@ -185,8 +185,8 @@ def gfd_gpus(snap: Snapshot, warnings: list[str] | None = None) -> list[Gpu]:
             warnings.append(f"nvidia: nvmlInit failed ({init_error}): no GPU labels (as GFD)")
         return []
     bound = [g for g in gpus if g.driver == "nvidia" and not _skipped(g)]
-    nvml = any(g.sources.get("product") == "nvml" for g in bound)
-    failed = [g for g in bound if nvml and g.sources.get("product") != "nvml"]
+    nvml = any(g.nvidia.nvml_answered for g in bound)
+    failed = [g for g in bound if nvml and not g.nvidia.nvml_answered]
     if gpus and (failed or not bound) and warnings is not None:
         why = f"NVML failed for {failed[0].address}" if failed else "no GPU on the nvidia driver"
         warnings.append(f"nvidia: {why}: no nvidia.com labels (GFD writes none either)")
@@ -204,7 +204,7 @@ GFD_SKIPPED_NAMES = ("DGX Display", "NVIDIA DGX Display")
 
 
 def _skipped(g: Gpu) -> bool:
-    return g.sources.get("product") == "nvml" and g.product in GFD_SKIPPED_NAMES
+    return bool(g.nvidia.nvml_answered) and g.product in GFD_SKIPPED_NAMES
 
 
 def product_model(gpus: list[Gpu]) -> str:

@@ -1,12 +1,16 @@
-"""The nvidia profile's options (:class:`NvidiaOptions`), in a module of their own so that
-:class:`~nfd_gpu.labels.profile.LabelOptions` names them without importing the profile
-(no import cycle, type-only ones included: ``tests/test_layers.py``). The profile,
-:mod:`nfd_gpu.labels.nvidia`, reads them and re-exports the name.
+"""The nvidia profile's options (:class:`NvidiaOptions`) and its MIG strategies, in a module
+of their own so that :class:`~nfd_gpu.labels.profile.LabelOptions` names them without
+importing the profile (no import cycle, type-only ones included: ``tests/test_layers.py``)
+and listing ``scan``'s options (their help names the strategies) loads no profile code.
+The profile, :mod:`nfd_gpu.labels.nvidia`, reads them and re-exports the names.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+GFD_MIG_STRATEGIES = ("none", "single", "mixed")  # GFD's --mig-strategy; none: its default
+MIG_STRATEGIES = ("auto", *GFD_MIG_STRATEGIES)  # auto: nfd-gpu's own (the profile's docstring)
 
 
 @dataclass(frozen=True)

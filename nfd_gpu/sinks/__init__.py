@@ -1,14 +1,20 @@
-"""Publishing sinks: where a scan result goes.
+"""Publishing sinks: where a scan result goes, and the shape of an output.
 
 Each sink takes a :class:`Publication` (labels + raw features) and either writes it,
 finds it unchanged, or raises :class:`SinkError`. A failed write never damages what
 was published before.
+
+An output (``--output NAME``) is an :class:`Output`: its sink module defines one
+``OUTPUT``, and :data:`nfd_gpu.sinks.registry.OUTPUTS` lists them: the setting's
+choices, the agent's sinks, ``--dry-run``, the configuration checks and the start-up
+line read that list.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, TextIO
 
 from nfd_gpu.features import Features, empty
 
@@ -36,6 +42,79 @@ class Sink(Protocol):
         """Publish; return True if something was written, False if unchanged."""
         ...
 
+    def abort(self) -> None:
+        """Stop now (SIGTERM, any thread): cut what is in flight; later calls fail at once."""
+        ...
+
     def close(self) -> None:
         """Called once on exit."""
         ...
+
+
+class OutputSettings(Protocol):
+    """The settings an output reads, as :class:`nfd_gpu.settings.Config` declares them.
+
+    A protocol, not ``Config`` itself: the ``outputs`` setting takes its choices from the
+    registry, so the registry cannot import ``settings`` back (``tests/test_layers.py``
+    counts that cycle); mypy checks that a ``Config`` is one wherever an output is built,
+    and ``tests/sinks/test_output_registry.py`` that each type is the setting's."""
+
+    @property
+    def oneshot(self) -> bool: ...
+    @property
+    def interval(self) -> float: ...
+    @property
+    def features_dir(self) -> str: ...
+    @property
+    def features_file(self) -> str: ...
+    @property
+    def expiry(self) -> float: ...
+    @property
+    def raw_features(self) -> bool: ...
+    @property
+    def remove_on_exit(self) -> bool: ...
+    @property
+    def node_name(self) -> str | None: ...
+    @property
+    def namespace(self) -> str | None: ...
+    @property
+    def pod_name(self) -> str | None: ...
+    @property
+    def pod_uid(self) -> str | None: ...
+    @property
+    def owner_refs(self) -> tuple[str, ...]: ...
+    @property
+    def kubeconfig(self) -> str | None: ...
+    @property
+    def api_timeout(self) -> float: ...
+    @property
+    def resync_interval(self) -> float: ...
+
+
+def no_problem(_cfg: OutputSettings) -> str | None:
+    return None
+
+
+def no_values(_values: Mapping[str, Any]) -> dict[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Output:
+    """One ``--output``: its name, how its sink is built, its ``--dry-run`` form, the
+    settings its sink is built from (a reload rebuilds the sinks when one changes), what
+    the configuration must satisfy when it is chosen, the start-up line's part, the
+    settings it fills in when chosen and not given (``config.load``: from the settings
+    read so far, before validation) and, when it is not chosen, what removes at start
+    what an earlier run published (never in a dry run)."""
+
+    name: str
+    settings: tuple[str, ...]
+    build: Callable[[OutputSettings], Sink]  # SinkError: unusable (no Kubernetes client)
+    dry_run: Callable[[OutputSettings, TextIO | None], Sink]  # prints, writes nothing
+    check: Callable[[OutputSettings], str | None] = no_problem  # the problem, if any
+    describe: Callable[[OutputSettings], str] | None = None  # `key=value` at start
+    deprecated: str = ""  # why, when the output goes in the next minor release
+    repairs: bool = False  # its sink restores what was changed behind its back (take_repair)
+    fill: Callable[[Mapping[str, Any]], dict[str, Any]] = no_values
+    retire: Callable[[OutputSettings], None] | None = None  # never fatal: logs

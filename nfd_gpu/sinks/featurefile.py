@@ -24,10 +24,12 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from typing import TextIO
 
 from nfd_gpu import boundedfile
 from nfd_gpu.features import Features, owned
-from nfd_gpu.sinks import Publication, SinkError
+from nfd_gpu.sinks import Output, OutputSettings, Publication, SinkError
+from nfd_gpu.sinks.dryrun import DryRunSink
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +213,9 @@ class FeatureFileSink:
         self._repaired = drift
         return True
 
+    def abort(self) -> None:
+        return None  # each write is atomic: nothing to cut
+
     def close(self) -> None:
         if self.remove_on_exit:
             try:
@@ -233,3 +238,43 @@ def _line_diff(want: bytes, have: bytes) -> str:
         return "lines reordered or whitespace changed"
     more = f" and {len(diffs) - 5} more" if len(diffs) > 5 else ""
     return ", ".join(repr(d)[1:-1][:120] for d in diffs[:5]) + more
+
+
+def _build(cfg: OutputSettings) -> FeatureFileSink:
+    return FeatureFileSink(
+        cfg.features_dir,
+        cfg.features_file,
+        expiry=cfg.expiry,
+        raw_features=cfg.raw_features,
+        remove_on_exit=cfg.remove_on_exit,
+    )
+
+
+def _dry_run(cfg: OutputSettings, stream: TextIO | None) -> DryRunSink:
+    path = f"{cfg.features_dir.rstrip('/')}/{cfg.features_file}"
+
+    def render_file(pub: Publication) -> str:
+        body = render(pub, expires_at=time.time() + cfg.expiry, raw=cfg.raw_features)
+        return f"# would write {path}\n{body}"
+
+    return DryRunSink(OUTPUT.name, render_file, stream)
+
+
+def _check(cfg: OutputSettings) -> str | None:
+    if not cfg.oneshot and cfg.expiry < 2 * cfg.interval:
+        return f"expiry ({cfg.expiry}s) must be at least twice the interval"
+    name = cfg.features_file
+    if not name or "/" in name or name.startswith("."):
+        return f"features_file {name!r} must be a plain file name not starting with '.'"
+    return None
+
+
+OUTPUT = Output(
+    "featurefile",
+    settings=("features_dir", "features_file", "expiry", "raw_features", "remove_on_exit"),
+    build=_build,
+    dry_run=_dry_run,
+    check=_check,
+    describe=lambda cfg: f"features={os.path.join(cfg.features_dir, cfg.features_file)}",
+    repairs=True,
+)

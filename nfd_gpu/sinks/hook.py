@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from nfd_gpu.sinks import Publication
+from nfd_gpu.sinks import Output, OutputSettings, Publication
 from nfd_gpu.sinks.featurefile import render_body
 from nfd_gpu.sinks.stdout import ChangedText
 
@@ -25,5 +25,22 @@ class HookSink:
     def publish(self, pub: Publication) -> bool:
         return self._out.write(render_body(pub, raw=self.raw_features))
 
+    def abort(self) -> None:
+        return None
+
     def close(self) -> None:
         return None
+
+
+def _build(cfg: OutputSettings, stream: TextIO | None = None) -> HookSink:
+    return HookSink(stream, raw_features=cfg.raw_features)
+
+
+OUTPUT = Output(
+    "hook",
+    settings=("raw_features",),
+    build=_build,
+    dry_run=_build,  # it prints already
+    deprecated="NFD v0.17 stopped running hooks, nothing reads it (use featurefile, or "
+    "`nfd-gpu scan` for key=value lines)",
+)

@@ -1,6 +1,6 @@
-"""NodeFeature sink: one ``nfd.k8s-sigs.io/v1alpha1`` NodeFeature object per node.
-
-The only module that imports ``kubernetes`` (lazily, on first use).
+"""NodeFeature sink: one ``nfd.k8s-sigs.io/v1alpha1`` NodeFeature object per node: the
+object's state machine (what it should hold, create-or-replace, its owner references, the
+server's version and drift). Its requests go through the transport in ``kubeclient.py``.
 
 Write strategy: **create-or-replace with ``resourceVersion``** (what nfd-worker does),
 not server-side apply. Reasons:
@@ -27,65 +27,52 @@ back to one GET per resync period (jittered +/-10 %). The sink never deletes the
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import functools
-import json
 import logging
 import random
 import socket
 import threading
 import time
-import weakref
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TextIO
 
-from nfd_gpu import boundedfile
 from nfd_gpu.features import owned
-from nfd_gpu.sinks import Publication, SinkError
-from nfd_gpu.sinks.kubeclient import get_raw, track_sockets
+from nfd_gpu.names import is_dns1123_subdomain
+from nfd_gpu.sinks import Output, OutputSettings, Publication, SinkError
+from nfd_gpu.sinks.dryrun import DryRunSink
+from nfd_gpu.sinks.kubeclient import (
+    GROUP,
+    NODE_NAME_LABEL,
+    NODE_NAME_MAX,
+    PLURAL,
+    VERSION,
+    ApiStatus,
+    ObjectClient,
+    build_api_client,
+    is_object,
+    namespace_fallback,
+    object_name,
+)
+from nfd_gpu.sinks.nodefeature_stale import remove_stale
 from nfd_gpu.sinks.nodefeature_watch import OwnObjectWatch, describe_drift
+
+# the transport's names the sink's users need (GROUP ..., the client) come from here too
+__all__ = [
+    "GROUP",
+    "NODE_NAME_LABEL",
+    "OUTPUT",
+    "PLURAL",
+    "VERSION",
+    "NodeFeatureSink",
+    "build_api_client",
+    "hostname_node_name",
+]
 
 log = logging.getLogger(__name__)
 
-GROUP = "nfd.k8s-sigs.io"
-VERSION = "v1alpha1"
-PLURAL = "nodefeatures"
-RESOURCE = f"{PLURAL}.{GROUP}"
-NODE_NAME_LABEL = "nfd.node.kubernetes.io/node-name"
+DRY_RUN_NAMESPACE = "nfd-gpu"  # the namespace deploy/ installs into
 
 Obj = dict[str, Any]
-
-
-def build_api_client(kubeconfig: str | None = None) -> Any:
-    """A ``kubernetes.client.ApiClient``: kubeconfig if given, else in-cluster, else
-    ``~/.kube/config``. urllib3's own retries are off: the sink and the agent back off.
-    The client has no timeout of its own: the sink gives each request its ``timeout``."""
-    try:
-        import kubernetes as _kubernetes  # lazy: heavy import, only for this sink
-    except ImportError:
-        raise SinkError(
-            "the nodefeature output needs the kubernetes client: pip install 'nfd-gpu[kubernetes]'"
-        ) from None
-
-    kubernetes: Any = _kubernetes
-    cfg = kubernetes.client.Configuration()
-    try:
-        if kubeconfig:
-            # the bounded reader refuses a FIFO, a device or an oversized file first (the
-            # client library then opens the file itself)
-            boundedfile.read(kubeconfig)
-            kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
-        else:
-            try:
-                kubernetes.config.load_incluster_config(client_configuration=cfg)
-            except kubernetes.config.ConfigException:
-                kubernetes.config.load_kube_config(client_configuration=cfg)
-    except (kubernetes.config.ConfigException, OSError, ValueError) as e:
-        where = kubeconfig or "in-cluster/~/.kube/config"
-        raise SinkError(f"{where}: cannot load Kubernetes client configuration: {e}") from None
-    cfg.retries = 0
-    return kubernetes.client.ApiClient(cfg)
 
 
 def _owner_key(refs: Sequence[Obj]) -> list[tuple[str, str, str, str]]:
@@ -125,26 +112,27 @@ class NodeFeatureSink:
     ) -> None:
         self.node_name = node_name
         self.namespace = namespace
-        self.object_name = f"nfd-gpu-{node_name}"
+        self.object_name = object_name(node_name)
         self.owner_ref_kinds = tuple(owner_refs)
         self.pod_name = pod_name
         self.pod_uid = pod_uid
-        self.timeout = timeout
         self.resync_interval = resync_interval
         self.max_conflict_retries = max_conflict_retries
         self.clock = clock
+        self.api = ObjectClient(
+            namespace=namespace,
+            name=self.object_name,
+            api_client=api_client,
+            kubeconfig=kubeconfig,
+            timeout=timeout,
+        )
         # waits end early on abort (SIGTERM)
-        self.sleep: Callable[[float], object] = sleep or (lambda s: self._aborted.wait(s))
+        self.sleep: Callable[[float], object] = sleep or (lambda s: self.api.aborted.wait(s))
         self.rng = rng or random.Random()
-        self._kubeconfig = kubeconfig
-        self._api_client = api_client
-        self._custom: Any = None
         self._obj: Obj | None = None  # last object seen from / written to the server
         self._known = False  # _obj reflects the server (None + known = absent)
         self._next_resync = 0.0
         self._owner_refs: list[Obj] | None = None
-        self._sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
-        self._aborted = threading.Event()
         # the watch on the own object, and the state it shares with publish()
         self.watch_enabled = watch
         self.on_drift: Callable[[], object] | None = None  # set by the agent: run a pass now
@@ -156,121 +144,11 @@ class NodeFeatureSink:
         self._repaired: str | None = None  # the last repair, for take_repair()
         self._own_rvs: list[str] = []  # resourceVersions of the last writes (their echoes)
 
-    # -- client -------------------------------------------------------------------------
-
-    def _apis(self) -> Any:
-        """The ``CustomObjectsApi``, built on first use (with the ``ApiClient`` when none was
-        given)."""
-        import kubernetes  # lazy: heavy import, only for this sink
-
-        if self._custom is None:
-            if self._api_client is None:
-                self._api_client = build_api_client(self._kubeconfig)
-            track_sockets(self._api_client, self._sockets)
-            self._custom = kubernetes.client.CustomObjectsApi(self._api_client)
-        return self._custom
-
-    def _call(self, verb: str, fn: Callable[[], Any], resource: str = RESOURCE) -> Any:
-        """Run one API call; map failures to SinkError. 404 and 409 are re-raised as
-        ``_Status`` for the caller to handle."""
-        from kubernetes.client.exceptions import ApiException  # lazy: with kubernetes
-        from urllib3.exceptions import HTTPError  # lazy: comes with kubernetes
-
-        if self._aborted.is_set():
-            raise SinkError(f"{verb} {self.namespace}/{self.object_name}: stopping")
-        # A total deadline: urllib3's timeout bounds each socket operation, so a server
-        # trickling one byte at a time could hold a request forever; when the deadline
-        # passes, the connections are shut down and the blocked read ends at once.
-        timer = threading.Timer(self.timeout, self._cut_connections)
-        timer.daemon = True
-        timer.start()
-        t0 = time.monotonic()
-        try:
-            return fn()
-        except ApiException as e:
-            status = int(e.status or 0)
-            if status in (404, 409):
-                raise _Status(status, _reason(e)) from None
-            if status == 403:
-                msg = _message(e)
-                if "ValidatingAdmissionPolicy" in msg or "admission webhook" in msg:
-                    # RBAC allowed it; an admission policy (e.g. the shipped one that
-                    # confines each node's agent to its own NodeFeature) refused it
-                    raise SinkError(
-                        f"forbidden by admission policy: {verb} "
-                        f"{self.namespace}/{self.object_name} ({msg})"
-                    ) from None
-                raise SinkError(
-                    f"forbidden: the service account needs RBAC verb '{verb}' on {resource} "
-                    f"in namespace {self.namespace!r} ({msg})"
-                ) from None
-            if status == 401:
-                raise SinkError(
-                    f"unauthorized: API server rejected the credentials ({verb})"
-                ) from None
-            if status >= 500 or status == 429:
-                raise SinkError(
-                    f"API server error {status} on {verb} {self.namespace}/{self.object_name}: "
-                    f"{_message(e)}",
-                    transient=True,
-                ) from None
-            raise SinkError(
-                f"API server rejected {verb} {self.namespace}/{self.object_name} "
-                f"({status}): {_message(e)}"
-            ) from None
-        except (HTTPError, OSError, ValueError) as e:
-            if self._aborted.is_set():
-                raise SinkError(f"{verb} {self.namespace}/{self.object_name}: stopping") from None
-            if time.monotonic() - t0 >= self.timeout:
-                raise SinkError(
-                    f"API request {verb} {self.namespace}/{self.object_name} failed: no "
-                    f"complete answer within {self.timeout:g} s",
-                    transient=True,
-                ) from None
-            raise SinkError(
-                f"API request {verb} {self.namespace}/{self.object_name} failed: "
-                f"{type(e).__name__}: {e}",
-                transient=True,
-            ) from None
-        finally:
-            timer.cancel()
-
-    def _cut_connections(self) -> None:
-        for sock in list(self._sockets):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
     def abort(self) -> None:
         """Stop now (SIGTERM): cut in-flight requests; later calls fail at once."""
-        self._aborted.set()
-        self._cut_connections()
+        self.api.abort()
         if self._watch is not None:
             self._watch.stop()
-
-    def _get(self) -> Obj | None:
-        custom = self._apis()
-        try:
-            obj: Obj = self._call(
-                "get",
-                lambda: custom.get_namespaced_custom_object(
-                    GROUP,
-                    VERSION,
-                    self.namespace,
-                    PLURAL,
-                    self.object_name,
-                    _request_timeout=self.timeout,
-                ),
-            )
-        except _Status as s:
-            if s.status == 404:
-                return None
-            raise SinkError(f"unexpected {s.status} on get: {s.reason}", transient=True) from None
-        if not _is_object(obj):
-            raise SinkError(
-                f"get {self.namespace}/{self.object_name}: the answer is not a NodeFeature",
-                transient=True,
-            )
-        return obj
 
     # -- owner references ---------------------------------------------------------------
 
@@ -290,20 +168,9 @@ class NodeFeatureSink:
                 }
             )
         if "ds" in self.owner_ref_kinds and have_pod:
-            self._apis()
+            self.api.connect()
             try:
-                data = self._call(
-                    "get",
-                    # the body is read inside the call: under the request's deadline
-                    lambda: get_raw(
-                        self._api_client,
-                        "/api/v1/namespaces/{namespace}/pods/{name}",
-                        {"namespace": self.namespace, "name": str(self.pod_name)},
-                        self.timeout,
-                    ),
-                    resource="pods",
-                )
-                pod = json.loads(data)
+                pod = self.api.own_pod(str(self.pod_name))
                 for ref in pod.get("metadata", {}).get("ownerReferences") or []:
                     if ref.get("kind") == "DaemonSet" and ref.get("apiVersion") == "apps/v1":
                         refs.append(
@@ -320,7 +187,7 @@ class NodeFeatureSink:
                 log.warning(
                     "own pod %s: unreadable answer (%s): no DaemonSet owner", self.pod_name, e
                 )
-            except _Status as s:
+            except ApiStatus as s:
                 log.warning("own pod %s not readable (%s): no DaemonSet owner", self.pod_name, s)
             except SinkError as e:
                 if e.transient:
@@ -369,7 +236,7 @@ class NodeFeatureSink:
 
     def _read_server(self) -> None:
         """GET the object into ``_obj``; a difference from what was confirmed is drift."""
-        obj = self._get()
+        obj = self.api.get()
         with self._lock:
             self._note(obj)
             self._obj = obj
@@ -413,14 +280,10 @@ class NodeFeatureSink:
         return repaired
 
     def _start_watch(self) -> None:
-        if not self.watch_enabled or self._watch is not None or self._aborted.is_set():
+        if not self.watch_enabled or self._watch is not None or self.api.aborted.is_set():
             return
-        import kubernetes  # lazy: with the sink
-
-        self._apis()
-        client = kubernetes.client.ApiClient(self._api_client.configuration)
         self._watch = OwnObjectWatch(
-            api_client=client,
+            api_client=self.api.watch_client(),
             group=GROUP,
             version=VERSION,
             namespace=self.namespace,
@@ -428,7 +291,7 @@ class NodeFeatureSink:
             name=self.object_name,
             on_event=self.on_watch_event,
             duration=self.resync_interval,
-            timeout=self.timeout,
+            timeout=self.api.timeout,
             rng=self.rng,
         )
         with self._lock:
@@ -471,12 +334,11 @@ class NodeFeatureSink:
     def _write(self, want: Obj) -> Obj | None:
         """Create or replace until the server holds ``want``; its answer (None: a re-read
         found it there already)."""
-        custom = self._apis()
         for attempt in range(self.max_conflict_retries + 1):
             if attempt:
                 # jittered back-off before re-reading after a conflict
                 self.sleep(self.rng.uniform(0.05, 0.2) * 2 ** min(attempt - 1, 4))
-                obj = self._get()
+                obj = self.api.get()
                 with self._lock:
                     self._obj = obj
                 if obj is not None and self._matches(obj, want):
@@ -486,33 +348,10 @@ class NodeFeatureSink:
             verb = "create" if current is None else "update"
             try:
                 if current is None:
-                    answer = self._call(
-                        "create",
-                        functools.partial(
-                            custom.create_namespaced_custom_object,
-                            GROUP,
-                            VERSION,
-                            self.namespace,
-                            PLURAL,
-                            want,
-                            _request_timeout=self.timeout,
-                        ),
-                    )
+                    answer = self.api.create(want)
                 else:
-                    answer = self._call(
-                        "update",
-                        functools.partial(
-                            custom.replace_namespaced_custom_object,
-                            GROUP,
-                            VERSION,
-                            self.namespace,
-                            PLURAL,
-                            self.object_name,
-                            self._replacement(current, want),
-                            _request_timeout=self.timeout,
-                        ),
-                    )
-            except _Status as s:
+                    answer = self.api.replace(self._replacement(current, want))
+            except ApiStatus as s:
                 log.info(
                     "NodeFeature %s/%s: %s (%s), retrying",
                     self.namespace,
@@ -527,7 +366,7 @@ class NodeFeatureSink:
             # Success is what the server confirmed: the object it answered with, carrying
             # a resourceVersion and exactly the spec sent. Anything else (a cut-off or
             # empty answer) is a failure, and the next pass re-reads the object.
-            if not _is_object(answer) or answer.get("spec") != want["spec"]:
+            if not is_object(answer) or answer.get("spec") != want["spec"]:
                 with self._lock:
                     self._obj = None
                     self._known = False
@@ -565,31 +404,77 @@ class NodeFeatureSink:
             self._watch.stop(join=1.0)
 
 
-class _Status(Exception):
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(f"{status} {reason}")
-        self.status = status
-        self.reason = reason
+def _build(cfg: OutputSettings) -> NodeFeatureSink:
+    assert cfg.node_name and cfg.namespace  # checked by config validation
+    return NodeFeatureSink(
+        node_name=cfg.node_name,
+        namespace=cfg.namespace,
+        api_client=build_api_client(cfg.kubeconfig),
+        owner_refs=cfg.owner_refs,
+        pod_name=cfg.pod_name,
+        pod_uid=cfg.pod_uid,
+        timeout=cfg.api_timeout,
+        resync_interval=cfg.resync_interval,
+    )
 
 
-def _is_object(obj: Any) -> bool:
-    """A NodeFeature as a server returns it (a JSON object with a resourceVersion)."""
-    if not isinstance(obj, dict):
-        return False
-    meta = obj.get("metadata")
-    return isinstance(meta, dict) and bool(meta.get("resourceVersion"))
+def _dry_run(cfg: OutputSettings, stream: TextIO | None) -> DryRunSink:
+    """The object as YAML, built with no API client (``ownerReferences`` left empty)."""
+    import yaml  # lazy: only a dry run prints YAML
+
+    assert cfg.node_name and cfg.namespace  # config fills them for a dry run
+    sink = NodeFeatureSink(node_name=cfg.node_name, namespace=cfg.namespace, owner_refs=())
+
+    def render(pub: Publication) -> str:
+        return "---\n" + yaml.safe_dump(sink.desired(pub), sort_keys=False)
+
+    return DryRunSink(OUTPUT.name, render, stream)
 
 
-def _message(e: Any) -> str:
-    try:
-        body = json.loads(e.body)
-        return str(body.get("message") or e.reason)
-    except (TypeError, ValueError, AttributeError):
-        return str(getattr(e, "reason", "") or e)
+def hostname_node_name() -> str | None:
+    """The kubelet's default node name: the host name, lower-cased (``--hostname-override``
+    aside); None when it is not a valid object-name part."""
+    name = socket.gethostname().strip().lower()
+    ok = is_dns1123_subdomain(name)
+    return name if ok and len(name) <= NODE_NAME_MAX else None
 
 
-def _reason(e: Any) -> str:
-    try:
-        return str(json.loads(e.body).get("reason") or e.reason)
-    except (TypeError, ValueError, AttributeError):
-        return str(getattr(e, "reason", ""))
+def _fill(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod's namespace when none is given; for a dry run, which needs no cluster, the
+    node named after this host as the kubelet does and the namespace deploy/ uses."""
+    namespace = values.get("namespace") or namespace_fallback()
+    filled = {"namespace": namespace} if namespace else {}
+    if values.get("dry_run"):
+        filled["node_name"] = values.get("node_name") or hostname_node_name()
+        filled["namespace"] = namespace or DRY_RUN_NAMESPACE
+    return filled
+
+
+def _check(cfg: OutputSettings) -> str | None:
+    if not cfg.node_name:
+        return "the nodefeature output needs a node name (NODE_NAME or --node-name)"
+    if not cfg.namespace:
+        return "the nodefeature output needs a namespace (POD_NAMESPACE or --namespace)"
+    return None
+
+
+OUTPUT = Output(
+    "nodefeature",
+    settings=(
+        "node_name",
+        "namespace",
+        "pod_name",
+        "pod_uid",
+        "owner_refs",
+        "kubeconfig",
+        "api_timeout",
+        "resync_interval",
+    ),
+    build=_build,
+    dry_run=_dry_run,
+    check=_check,
+    describe=lambda cfg: f"nodefeature={cfg.namespace}/{object_name(cfg.node_name)}",
+    repairs=True,
+    fill=_fill,
+    retire=remove_stale,
+)

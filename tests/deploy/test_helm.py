@@ -151,8 +151,8 @@ def test_featurefile_output_may_only_remove_its_old_nodefeature(tmp_path: Path) 
             "verbs": ["get", "delete"],
         }
     ]
-    # exactly the client calls of the removal (agent/startup.py)
-    src = (r.REPO / "nfd_gpu" / "agent" / "startup.py").read_text()
+    # exactly the client calls of the removal (the nodefeature output's retire)
+    src = (r.REPO / "nfd_gpu" / "sinks" / "nodefeature_stale.py").read_text()
     calls = set(
         re.findall(r"\.((?:get|list|create|replace|patch|delete|read)_namespaced_\w+)", src)
     )
@@ -182,14 +182,14 @@ def test_schema_rejects_bad_values(values: dict[str, object], error: str, tmp_pa
 def test_schema_enums_are_the_agents() -> None:
     import json
 
-    from nfd_gpu.config import OUTPUTS
     from nfd_gpu.labels.options import PROFILE_OPTIONS
     from nfd_gpu.labels.registry import PROFILES
-    from nfd_gpu.settings import DEPRECATED_OUTPUTS
+    from nfd_gpu.sinks.registry import OUTPUTS
 
     props = json.loads((r.CHART / "values.schema.json").read_text())["properties"]
     # a deprecated output (hook: stdout, nothing reads it in a pod) is not offered
-    assert set(props["outputs"]["items"]["enum"]) == set(OUTPUTS) - set(DEPRECATED_OUTPUTS)
+    offered = {name for name, o in OUTPUTS.items() if not o.deprecated}
+    assert set(props["outputs"]["items"]["enum"]) == offered
     assert set(props["profiles"]["items"]["enum"]) == set(PROFILES)
     assert set(props["profileOptions"]["items"]["enum"]) == set(PROFILE_OPTIONS)
 

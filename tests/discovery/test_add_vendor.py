@@ -23,8 +23,8 @@ def _with_cores(host: HostRoot, g: Gpu) -> Gpu:
     cores = host.read_int(f"sys/bus/pci/devices/{g.address}/acme/cores")
     if cores is None:
         return g
-    sources = {**g.sources, "compute_units": "sysfs"}
-    return dataclasses.replace(g, compute_units=cores, sources=sources)
+    provenance = {**g.provenance, "compute_units": "sysfs"}
+    return dataclasses.replace(g, compute_units=cores, provenance=provenance)
 
 
 def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
@@ -74,7 +74,7 @@ def test_a_new_vendor_is_one_package_and_one_registry_line(tmp_path: Path) -> No
     assert (g.vendor, g.device_id, g.driver) == ("acme", "2000", "acme")
     assert g.product == "ACME Device 2000"  # Vendor.display; no model table, no pci.ids
     assert g.mode == "container"  # Vendor.drivers
-    assert g.compute_units == 64 and g.sources["compute_units"] == "sysfs"  # its own source
+    assert g.compute_units == 64 and g.provenance["compute_units"] == "sysfs"  # its own source
     assert snap.driver_versions == {"acme": "1.2.3"}  # Vendor.modules
     assert snap.vendor_driver_versions == {"acme": "1.2.3"}  # Vendor.drivers
     labels, _ = label(snap, profiles=("neutral",))

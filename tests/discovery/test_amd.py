@@ -121,7 +121,7 @@ def test_mi210_snapshot() -> None:
         assert g.amd.simd_count == 416
         assert g.compute_units == 104
         assert g.memory_mib == 65536
-        assert g.sources["memory_mib"] == "sysfs"
+        assert g.provenance["memory_mib"] == "sysfs"
         assert g.amd.board_product == "Instinct MI210"
         assert g.interconnects == ("xgmi",)
         assert g.amd.xgmi_peers == 3  # two XGMI islands of four
@@ -131,6 +131,27 @@ def test_mi210_snapshot() -> None:
 
 def _gpu(addr: str = "0000:03:00.0") -> Gpu:
     return Gpu(addr, "amd", "1002", "740f", "120000", mode="container")
+
+
+def test_partitioning_supported_is_the_file_not_its_list(tmp_path: Path) -> None:
+    """The labeller's partitioning-supported is the sysfs file's presence: an empty
+    available_compute_partition is still supported, a missing one is not."""
+    root = tmp_path / "root"
+    shutil.copytree(fixture_root("mi300x-cpx-nps4"), root, symlinks=True)
+    devices = sorted((root / "sys/devices").glob("pci*/*/available_compute_partition"))
+    devices[0].write_text("")
+    (devices[1].parent / "available_memory_partition").unlink()
+    by_addr = {g.address: g.amd for g in discover(HostRoot(str(root))).gpus}
+    first, second = by_addr[devices[0].parent.name], by_addr[devices[1].parent.name]
+    assert (first.compute_partitions_available, first.compute_partitioning_supported) == (
+        (),
+        True,
+    )
+    assert (second.memory_partitions_available, second.memory_partitioning_supported) == (
+        (),
+        False,
+    )
+    assert second.compute_partitioning_supported is True
 
 
 def test_pyamdgpuinfo_fake_module(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -147,7 +168,7 @@ def test_pyamdgpuinfo_fake_module(monkeypatch: pytest.MonkeyPatch) -> None:
     (g,) = amdgpuinfo.apply((_gpu(),), infos)
     assert g.product == "AMD Instinct MI210"
     assert g.memory_mib == 65536
-    assert g.sources["product"] == "pyamdgpuinfo"
+    assert g.provenance["product"] == "pyamdgpuinfo"
     assert host.warnings == []
 
 

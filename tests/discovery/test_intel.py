@@ -42,7 +42,7 @@ def test_max1550_on_xe_tiles_and_vram() -> None:
     gpus = r.snapshot.gpus
     assert len(gpus) == 4  # the ASPEED BMC VGA is not an Intel GPU
     assert {g.intel.tiles for g in gpus} == {2}
-    assert {g.sources["tiles"] for g in gpus} == {"sysfs"}
+    assert {g.provenance["tiles"] for g in gpus} == {"sysfs"}
     assert {g.memory_mib for g in gpus} == {131072}  # 2 tiles x 64 GiB
     assert {g.driver for g in gpus} == {"xe"}
     labels = r.labels
@@ -133,7 +133,7 @@ def test_tiles_without_tile_dirs(tmp_path: Path) -> None:
     )
     (unbound,) = intel.enrich(HostRoot(tmp_path / "empty"), (gpu,))
     assert unbound.intel.tiles == 2
-    assert unbound.sources["tiles"] == "table"
+    assert unbound.provenance["tiles"] == "table"
 
 
 def test_other_vendors_untouched() -> None:

@@ -144,7 +144,8 @@ def test_gpu_lost_is_a_warning_for_that_gpu() -> None:
         "nvml: GPU 1: GPU is lost; using procfs/PCI facts for it"
     ]
     g0, g1 = r.snapshot.gpus
-    assert g0.sources["product"] == "nvml" and g1.sources["product"] == "procfs"
+    assert g0.provenance["product"] == "nvml" and g1.provenance["product"] == "procfs"
+    assert (g0.nvidia.nvml_answered, g1.nvidia.nvml_answered) == (True, False)
     assert g1.uuid is not None and g1.uuid.startswith("GPU-")
     assert r.labels[f"{G}/count"] == "2"
 

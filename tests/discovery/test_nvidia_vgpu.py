@@ -50,6 +50,15 @@ def test_records_are_skipped_to_the_host_driver_record() -> None:
     assert nv.host_driver(b"\x09\x00\x00VF\x00\x16550") is None  # truncated record
 
 
+def test_guest_capability_is_a_typed_fact() -> None:
+    snap = discover(HostRoot(fixture_root("nvidia-vgpu-guest")))
+    facts = [
+        (g.nvidia.vgpu_capability, g.mode, g.nvidia.vgpu_host_driver_version) for g in snap.gpus
+    ]
+    assert facts == [(True, "vgpu-guest", "550.54.16")]
+    assert nvidia_labels(snap)["nvidia.com/vgpu.present"] == "true"
+
+
 def test_short_config_file_means_no_labels(tmp_path: Path) -> None:
     import shutil
 
@@ -59,6 +68,7 @@ def test_short_config_file_means_no_labels(tmp_path: Path) -> None:
     cfg.write_bytes(cfg.read_bytes()[:64])
     (root / "nvml.json").unlink()
     snap = discover(HostRoot(str(root)))
+    assert [g.nvidia.vgpu_capability for g in snap.gpus] == [None]  # unknown, not absent
     labels = nvidia_labels(snap)
     assert not any(k.startswith("nvidia.com/vgpu.") for k in labels)
     assert not any("config" in w for w in snap.warnings)
@@ -74,7 +84,9 @@ def test_whole_config_without_capability_is_present_false(tmp_path: Path) -> Non
     data[0xD4 + 3 : 0xD4 + 5] = b"XX"
     cfg.write_bytes(bytes(data))
     (root / "nvml.json").unlink()
-    labels = nvidia_labels(discover(HostRoot(str(root))))
+    snap = discover(HostRoot(str(root)))
+    assert [(g.nvidia.vgpu_capability, g.mode) for g in snap.gpus] == [(False, "container")]
+    labels = nvidia_labels(snap)
     assert labels["nvidia.com/vgpu.present"] == "false"
     assert "nvidia.com/vgpu.host-driver-version" not in labels
 

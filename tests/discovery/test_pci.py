@@ -132,7 +132,7 @@ def test_product_from_pci_ids_when_the_table_lacks_the_device(tmp_path: Path) ->
     _retarget(root, "0000:18:00.0", "1004")
     gpu = {g.address: g for g in run_scan(root).snapshot.gpus}["0000:18:00.0"]
     assert gpu.product == "NVIDIA GeForce GTX 780"
-    assert gpu.sources["product"] == "pci.ids"
+    assert gpu.provenance["product"] == "pci.ids"
     assert gpu.family is None  # pci.ids knows no architecture
 
 

@@ -1,5 +1,5 @@
 """Stable names: a GPU's product, family and compute capability do not depend
-on whether NVML answers, and where they come from is visible (``Gpu.sources``)."""
+on whether NVML answers, and where they come from is visible (``Gpu.provenance``)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_identity_labels_identical_with_and_without_nvml(name: str) -> None:
     with_nvml = run_scan(fixture_root(name))
     without = run_scan(fixture_root(name), nvml="off")
     # NVML did answer (for at least one GPU: h100-gpu-lost loses the other)
-    assert "nvml" in {g.sources.get("product") for g in with_nvml.snapshot.gpus}
+    assert "nvml" in {g.provenance.get("product") for g in with_nvml.snapshot.gpus}
     for a, b in zip(with_nvml.snapshot.gpus, without.snapshot.gpus, strict=True):
         assert a.product == b.product, a.address  # the driver (NVML or procfs) names it
         if _known(a.vendor, a.device_id, a.revision):
@@ -74,7 +74,7 @@ def test_table_names_are_the_drivers(name: str) -> None:
             continue
         if g.mode == "vgpu-guest":  # the driver names the vGPU type, the table the board
             continue
-        assert g.sources["product"] in ("nvml", "procfs"), g.address
+        assert g.provenance["product"] in ("nvml", "procfs"), g.address
         assert g.product == info.name, g.address
 
 
@@ -82,7 +82,7 @@ def test_pci_ids_is_the_last_resort_and_visible() -> None:
     """Without a driver and for a device the table names, pci.ids is not consulted; the
     provenance says which source named each GPU."""
     snap = run_scan(fixture_root("h100-no-driver"), nvml="off").snapshot
-    assert {g.sources["product"] for g in snap.gpus} == {"table"}
+    assert {g.provenance["product"] for g in snap.gpus} == {"table"}
 
 
 def test_pci_ids_use_is_in_the_json_provenance(

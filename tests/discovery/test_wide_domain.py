@@ -19,7 +19,9 @@ def test_every_nvml_fact_reaches_the_gpu() -> None:
     (g,) = result.snapshot.gpus
     assert g.address == "3f8f31a:00:00.0"
     assert g.uuid == "GPU-cb2fd7b9-a1d8-b47e-b331-2abe34b99a02"  # nvidia-smi -q there
-    assert {k: g.sources[k] for k in ("product", "uuid", "memory_mib", "compute_capability")} == {
+    assert {
+        k: g.provenance[k] for k in ("product", "uuid", "memory_mib", "compute_capability")
+    } == {
         "product": "nvml",
         "uuid": "nvml",
         "memory_mib": "nvml",

@@ -1,5 +1,5 @@
 """The agent's removal of a NodeFeature an earlier ``nodefeature`` output left
-(``nfd_gpu/agent/startup.py``, ``remove_stale_nodefeature``) on the real kube-apiserver:
+(``nfd_gpu/sinks/nodefeature_stale.py``, ``remove_stale``) on the real kube-apiserver:
 removed when it is this node's and the credentials allow it; left, with one line saying
 why and what to run, when they do not (the nodefeature-api overlay's Role has no
 ``delete``) or when the object is labelled for another node. The chart's own path (its

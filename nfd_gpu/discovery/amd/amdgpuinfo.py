@@ -89,15 +89,17 @@ def apply(gpus: tuple[Gpu, ...], infos: dict[str, AmdgpuInfo]) -> tuple[Gpu, ...
         if info is None:
             out.append(g)
             continue
-        sources = dict(g.sources)
+        provenance = dict(g.provenance)
         product, memory = g.product, g.memory_mib
         if info.name:
             product = info.name
-            sources["product"] = MODULE
+            provenance["product"] = MODULE
         if info.vram_bytes:
             memory = info.vram_bytes // (1024 * 1024)
-            sources["memory_mib"] = MODULE
-        out.append(dataclasses.replace(g, product=product, memory_mib=memory, sources=sources))
+            provenance["memory_mib"] = MODULE
+        out.append(
+            dataclasses.replace(g, product=product, memory_mib=memory, provenance=provenance)
+        )
     return tuple(out)
 
 

@@ -214,24 +214,26 @@ def _enrich_one(
 ) -> tuple[Gpu, list[Partition]]:
     """One AMD GPU completed from the model table, amdgpu sysfs and its KFD ``nodes``."""
     dev = f"sys/bus/pci/devices/{g.address}"
-    sources = dict(g.sources)
+    provenance = dict(g.provenance)
     info = tables.lookup("amd", g.device_id, g.revision)
     amd = AmdGpu(gfx=info.gfx if info else None)
     if amd.gfx is not None:
-        sources["gfx"] = "table"
+        provenance["gfx"] = "table"
     memory = g.memory_mib
     vram = host.read_int(f"{dev}/mem_info_vram_total")
     if vram and vram > 0:
         memory = vram // MIB
-        sources["memory_mib"] = "sysfs"
+        provenance["memory_mib"] = "sysfs"
     elif nodes and (kfd_memory := _sum_known(n.memory_bytes for n in nodes)):
         memory = kfd_memory // MIB
-        sources["memory_mib"] = "kfd"
-    g = dataclasses.replace(g, memory_mib=memory, amd=_amdgpu_attributes(host, dev, amd, sources))
+        provenance["memory_mib"] = "kfd"
+    g = dataclasses.replace(
+        g, memory_mib=memory, amd=_amdgpu_attributes(host, dev, amd, provenance)
+    )
     if not nodes:
-        return dataclasses.replace(g, sources=sources), []
-    g = _with_kfd(g, nodes, node_slot, sources)
-    return dataclasses.replace(g, sources=sources), _partitions(g, nodes)
+        return dataclasses.replace(g, provenance=provenance), []
+    g = _with_kfd(g, nodes, node_slot, provenance)
+    return dataclasses.replace(g, provenance=provenance), _partitions(g, nodes)
 
 
 def _partitions(g: Gpu, nodes: list[KfdNode]) -> list[Partition]:
@@ -254,23 +256,23 @@ def _partitions(g: Gpu, nodes: list[KfdNode]) -> list[Partition]:
     ]
 
 
-def _amdgpu_attributes(host: HostRoot, dev: str, amd: AmdGpu, sources: dict[str, str]) -> AmdGpu:
+def _amdgpu_attributes(host: HostRoot, dev: str, amd: AmdGpu, provenance: dict[str, str]) -> AmdGpu:
     """Board name and partition modes from the amdgpu attributes of the PCI device."""
     board = host.read_text(f"{dev}/product_name") or None
     if board:
-        sources["board_product"] = "sysfs"
+        provenance["board_product"] = "sysfs"
     compute = parse_partition_mode(host.read_text(f"{dev}/current_compute_partition"))
     memory = parse_partition_mode(host.read_text(f"{dev}/current_memory_partition"))
     if compute:
-        sources["partition_compute"] = "sysfs"
+        provenance["partition_compute"] = "sysfs"
     if memory:
-        sources["partition_memory"] = "sysfs"
+        provenance["partition_memory"] = "sysfs"
     available: dict[str, tuple[str, ...]] = {}
     for kind in ("compute", "memory"):
         path = f"{dev}/available_{kind}_partition"
         if host.exists(path):  # the file exists: partitioning is supported (the labeller)
             available[kind] = parse_partition_list(host.read_text(path))
-            sources[f"{kind}_partitions_available"] = "sysfs"
+            provenance[f"{kind}_partitions_available"] = "sysfs"
     return dataclasses.replace(
         amd,
         board_product=board,
@@ -278,29 +280,31 @@ def _amdgpu_attributes(host: HostRoot, dev: str, amd: AmdGpu, sources: dict[str,
         partition_memory=memory,
         compute_partitions_available=available.get("compute", ()),
         memory_partitions_available=available.get("memory", ()),
+        compute_partitioning_supported="compute" in available,
+        memory_partitioning_supported="memory" in available,
     )
 
 
 def _with_kfd(
-    g: Gpu, nodes: list[KfdNode], node_slot: dict[int, Slot], sources: dict[str, str]
+    g: Gpu, nodes: list[KfdNode], node_slot: dict[int, Slot], provenance: dict[str, str]
 ) -> Gpu:
     """``g`` completed from its KFD nodes (one per partition): SIMDs, CUs, ISA, XCCs,
     unique id and XGMI peers (other GPUs' slots)."""
     first = nodes[0]
     amd = g.amd
-    sources["simd_count"] = "kfd"
+    provenance["simd_count"] = "kfd"
     units = g.compute_units
     if cus := _sum_known(n.compute_units for n in nodes):
         units = cus
-        sources["compute_units"] = "kfd"
+        provenance["compute_units"] = "kfd"
     gfx = amd.gfx
     if first.gfx:
         gfx = first.gfx
-        sources["gfx"] = "kfd"
+        provenance["gfx"] = "kfd"
     uuid = g.uuid
     if first.unique_id and not g.uuid:
         uuid = first.unique_id
-        sources["uuid"] = "kfd"
+        provenance["uuid"] = "kfd"
     own = slot_of(g.address)
     peers = {node_slot.get(p) for n in nodes for p in n.xgmi_peers}
     peers.discard(None)

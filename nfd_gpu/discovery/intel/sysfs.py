@@ -61,7 +61,7 @@ def enrich(host: HostRoot, gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
 
 def _enrich_one(host: HostRoot, g: Gpu) -> Gpu:
     dev = f"sys/bus/pci/devices/{g.address}"
-    sources = dict(g.sources)
+    provenance = dict(g.provenance)
     entries = host.listdir(dev)
 
     xe_tiles = sorted((n for n in entries if _TILE.match(n)), key=lambda n: int(n[4:]))
@@ -75,15 +75,15 @@ def _enrich_one(host: HostRoot, g: Gpu) -> Gpu:
     tiles: int | None = None
     if xe_tiles or gt_tiles:
         tiles = len(xe_tiles) + gt_tiles
-        sources["tiles"] = "sysfs"
+        provenance["tiles"] = "sysfs"
     elif g.driver in INTEL_DRIVERS and _cards(g):
         tiles = 1  # the driver shows no tile directories on single-tile parts
-        sources["tiles"] = "sysfs"
+        provenance["tiles"] = "sysfs"
     else:
         info = tables.lookup("intel", g.device_id, g.revision)
         if info is not None and info.tiles:
             tiles = info.tiles
-            sources["tiles"] = "table"
+            provenance["tiles"] = "table"
 
     memory: int | None = None
     if xe_tiles:
@@ -98,19 +98,19 @@ def _enrich_one(host: HostRoot, g: Gpu) -> Gpu:
     memory_mib = g.memory_mib
     if memory:
         memory_mib = memory // MIB
-        sources["memory_mib"] = "sysfs"
+        provenance["memory_mib"] = "sysfs"
 
     interconnects = g.interconnects
     if any(_IAF.match(n) and host.exists(f"{dev}/{n}/iaf_fabric_id") for n in entries):
         interconnects = tuple(sorted({*g.interconnects, "xe-link"}))
-        sources["interconnects"] = "sysfs"
+        provenance["interconnects"] = "sysfs"
 
     return dataclasses.replace(
         g,
         memory_mib=memory_mib,
         interconnects=interconnects,
         intel=IntelGpu(tiles=tiles, local_memory_bytes=memory or None),
-        sources=sources,
+        provenance=provenance,
     )
 
 

@@ -30,16 +30,16 @@ def table_facts(g: Gpu) -> Gpu:
     """An NVIDIA GPU with the model table's compute capability and MIG capability (not
     MIG-capable when the table does not say)."""
     info = tables.lookup("nvidia", g.device_id, g.revision)
-    sources = dict(g.sources)
+    provenance = dict(g.provenance)
     major = info.compute_major if info else None
     minor = info.compute_minor if info else None
     mig_capable = info.mig_capable if info else None
     if major is not None:
-        sources["compute_capability"] = "table"
+        provenance["compute_capability"] = "table"
     if mig_capable is not None:
-        sources["mig_capable"] = "table"
+        provenance["mig_capable"] = "table"
     nvidia = NvidiaGpu(compute_major=major, compute_minor=minor, mig_capable=bool(mig_capable))
-    return dataclasses.replace(g, nvidia=nvidia, sources=sources)
+    return dataclasses.replace(g, nvidia=nvidia, provenance=provenance)
 
 
 def merge(gpus: tuple[Gpu, ...], facts: NvidiaFacts) -> tuple[Gpu, ...]:
@@ -62,13 +62,13 @@ def merge(gpus: tuple[Gpu, ...], facts: NvidiaFacts) -> tuple[Gpu, ...]:
 
 
 def _merge_one(g: Gpu, f: GpuFacts, src: str, has_partitions: bool) -> Gpu:
-    sources = dict(g.sources)
+    provenance = dict(g.provenance)
 
     def known(name: str, new: T | None, old: T | None) -> T | None:
-        """The driver's value when it knows one (recorded in ``sources``), else ``old``."""
+        """The driver's value when it knows one (recorded in ``provenance``), else ``old``."""
         if new is None:
             return old
-        sources[name] = src
+        provenance[name] = src
         return new
 
     nv = g.nvidia
@@ -76,16 +76,16 @@ def _merge_one(g: Gpu, f: GpuFacts, src: str, has_partitions: bool) -> Gpu:
     mig_enabled = known("mig_enabled", f.mig_enabled, nv.mig_enabled)
     if f.mig_enabled is None and has_partitions:
         mig_enabled = mig_capable = True
-        sources["mig_enabled"] = src
+        provenance["mig_enabled"] = src
     major, minor = nv.compute_major, nv.compute_minor
     if f.compute_major is not None and f.compute_minor is not None:
         major, minor = f.compute_major, f.compute_minor
-        sources["compute_capability"] = src
+        provenance["compute_capability"] = src
     mode = g.mode
     gpu_health = g.health.read(f.health_signals, f.health_reasons)
     if f.virtualization in ("vgpu-host", "vgpu-guest"):
         mode = f.virtualization
-        sources["mode"] = src
+        provenance["mode"] = src
     nvidia = dataclasses.replace(
         nv,
         compute_major=major,
@@ -94,6 +94,7 @@ def _merge_one(g: Gpu, f: GpuFacts, src: str, has_partitions: bool) -> Gpu:
         mig_enabled=mig_enabled,
         virtualization=known("virtualization", f.virtualization, nv.virtualization),
         clique=known("clique", f.clique, nv.clique),
+        nvml_answered=src == "nvml" and f.product is not None,
     )
     return dataclasses.replace(
         g,
@@ -103,7 +104,7 @@ def _merge_one(g: Gpu, f: GpuFacts, src: str, has_partitions: bool) -> Gpu:
         compute_units=known("compute_units", f.multiprocessors, g.compute_units),
         mode=mode,
         nvidia=nvidia,
-        sources=sources,
+        provenance=provenance,
         health=gpu_health,
     )
 

@@ -130,11 +130,11 @@ def apply(
 ) -> tuple[Gpu, ...]:
     """Read each NVIDIA GPU's vendor capability; mark vGPU guests and their host driver.
 
-    ``sources["vgpu_capability"]`` records that the capability list of every NVIDIA PCI
-    function was readable, ``functions`` being the node's other PCI functions (audio,
-    NVSwitch, ...): GFD lists them all and writes no ``vgpu.*`` label when one config
-    space is short, so the absence of the capability is a fact only then. A short or
-    unreadable file only means unknown (an unprivileged reader gets 64 bytes).
+    ``nvidia.vgpu_capability`` is known (true or false) only where the capability list of
+    every NVIDIA PCI function was readable, ``functions`` being the node's other PCI
+    functions (audio, NVSwitch, ...): GFD lists them all and writes no ``vgpu.*`` label
+    when one config space is short, so the absence of the capability is a fact only then.
+    A short or unreadable file only means unknown (an unprivileged reader gets 64 bytes).
     """
     gpu_addrs = {g.address for g in gpus}
     others_whole = all(
@@ -157,19 +157,21 @@ def apply(
 
 def _with_capability(g: Gpu, cap: bytes | None, others_whole: bool) -> Gpu:
     """``g`` marked with what its (readable) capability says."""
-    sources = dict(g.sources)
+    provenance = dict(g.provenance)
+    vgpu = cap is not None and is_vgpu(cap)
+    nvidia = dataclasses.replace(g.nvidia, vgpu_capability=vgpu if others_whole else None)
     if others_whole:
-        sources["vgpu_capability"] = "pci-config"
-    if cap is None or not is_vgpu(cap):
-        return dataclasses.replace(g, sources=sources)
-    sources["mode"] = sources["virtualization"] = "pci-config"
-    nvidia = dataclasses.replace(g.nvidia, virtualization="vgpu-guest")
+        provenance["vgpu_capability"] = "pci-config"
+    if cap is None or not vgpu:
+        return dataclasses.replace(g, nvidia=nvidia, provenance=provenance)
+    provenance["mode"] = provenance["virtualization"] = "pci-config"
+    nvidia = dataclasses.replace(nvidia, virtualization="vgpu-guest")
     info = host_driver(cap)
     if info is not None:
         nvidia = dataclasses.replace(
             nvidia, vgpu_host_driver_version=info[0], vgpu_host_driver_branch=info[1]
         )
-    return dataclasses.replace(g, mode="vgpu-guest", nvidia=nvidia, sources=sources)
+    return dataclasses.replace(g, mode="vgpu-guest", nvidia=nvidia, provenance=provenance)
 
 
 def _discover(ctx: Context, snap: Snapshot) -> Snapshot:

@@ -1,0 +1,104 @@
+"""What a command imports: ``nfd-gpu scan`` loads only what a scan needs (issue 24: CLI
+start-up). A structural check of the import graph, in a fresh interpreter per command,
+not a timing test: a heavy module that creeps back into the scan path fails here by name.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURE = REPO / "tests/fixtures/sysfs/hgx-h100"
+
+CHILD = """
+import contextlib, io, sys
+from nfd_gpu.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    code = main(sys.argv[1:])
+modules = sorted(sys.modules)
+import json  # after the list: the command may not have loaded it
+print(json.dumps({"code": code, "modules": modules}))
+"""
+
+# Never needed by a scan without rules on the default profile: the cluster client and
+# metrics (agent outputs), YAML and the rules engine (rules, config, --format yaml), the
+# NVML binding (NVML off), the agent, config and capture code, the vendor label profiles,
+# click besides the click typer vendors (typer >= 0.28), rich (help only).
+NOT_FOR_SCAN = (
+    "kubernetes",
+    "prometheus_client",
+    "yaml",
+    "re2",
+    "jsonschema",
+    "pynvml",
+    "pyudev",
+    "rich",
+    "nfd_gpu.rules",
+    "nfd_gpu.agent",
+    "nfd_gpu.sinks",
+    "nfd_gpu.metrics",
+    "nfd_gpu.config",
+    "nfd_gpu.yamlfile",
+    "nfd_gpu.snapshot",
+    "nfd_gpu.sharing_config",
+    "nfd_gpu.labels.nvidia",
+    "nfd_gpu.labels.amd",
+    "nfd_gpu.labels.intel",
+)
+
+
+def _loaded(*args: str) -> set[str]:
+    """The modules a fresh interpreter holds after running ``nfd-gpu ARGS`` (exit 0)."""
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["code"] == 0, (args, out.stderr)
+    return set(got["modules"])
+
+
+def _heavy(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if m in names or m.startswith(tuple(f"{n}." for n in names)))
+
+
+def _click_besides_typers() -> bool:
+    """typer >= 0.28 runs on its own copy of click (``typer._click``)."""
+    import importlib.util
+
+    return importlib.util.find_spec("typer._click") is not None
+
+
+@pytest.mark.parametrize("fmt", ["labels", "json", "table"])
+def test_scan_imports_nothing_it_does_not_use(fmt: str) -> None:
+    mods = _loaded("scan", "--root", str(FIXTURE), "--nvml", "off", "--format", fmt)
+    assert "nfd_gpu.scan" in mods  # the scan ran in this interpreter
+    assert _heavy(mods, NOT_FOR_SCAN) == []
+    if _click_besides_typers():
+        assert _heavy(mods, ("click",)) == []
+    if fmt != "json":
+        assert _heavy(mods, ("json",)) == []  # the JSON codec: only for --format json
+
+
+def test_rules_load_the_engine_only_when_given() -> None:
+    """The counter-check: the same child sees what a scan with rules needs."""
+    mods = _loaded("scan", "--root", str(FIXTURE), "--nvml", "off", "--rules", str(REPO / "rules"))
+    assert {"nfd_gpu.rules", "yaml"} <= mods
+    assert _heavy(mods, ("kubernetes", "prometheus_client", "nfd_gpu.agent")) == []
+
+
+@pytest.mark.parametrize("args", [["version"], ["--help"], ["scan", "--help"]])
+def test_version_and_help_load_no_scan_code(args: list[str]) -> None:
+    mods = _loaded(*args)
+    assert _heavy(mods, ("nfd_gpu.scan", "nfd_gpu.discovery", "nfd_gpu.hostroot")) == []
+    help_only = ("rich",) if "--help" in args else ()  # typer writes help with rich
+    assert [m for m in _heavy(mods, NOT_FOR_SCAN) if not m.startswith(help_only or "-")] == []
