@@ -61,7 +61,7 @@ def load_sharing_config(
 
     Reads ``sharing.timeSlicing`` / ``sharing.mps`` (``renameByDefault``, ``resources``:
     ``name`` + ``replicas``), ``flags.migStrategy``, ``flags.failOnInitError`` and
-    ``flags.deviceDiscoveryStrategy`` (auto / nvml); ``mig_strategy`` (a flag or the
+    ``flags.deviceDiscoveryStrategy`` (auto / nvml / vfio); ``mig_strategy`` (a flag or the
     environment) wins over the file. Raises ``ValueError`` with a one-line message.
     """
     doc = _read(path)
@@ -97,31 +97,37 @@ def load_sharing_config(
 
     active = "mps" if "mps" in found else "time-slicing"
     strategy_name = next((n for n in ("mps", "time-slicing") if replicated(n)), "")
-    fail = _fail_on_init_error(path, flags)
+    fail, discovery = _fail_on_init_error(path, flags), _discovery(path, flags)
     if not strategy_name or active not in found:
-        return NvidiaOptions(mig_strategy=strat, timestamp=timestamp, fail_on_init_error=fail)
+        return NvidiaOptions(
+            mig_strategy=strat, timestamp=timestamp, fail_on_init_error=fail, discovery=discovery
+        )
     replicas, rename = found[active]
-    return NvidiaOptions(strat, strategy_name, replicas, rename, timestamp, fail)
+    return NvidiaOptions(strat, strategy_name, replicas, rename, timestamp, fail, discovery)
 
 
 # flags.deviceDiscoveryStrategy values GFD accepts (cmd/gpu-feature-discovery/main.go
-# validateFlags); nfd-gpu finds GPUs as auto / nvml do: tegra (Jetson, CUDA's device list)
-# and vfio (passed-through GPUs named from PCI) are refused, never labelled otherwise
+# validateFlags); nfd-gpu finds GPUs as auto / nvml and vfio do (nfd_gpu.labels.nvidia_vfio):
+# tegra (Jetson, CUDA's device list) is refused, never labelled otherwise (docs/migration.md)
 DISCOVERY_STRATEGIES = ("auto", "nvml", "tegra", "vfio")
-SUPPORTED_DISCOVERY = ("auto", "nvml")
+SUPPORTED_DISCOVERY = ("auto", "nvml", "vfio")
 
 
-def _fail_on_init_error(path: str, flags: dict[str, Any]) -> bool:
-    """GFD's ``flags.failOnInitError`` (default true), after checking the file's
-    ``flags.deviceDiscoveryStrategy``."""
+def _discovery(path: str, flags: dict[str, Any]) -> str:
+    """The file's ``flags.deviceDiscoveryStrategy`` (default auto)."""
     found = flags.get("deviceDiscoveryStrategy", "auto")
     if found not in DISCOVERY_STRATEGIES:
         raise ValueError(f"{path}: flags.deviceDiscoveryStrategy: invalid option {found!r}")
     if found not in SUPPORTED_DISCOVERY:
         raise ValueError(
             f"{path}: flags.deviceDiscoveryStrategy: {found} is not supported (nfd-gpu "
-            "discovers as auto/nvml; docs/migration.md)"
+            "discovers as auto/nvml or vfio; docs/migration.md)"
         )
+    return str(found)
+
+
+def _fail_on_init_error(path: str, flags: dict[str, Any]) -> bool:
+    """GFD's ``flags.failOnInitError`` (default true)."""
     fail = flags.get("failOnInitError", True)
     if not isinstance(fail, bool):
         raise ValueError(f"{path}: flags.failOnInitError: expected true or false")

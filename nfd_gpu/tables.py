@@ -126,6 +126,20 @@ def table(vendor: str) -> dict[str, tuple[ModelInfo, ...]]:
     return {dev: _models(vendor, dev) for dev in _index(vendor)[1]}
 
 
+@functools.cache
+def pci_names(vendor: str) -> dict[str, str]:
+    """device id -> pci.ids name (``data/<vendor>-pci-names.tsv``; only NVIDIA's is shipped,
+    for GFD's vfio strategy), empty without the file."""
+    header, by_id = _index(f"{vendor}-pci-names")
+    col = header.index("name") if "name" in header else len(header)
+    out: dict[str, str] = {}
+    for dev, lines in by_id.items():
+        cells = lines[0].split("\t")
+        if col < len(cells) and cells[col].strip():
+            out[dev] = cells[col].strip()
+    return out
+
+
 def lookup(
     vendor: str, device_id: str, revision: str = "", subsystem: str = ""
 ) -> ModelInfo | None:

@@ -29,6 +29,13 @@ def test_committed_table_is_the_generator_output(vendor: str) -> None:
     assert committed == gen.render(vendor), "run: python scripts/gen_tables.py"
 
 
+def test_committed_pci_names_are_the_generator_output() -> None:
+    gen = _script("gen_tables")
+    committed = (gen.DATA / gen.PCI_NAMES).read_text("utf-8")
+    assert committed == gen.render_pci_names(), "run: python scripts/gen_tables.py"
+    assert tables.pci_names("nvidia")["20b5"] == "GA100 [A100 PCIe 80GB]"
+
+
 @pytest.mark.parametrize(
     ("vendor", "device", "revision", "subsystem", "name", "family"),
     [

@@ -264,7 +264,23 @@ def _with_gpu_attributes(host: HostRoot, base: str, basic: PciDevice) -> PciDevi
         physfn=basic.physfn or host.readlink_name(f"{base}/physfn"),
         link=link,
         drm=drm,
+        bars=_bars(host, base) if basic.driver == "vfio-pci" else (),
     )
+
+
+def _bars(host: HostRoot, base: str) -> tuple[tuple[int, int, int], ...]:
+    """(index, size in bytes, flags) of the memory windows in the first six lines of
+    ``resource`` (the BARs; Documentation/PCI/sysfs-pci.rst): read for functions bound to
+    vfio-pci only, whose windows are what GFD's vfio strategy reports as memory."""
+    out: list[tuple[int, int, int]] = []
+    for i, line in enumerate((host.read_text(f"{base}/resource") or "").splitlines()[:6]):
+        try:
+            start, end, flags = (int(v, 16) for v in line.split())
+        except ValueError:
+            continue  # not three hex values: a damaged line names no window
+        if end > start:
+            out.append((i, end - start + 1, flags))
+    return tuple(out)
 
 
 NFD_MANDATORY = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device")

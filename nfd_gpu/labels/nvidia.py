@@ -1,12 +1,13 @@
 """The ``nvidia`` compatibility profile: GPU Feature Discovery's keys and value formats.
 
-Keys under ``nvidia.com/`` as GFD v0.20.0 writes them (docs/migration.md, tests/data/nvidia/),
+Keys under ``nvidia.com/`` as GFD v0.19.0 writes them (docs/migration.md, tests/data/nvidia/),
 documented in :data:`LABEL_TABLE` (docs/labels-nvidia.md). As GFD's ``internal/lm``, the
 labels are small labelers merged in order (:data:`LABELERS`).
 
 GPUs: those NVML enumerates (bound to ``nvidia``, answered by NVML). As GFD, nothing is
 emitted when NVML does not answer (no driver, a vfio-only host: GFD exits with
-``--fail-on-init-error``) or when one NVML GPU fails (a lost GPU fails GFD's pass).
+``--fail-on-init-error``) or when one NVML GPU fails (a lost GPU fails GFD's pass). GFD's
+``vfio`` strategy (``NvidiaOptions.discovery``): those bound to vfio-pci (:mod:`.nvidia_vfio`).
 
 Product on mixed nodes (GFD ``newGPULabelers``): GFD writes the labels of every model, the
 MIG-enabled models first and the full-GPU models last, so a full GPU's model wins over a
@@ -47,6 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nfd_gpu.families import nvidia_family
+from nfd_gpu.labels import nvidia_vfio
 from nfd_gpu.labels.nvidia_options import GFD_MIG_STRATEGIES as GFD_MIG_STRATEGIES  # re-exported
 from nfd_gpu.labels.nvidia_options import MIG_STRATEGIES as MIG_STRATEGIES  # re-exported
 from nfd_gpu.labels.nvidia_options import NvidiaOptions as NvidiaOptions  # re-exported
@@ -223,6 +225,7 @@ class _LabelerInputs:
     model: str  # the model gpu.* describes (product_model)
     parts: list[Partition]  # the MIG devices of those GPUs
     strategy: str  # the MIG strategy, auto resolved
+    bar_memory: dict[str, int] | None = None  # vfio strategy: BAR memory (bytes) by address
 
 
 class _Refused(Exception):
@@ -245,6 +248,8 @@ def _vgpu(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
 
 def _versions(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
     """``cuda.driver*`` (the driver version) and ``cuda.runtime*`` (CUDA driver API)."""
+    if p.bar_memory is not None:
+        return nvidia_vfio.version_labels()
     driver = p.snap.driver_versions.get("nvidia", "")
     out = _version_labels("cuda.driver", driver, "rev")
     out.update(_version_labels("cuda.driver-version", driver, "revision"))
@@ -274,8 +279,9 @@ def _gpu(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
         "gpu.sharing-strategy": sharing,
         "gpu.product": p.model + ("-SHARED" if shared else ""),
     }
-    if dev.memory_mib:
-        out["gpu.memory"] = str(dev.memory_mib)
+    memory = dev.memory_mib if p.bar_memory is None else p.bar_memory[dev.address]
+    if memory:
+        out["gpu.memory"] = str(memory)
     if dev.nvidia.compute_major:
         out["gpu.family"] = _family(dev.nvidia.compute_major, dev.nvidia.compute_minor or 0)
         out["gpu.compute.major"] = str(dev.nvidia.compute_major)
@@ -376,18 +382,27 @@ def nvidia_labels(
     none, with the reason in ``warnings``."""
     opts = opts or NvidiaOptions()
     warnings = [] if warnings is None else warnings
-    gpus = gfd_gpus(snap, warnings)
+    bars = None
+    if opts.discovery == "vfio":
+        try:
+            gpus, bars = nvidia_vfio.vfio_gpus(snap)
+        except nvidia_vfio.VfioRefused as exc:
+            warnings.append(f"nvidia: vfio strategy: {exc}: no labels (GFD fails)")
+            return {}
+    else:
+        gpus = gfd_gpus(snap, warnings)
     labelers = LABELERS
     if not gpus:
-        if opts.fail_on_init_error or nvml_init_error(snap) is None:
+        if bars is None and (opts.fail_on_init_error or nvml_init_error(snap) is None):
             return {}
-        # GFD with failOnInitError false: its null resource manager, so only the labelers
-        # that need no NVML (cmd/gpu-feature-discovery/main.go, internal/resource/factory.go)
+        # GFD with failOnInitError false (its null resource manager), or vfio without a
+        # vfio-pci GPU: only the labelers that need no device (internal/lm/nvml.go:49)
         labelers = (_timestamp, _vgpu)
     addrs = {g.address for g in gpus}
     parts = [p for p in snap.partitions if p.kind == "mig" and p.parent in addrs]
     strat = opts.mig_strategy if opts.mig_strategy != "auto" else strategy(gpus, parts)
-    labelling = _LabelerInputs(snap, opts, gpus, product_model(gpus) if gpus else "", parts, strat)
+    model = product_model(gpus) if gpus else ""
+    labelling = _LabelerInputs(snap, opts, gpus, model, parts, strat, bars)
     out: dict[str, str] = {}
     try:
         for labeler in labelers:
@@ -425,7 +440,9 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
     LabelDoc("cuda.driver-version.major", "integer", "Driver version, first part (`550`)."),
     LabelDoc("cuda.driver-version.minor", "digits", "Second part, as written (`54`, `06`)."),
     LabelDoc("cuda.driver-version.revision", "digits or empty", "Third part; empty for `X.Y`."),
-    LabelDoc("cuda.driver-version.full", "e.g. `550.54.15`", "The driver version."),
+    LabelDoc(
+        "cuda.driver-version.full", "e.g. `550.54.15`", "The driver version (vfio: `unknown`)."
+    ),
     LabelDoc("cuda.driver.major", "integer", "As `cuda.driver-version.major` (GFD's old key)."),
     LabelDoc("cuda.driver.minor", "digits", "As `cuda.driver-version.minor`."),
     LabelDoc("cuda.driver.rev", "digits or empty", "As `cuda.driver-version.revision`."),
@@ -436,7 +453,7 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "docs/nvidia.md).",
     ),
     LabelDoc("cuda.runtime-version.minor", "integer", "CUDA driver API version minor."),
-    LabelDoc("cuda.runtime-version.full", "e.g. `12.4`", "CUDA driver API version."),
+    LabelDoc("cuda.runtime-version.full", "e.g. `12.4`", "CUDA driver API version (vfio: `0.0`)."),
     LabelDoc("cuda.runtime.major", "integer", "As `cuda.runtime-version.major` (old key)."),
     LabelDoc("cuda.runtime.minor", "integer", "As `cuda.runtime-version.minor` (old key)."),
     LabelDoc(
@@ -451,7 +468,8 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "The model `gpu.*` describes: a full GPU's model before a MIG-enabled one, the most "
         "numerous, on a tie the first in sorted order. `-SHARED` appended when the sharing "
         "config replicates it (unless `renameByDefault`). Strategy single: "
-        "`<model>-MIG-<profile>`, or `<model>-MIG-INVALID` when the node does not allow it.",
+        "`<model>-MIG-<profile>`, or `<model>-MIG-INVALID` when the node does not allow it. "
+        "Strategy vfio: the pci.ids name (`GA100-A100-PCIe-80GB`).",
     ),
     LabelDoc(
         "gpu.count",
@@ -473,7 +491,8 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "gpu.memory",
         "integer (MiB)",
         "Memory of the model's last GPU; strategy single: of the MIG devices; `0` for "
-        "an invalid strategy single. Omitted when 0 or unknown.",
+        "an invalid strategy single; vfio: the 64-bit BARs rounded up to a power of two, in "
+        "bytes (as GFD). Omitted when 0 or unknown.",
     ),
     LabelDoc(
         "gpu.family",
@@ -481,7 +500,7 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "`ada-lovelace` `hopper` `blackwell` `rubin` `undefined`",
         "Architecture from the compute capability; omitted without it.",
     ),
-    LabelDoc("gpu.compute.major", "integer", "Compute capability major."),
+    LabelDoc("gpu.compute.major", "integer", "Compute capability major (vfio: none, GFD's -1)."),
     LabelDoc("gpu.compute.minor", "integer", "Compute capability minor."),
     LabelDoc(
         "gpu.mode",
@@ -548,8 +567,9 @@ def render_docs() -> str:
         "<!-- Generated by `python -m nfd_gpu.labels.nvidia`; do not edit. -->",
         "",
         "Selected with `nfd-gpu scan --profile nvidia`. Keys and formats of NVIDIA GPU",
-        "Feature Discovery v0.20.0 (`nvidia.com/` below), for the GPUs NVML sees (bound to",
-        "the `nvidia` driver). As with GFD, a node where NVML does not answer, or fails for",
+        "Feature Discovery v0.19.0 (`nvidia.com/` below), for the GPUs NVML sees (bound to",
+        "the `nvidia` driver; with GFD's `deviceDiscoveryStrategy: vfio`, those bound to",
+        "`vfio-pci`, from PCI). As with GFD, a node where NVML does not answer, or fails for",
         "one GPU, gets no `nvidia.com/` label. `--mig-strategy` (`none`, the default,",
         "`single`, `mixed`, or nfd-gpu's `auto`) and `--sharing-config` (the device",
         "plugin's config file) choose the MIG and sharing keys; docs/nvidia.md has the rules.",

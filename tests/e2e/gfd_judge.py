@@ -1,7 +1,10 @@
 """GPU Feature Discovery's own code as a judge (``tests/e2e/bin/gfd-judge``, built by
 ``bash tests/e2e/build-gfd.sh`` from NVIDIA/k8s-device-plugin v0.19.0): GFD's labelers over a
 fixture's NVML recording (``nvml.json``), its sysfs reads served the fixture's ``sys/`` on
-``/sys`` in a private mount namespace (``unshare -m``: root only; CI runs as root).
+``/sys`` in a private mount namespace (``unshare -m``: root only; CI runs as root). In that
+namespace GFD finds no pci.ids (its vfio strategy names GPUs from the first of
+:data:`PCI_IDS` it can read, else from go-nvlib's built-in copy): GFD's image
+(distroless) has none, so the deployed GFD always names from the built-in copy.
 
 :func:`gfd_labels` returns every label map GFD writes for the node (GFD picks among GPU
 models in Go map order, so a node with two models gets one of several), or the error GFD
@@ -23,6 +26,9 @@ E2E = Path(__file__).resolve().parent
 JUDGE = E2E / "bin" / "gfd-judge"
 TIMESTAMP = "nvidia.com/gfd.timestamp"
 REPEAT = 64  # runs per case: a two-model node shows each winner (one wins ~1 in 4)
+# go-nvlib pkg/pciids/pciids.go:177-182: where it looks for pci.ids before its own copy
+PCI_IDS = ("/usr/share/misc/pci.ids", "/usr/local/share/pci.ids", "/usr/share/hwdata/pci.ids",
+           "/usr/share/pci.ids")  # fmt: skip
 
 
 def judge() -> Path:
@@ -49,15 +55,21 @@ def _can_unshare() -> bool:
 @dataclass(frozen=True)
 class Verdict:
     outputs: list[dict[str, str]]  # the label maps GFD can write (empty: it writes nothing)
+    dropped: dict[str, str]  # labels GFD writes that nfd-worker ignores (invalid value)
     error: str  # why GFD exits without labels ("" when it labels)
 
 
-def gfd_labels(root: Path, args: list[str], nvml: bool = True) -> Verdict:
-    """GFD's labels for the node at ``root`` with GFD's command-line ``args``."""
-    cmd = [str(judge()), f"--repeat={REPEAT}", *args]
+def gfd_labels(root: Path, args: list[str], nvml: bool = True, repeat: int = REPEAT) -> Verdict:
+    """GFD's labels for the node at ``root`` with GFD's command-line ``args`` (``repeat``
+    runs: more than one only matters where GFD picks in map order)."""
+    cmd = [str(judge()), f"--repeat={repeat}", *args]
     if nvml and (root / "nvml.json").exists():
         cmd.append(f"--nvml={root / 'nvml.json'}")
-    script = f"mount --bind {shlex.quote(str(root / 'sys'))} /sys && exec {shlex.join(cmd)}"
+    hide = [f"mount -t tmpfs none {os.path.dirname(p)}" for p in PCI_IDS if os.path.exists(p)]
+    if any(os.path.dirname(p) == "/usr/share" for p in PCI_IDS if os.path.exists(p)):
+        raise RuntimeError("/usr/share/pci.ids exists: the GFD judge cannot hide it")
+    mounts = [f"mount --bind {shlex.quote(str(root / 'sys'))} /sys", *hide]
+    script = " && ".join([*mounts, f"exec {shlex.join(cmd)}"])
     res = subprocess.run(
         ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
         capture_output=True,
@@ -68,7 +80,7 @@ def gfd_labels(root: Path, args: list[str], nvml: bool = True) -> Verdict:
     if res.returncode != 0:
         raise RuntimeError(f"gfd-judge failed ({res.returncode}): {res.stderr[-2000:]}")
     doc = json.loads(res.stdout)
-    return Verdict(doc["outputs"], doc.get("error", ""))
+    return Verdict(doc["outputs"], doc.get("dropped") or {}, doc.get("error", ""))
 
 
 def without_timestamp(labels: dict[str, str]) -> dict[str, str]:

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from nfd_gpu.cli import app
 from tests.conftest import ALL_FIXTURES, FIXTURES, fixture_root
-from tests.e2e.gfd_judge import closest, gfd_labels, without_timestamp
+from tests.e2e.gfd_judge import REPEAT, closest, gfd_labels, without_timestamp
 from tests.e2e.oracle import SUMMARY
 
 SHARING = sorted((FIXTURES.parent / "sharing").glob("*.yaml"))
@@ -40,7 +41,9 @@ def _bound_without_recording(root: Path) -> bool:
 # resource (GFD reads them): they are derived from what it holds (its CAPTURE.md).
 # hyperv-p100-vm's recording has no system answers (nvmlSystemGetDriverVersion and
 # nvmlSystemGetCudaDriverVersion, which a real NVML always gives): GFD fails on it
-# ("error getting driver version: ERROR_NOT_SUPPORTED"); judged once its source gives them.
+# ("error getting driver version: ERROR_NOT_SUPPORTED"); judged once its source gives them
+# (the driver and CUDA versions of NVIDIA/nvidia-docker#1316's nvidia-smi header could not
+# be read from any stored copy of that thread, and are not made up).
 UNJUDGED = {"hyperv-p100-vm"}
 JUDGED = [n for n in ALL_FIXTURES if _has_nvidia(fixture_root(n)) and n not in UNJUDGED
           and not _bound_without_recording(fixture_root(n))]  # fmt: skip
@@ -57,8 +60,10 @@ def ours(root: Path, args: list[str], rejected: bool) -> dict[str, str]:
     return dict(line.split("=", 1) for line in res.stdout.splitlines() if "=" in line)
 
 
-def judge_case(root: Path, gfd_args: list[str], our_args: list[str], nvml: bool = True) -> None:
-    verdict = gfd_labels(root, gfd_args, nvml)
+def judge_case(
+    root: Path, gfd_args: list[str], our_args: list[str], nvml: bool = True, repeat: int = REPEAT
+) -> None:
+    verdict = gfd_labels(root, gfd_args, nvml, repeat)
     mine = ours(root, our_args, rejected="unable to load config" in verdict.error)
     same, keys, theirs = closest(mine, verdict)
     COUNTS["cases"] += 1
@@ -147,6 +152,69 @@ def test_gfd_judges_dgx_display(tmp_path: Path) -> None:
     (root / "nvml.json").write_text(json.dumps(rec))
     judge_case(root, [], [])
     assert ours(root, [], False)["nvidia.com/gpu.count"] == "1"
+
+
+# Every NVIDIA fixture: the vfio strategy needs no NVML answers
+NVIDIA = [n for n in ALL_FIXTURES if _has_nvidia(fixture_root(n))]
+
+
+def _with_vfio(tmp_path: Path, sharing: Path | None) -> Path:
+    """A GFD config file: ``sharing`` (or nothing) with flags.deviceDiscoveryStrategy vfio."""
+    doc = yaml.safe_load(sharing.read_text()) if sharing else {"version": "v1"}
+    doc.setdefault("flags", {})["deviceDiscoveryStrategy"] = "vfio"
+    cfg = tmp_path / "vfio.yaml"
+    cfg.write_text(json.dumps(doc))
+    return cfg
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("name", NVIDIA)
+def test_gfd_judges_vfio_strategy(tmp_path: Path, name: str, strategy: str) -> None:
+    # GFD's vfio strategy: the GPUs bound to vfio-pci (passthrough-host), named from
+    # pci.ids; elsewhere only the vGPU labels, or nothing where GFD's PCI listing fails
+    cfg = _with_vfio(tmp_path, None)
+    gfd, mine = _flags(strategy, cfg)
+    judge_case(fixture_root(name), gfd, mine, repeat=1)
+
+
+@pytest.mark.parametrize("sharing", SHARING, ids=lambda p: p.stem)
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_gfd_judges_vfio_sharing(tmp_path: Path, strategy: str, sharing: Path) -> None:
+    cfg = _with_vfio(tmp_path, sharing)
+    gfd, mine = _flags(strategy, cfg)
+    judge_case(fixture_root("passthrough-host"), gfd, mine, repeat=1)
+
+
+# The BARs of an A100 SXM4 40GB (10de:20b0) as the kernel logged them in a public
+# listing (triton-inference-server/server#4154): reg 0x10 [mem 0x42000000-0x42ffffff],
+# 0x14 [mem 0x3000000000-0x3fffffffff 64bit pref], 0x1c [mem 0x4000000000-0x4001ffffff
+# 64bit pref]; the flags are the kernel's for such windows (IORESOURCE_MEM, _PREFETCH,
+# _MEM_64 with the BAR's type bits).
+A100_BARS = (
+    (0x42000000, 0x42FFFFFF, 0x40200),
+    (0x3000000000, 0x3FFFFFFFFF, 0x14220C),
+    (0, 0, 0),
+    (0x4000000000, 0x4001FFFFFF, 0x14220C),
+)
+
+
+def test_gfd_judges_vfio_bar_memory(tmp_path: Path) -> None:
+    # passthrough-host with those A100s: gpu.memory is the 64-bit BARs' sum rounded up to
+    # a power of two, in bytes (64 GiB + 32 MiB -> 128 GiB), the product their pci.ids name
+    root = tmp_path / "passthrough-host"
+    shutil.copytree(fixture_root("passthrough-host"), root, symlinks=True)
+    lines = [f"0x{a:016x} 0x{b:016x} 0x{f:016x}" for a, b, f in A100_BARS]
+    lines += ["0x0000000000000000 0x0000000000000000 0x0000000000000000"] * 9
+    for dev in (root / "sys/bus/pci/drivers/vfio-pci").glob("0000:*"):
+        (dev / "device").write_text("0x20b0\n")
+        uevent = (dev / "uevent").read_text()
+        (dev / "uevent").write_text(uevent.replace("20B5", "20B0"))
+        (dev / "resource").write_text("\n".join(lines) + "\n")
+    cfg = _with_vfio(tmp_path, None)
+    judge_case(root, [f"--config-file={cfg}"], ["--sharing-config", str(cfg)], repeat=1)
+    labels = ours(root, ["--sharing-config", str(cfg)], False)
+    assert labels["nvidia.com/gpu.memory"] == str(128 << 30)
+    assert labels["nvidia.com/gpu.product"] == "GA100-A100-SXM4-40GB"
 
 
 def test_gfd_judged_count() -> None:

@@ -1,7 +1,9 @@
-"""GFD v0.20.0's labels for a fixture, derived from its recorded NVML answers (``nvml.json``)
-and the sysfs files GFD reads, following GFD's own code (NVIDIA/k8s-device-plugin v0.20.0:
-``internal/lm`` labelers, go-nvlib MIG profile names, ``api/config/v1`` sharing; its expected
-outputs are tests/data/nvidia/k8s-device-plugin_v0.20.0__tests__expected-output*.txt).
+"""GFD v0.19.0's labels for a fixture, derived from its recorded NVML answers (``nvml.json``)
+and the sysfs files GFD reads, following GFD's own code (NVIDIA/k8s-device-plugin v0.19.0,
+the version whose code judges the profile in tests/e2e/test_gfd_judge.py: ``internal/lm``
+labelers, go-nvlib MIG profile names, ``api/config/v1`` sharing; the expected-output
+regexes it is also checked against are v0.20.0's,
+tests/data/nvidia/k8s-device-plugin_v0.20.0__tests__expected-output*.txt).
 Written independently of nfd_gpu: it reads the recording, not a snapshot, so the profile's
 code is checked against it, not against itself.
 

@@ -37,7 +37,7 @@ UNEXERCISED = {
     "nvidia.com/gfd.timestamp": "tests/labels/test_nvidia_profile.py::test_timestamp_is_opt_in",
     "amd.com/gpu.mode": "tests/discovery/test_runtime_vgpu.py (the KubeVirt labeller's key)",
 }
-PEERS = {"nvidia": "GFD v0.20.0", "amd": "AMD k8s-node-labeller", "intel": "Intel NodeFeatureRules"}
+PEERS = {"nvidia": "GFD v0.19.0", "amd": "AMD k8s-node-labeller", "intel": "Intel NodeFeatureRules"}
 
 
 @dataclass

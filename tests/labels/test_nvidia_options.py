@@ -62,6 +62,13 @@ def test_reference_config_example_loads() -> None:
     assert load_sharing_config(str(path), "mixed").mig_strategy == "mixed"
 
 
+@pytest.mark.parametrize("found", ["auto", "nvml", "vfio"])
+def test_discovery_strategy(found: str, tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"flags: {{deviceDiscoveryStrategy: {found}}}\n")
+    assert load_sharing_config(str(cfg)).discovery == found
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -72,8 +79,7 @@ def test_reference_config_example_loads() -> None:
         # rejected as GFD does (device plugin api/config/v1/replicas.go)
         ("sharing: {mps: {resources: [{name: x, replicas: 1}]}}\n", "must be >= 2"),
         ("sharing: {timeSlicing: {resources: [{name: x}]}}\n", "no replicas specified"),
-        # GFD's flags: discovery strategies nfd-gpu does not label with are refused
-        ("flags: {deviceDiscoveryStrategy: vfio}\n", "vfio is not supported"),
+        # GFD's flags: tegra (CUDA's device list, no sysfs facts) is refused
         ("flags: {deviceDiscoveryStrategy: tegra}\n", "tegra is not supported"),
         ("flags: {deviceDiscoveryStrategy: pci}\n", "invalid option 'pci'"),
         ("flags: {failOnInitError: maybe}\n", "failOnInitError: expected true or false"),

@@ -1,4 +1,5 @@
-"""The ``nvidia`` profile against GFD v0.20.0's expected-output regexes."""
+"""The ``nvidia`` profile against GFD's expected-output regexes (v0.20.0's tests/ files; the
+GFD code that judges the profile, tests/e2e/test_gfd_judge.py, is v0.19.0's)."""
 
 from __future__ import annotations
 

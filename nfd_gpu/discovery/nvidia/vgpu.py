@@ -1,6 +1,6 @@
 """NVIDIA vGPU guests: the PCI vendor-specific capability a vGPU device carries.
 
-Layout (as GFD v0.20.0 reads it, ``internal/vgpu/pciutil.go`` / ``vgpu.go``; facts only):
+Layout (as GFD v0.19.0 reads it, ``internal/vgpu/pciutil.go`` / ``vgpu.go``; facts only):
 
 * the config space must be whole (256 bytes or more; an unprivileged reader gets 64);
 * the status register (offset 0x06) bit 0x10 says there is a capability list, whose first

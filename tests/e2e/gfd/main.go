@@ -14,8 +14,11 @@
 // --repeat N (label N times; GFD picks among GPU models in Go map order, so one node can
 // get different labels: every distinct result is printed).
 //
-// Output (stdout, JSON): {"outputs": [{label: value}, ...], "error": "..."}; an error
-// means GFD exits non-zero without writing labels.
+// Output (stdout, JSON): {"outputs": [{label: value}, ...], "dropped": {label: value},
+// "error": "..."}; an error means GFD exits non-zero without writing labels. Labels
+// nfd-worker would ignore (an invalid name or value: pkg/nfd-worker/nfd-worker.go:818-831
+// of NFD v0.19.0, the same apimachinery checks) are moved from outputs to dropped: they
+// never reach the node (the vfio strategy's gpu.compute.major=-1).
 package main
 
 import (
@@ -28,6 +31,7 @@ import (
 	"github.com/NVIDIA/go-nvlib/pkg/nvlib/device"
 	nvinfo "github.com/NVIDIA/go-nvlib/pkg/nvlib/info"
 	"github.com/urfave/cli/v2"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	spec "github.com/NVIDIA/k8s-device-plugin/api/config/v1"
 	"github.com/NVIDIA/k8s-device-plugin/internal/lm"
@@ -37,6 +41,7 @@ import (
 
 type result struct {
 	Outputs []map[string]string `json:"outputs"`
+	Dropped map[string]string   `json:"dropped,omitempty"`
 	Error   string              `json:"error,omitempty"`
 }
 
@@ -113,6 +118,17 @@ func label(c *cli.Context, flags []cli.Flag) (map[string]string, error) {
 	return labels, nil
 }
 
+// untimed is a label map without gfd.timestamp (its value changes between runs).
+func untimed(labels map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range labels {
+		if k != "nvidia.com/gfd.timestamp" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 func main() {
 	flags := append(gfdFlags(),
 		&cli.StringFlag{Name: "nvml"},
@@ -129,9 +145,21 @@ func main() {
 				res = result{Outputs: []map[string]string{}, Error: err.Error()}
 				break
 			}
+			published := map[string]string{}
+			for k, v := range labels {
+				if len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
+					if res.Dropped == nil {
+						res.Dropped = map[string]string{}
+					}
+					res.Dropped[k] = v
+					continue
+				}
+				published[k] = v
+			}
+			labels = published
 			seen := false
 			for _, o := range res.Outputs {
-				seen = seen || reflect.DeepEqual(o, map[string]string(labels))
+				seen = seen || reflect.DeepEqual(untimed(o), untimed(labels))
 			}
 			if !seen {
 				res.Outputs = append(res.Outputs, labels)
