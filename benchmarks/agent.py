@@ -181,9 +181,17 @@ def passes(args: argparse.Namespace, rules: str) -> int:
         agent = agents[name]
 
         def run() -> None:
-            if name == every:
-                scan._OUTPUT_CACHE.clear()  # as if features or rules had changed
+            if name != every:
+                assert agent.run_pass()
+                return
+            # as if features or rules had changed, for this agent only: the reuse is one
+            # module-level entry per rule path, which the other agents' passes must find
+            # as their own last pass left it (one agent per process in a real node)
+            saved = dict(scan._OUTPUT_CACHE)
+            scan._OUTPUT_CACHE.clear()
             assert agent.run_pass()
+            scan._OUTPUT_CACHE.clear()
+            scan._OUTPUT_CACHE.update(saved)
 
         return rounds.in_process(run)
 
