@@ -5,7 +5,9 @@ alone, as NVIDIA/k8s-device-plugin v0.19.0's vfio resource manager does
 ``nvpci.GetGPUs``).
 
 - The GPUs: NVIDIA functions of PCI class ``0x030000`` or ``0x030200`` that are not SR-IOV
-  VFs and are bound to ``vfio-pci``, in PCI address order (``sysfs-lib.go:48-64``).
+  VFs and are bound to ``vfio-pci``, in PCI address order (``sysfs-lib.go:48-64``): the
+  address read as one hex number, as go-nvlib sorts (``nvpci.go:223-232``), so a 5- to
+  8-digit domain (``10000:01:00.0``, VMD) sorts after ``2000:01:00.0``.
 - Product: the pci.ids device name (``sysfs-device.go:50-52``, go-nvlib ``nvpci.go:342-348``),
   ``UNKNOWN_DEVICE`` for an id the list lacks. nfd-gpu's copy is ``data/nvidia-pci-names.tsv``
   (Debian's pci.ids 2026.10.24, tests/data/ids/README.md); GFD's image has no pci.ids, so
@@ -42,6 +44,11 @@ def pci_name(device_id: str) -> str:
     return tables.pci_names("nvidia").get(device_id.lower(), UNKNOWN_DEVICE)
 
 
+def address_order(address: str) -> int:
+    """go-nvlib's sort key of a PCI address: its hex digits read as one number."""
+    return int(address.replace(":", "").replace(".", ""), 16)
+
+
 def bar_memory(dev: PciDevice) -> int:
     """The 64-bit memory BARs of ``dev`` summed, rounded up to a power of two (bytes);
     0 when none is known."""
@@ -73,7 +80,7 @@ def vfio_gpus(snap: Snapshot) -> tuple[list[Gpu], dict[str, int]]:
             and not d.physfn
             and d.driver == VFIO_DRIVER
         ),
-        key=lambda d: d.address,
+        key=lambda d: address_order(d.address),
     )
     gpus = []
     for d in devs:

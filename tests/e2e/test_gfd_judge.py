@@ -217,6 +217,35 @@ def test_gfd_judges_vfio_bar_memory(tmp_path: Path) -> None:
     assert labels["nvidia.com/gpu.product"] == "GA100-A100-SXM4-40GB"
 
 
+def _add_vfio_gpu(root: Path, address: str, bars: tuple[tuple[int, int, int], ...]) -> None:
+    """A copy of passthrough-host's 0000:41:00.0 (A100 PCIe 80GB on vfio-pci) at
+    ``address``, its own root bus, with ``bars`` as its ``resource``."""
+    bus = f"pci{address.rsplit(':', 1)[0]}"
+    dst = root / "sys/devices" / bus / address
+    shutil.copytree(root / "sys/devices/pci0000:41/0000:41:00.0", dst, symlinks=True)
+    (root / "sys/bus/pci/devices" / address).symlink_to(f"../../../devices/{bus}/{address}")
+    (root / "sys/bus/pci/drivers/vfio-pci" / address).symlink_to(
+        f"../../../../devices/{bus}/{address}"
+    )
+    (dst / "uevent").write_text((dst / "uevent").read_text().replace("0000:41:00.0", address))
+    lines = [f"0x{a:016x} 0x{b:016x} 0x{f:016x}" for a, b, f in bars]
+    (dst / "resource").write_text("\n".join(lines) + "\n")
+
+
+def test_gfd_judges_vfio_domain_order(tmp_path: Path) -> None:
+    # go-nvlib orders GPUs by the address read as one hex number: VMD's 5-digit domain
+    # 10000 after 2000 (a string sort puts it first). GFD's gpu.memory is its last GPU's
+    root = tmp_path / "passthrough-host"
+    shutil.copytree(fixture_root("passthrough-host"), root, symlinks=True)
+    half = ((0x42000000, 0x42FFFFFF, 0x40200), (0x3000000000, 0x37FFFFFFFF, 0x14220C))
+    _add_vfio_gpu(root, "10000:01:00.0", half)
+    _add_vfio_gpu(root, "2000:01:00.0", A100_BARS)
+    cfg = _with_vfio(tmp_path, None)
+    judge_case(root, [f"--config-file={cfg}"], ["--sharing-config", str(cfg)], repeat=1)
+    labels = ours(root, ["--sharing-config", str(cfg)], False)
+    assert labels["nvidia.com/gpu.memory"] == str(32 << 30)
+
+
 def test_gfd_judged_count() -> None:
     """Runs after the cases above (file order): the count, printed at the end of the run."""
     if COUNTS["cases"] == 0:
