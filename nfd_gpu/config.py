@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nfd_gpu import yamlfile
+from nfd_gpu.health import HealthOptions
 from nfd_gpu.labels.options import check
 from nfd_gpu.names import PREFIX_MAX, is_dns1123_label, is_dns1123_subdomain
 from nfd_gpu.settings import (
@@ -156,6 +157,15 @@ def _validate(cfg: Config) -> None:
             raise bad(problem)
     if cfg.metrics_address:
         split_address(cfg.metrics_address)
+    try:  # the health thresholds as the agent reads them: whole numbers, XID numbers
+        HealthOptions.from_settings(
+            cfg.health_hold_passes,
+            cfg.health_nonfatal_xids,
+            cfg.health_uncorrectable,
+            cfg.health_correctable,
+        )
+    except ValueError as exc:
+        raise bad(str(exc)) from None
     _validate_names(cfg)
 
 

@@ -41,6 +41,11 @@ def test_downward_api_env_below_nfd_gpu_env() -> None:
         ("log_format: x\n", {}, "log_format: unknown value 'x' (choose from text, json)"),
         ("log_level: x\n", {}, "log_level: unknown value 'x' (choose from debug"),
         ("nvml: x\n", {}, "nvml: unknown value 'x' (choose from auto, on, off)"),
+        # refused like any bad value, not replaced by every health default at start (and
+        # on a reload, which then keeps the last valid configuration)
+        ("health_nonfatal_xids: 13,4e\n", {}, "health_nonfatal_xids: '4e' is not an XID"),
+        ("health_hold_passes: 2.5\n", {}, "health_hold_passes: expected a whole number"),
+        ("", {"NFD_GPU_HEALTH_CORRECTABLE": "0.5"}, "health_correctable: expected a whole"),
     ],
 )
 def test_errors_name_the_source(

@@ -232,6 +232,8 @@ CONFIG_BREAKS: dict[str, Callable[[Path], None]] = {
     "garbage": lambda p: p.write_bytes(b"\xff\xfe garbage"),
     "truncated YAML": lambda p: p.write_text("interval: [30\n"),
     "invalid value": lambda p: p.write_text("interval: soon\n"),
+    # a health threshold the agent cannot use: not all four reset to their defaults
+    "invalid health value": lambda p: p.write_text("interval: 30\nhealth_hold_passes: 2.5\n"),
     "deleted": lambda p: p.unlink(),
     "replaced by a directory": _directory,
     "replaced by a FIFO": _fifo,  # as for the sharing config: must not block
