@@ -73,6 +73,8 @@ def _coerce(key: str, value: Any, source: str) -> Any:
         elif isinstance(value, list | tuple):
             items = []
             for v in value:
+                if isinstance(v, int) and not isinstance(v, bool):
+                    v = str(v)  # a YAML number: an XID of health_nonfatal_xids
                 if not isinstance(v, str):
                     raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
                 items.extend(s.strip() for s in v.split(","))

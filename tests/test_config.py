@@ -19,6 +19,16 @@ def test_precedence_file_env_flags(tmp_path: Any) -> None:
     assert cfg.interval == 10.0 and cfg.oneshot is False
 
 
+def test_xids_as_yaml_numbers(tmp_path: Any) -> None:
+    # the way a YAML file writes XIDs; a boolean is still no list item
+    f = tmp_path / "c.yaml"
+    f.write_text("health_nonfatal_xids: [13, 31, 79]\n")
+    assert load(str(f), env={}).health_nonfatal_xids == ("13", "31", "79")
+    f.write_text("health_nonfatal_xids: [13, true]\n")
+    with pytest.raises(ConfigError, match="expected a list of strings"):
+        load(str(f), env={})
+
+
 def test_downward_api_env_below_nfd_gpu_env() -> None:
     env = {"NODE_NAME": "n1", "POD_NAMESPACE": "ns", "NFD_GPU_NODE_NAME": "n2"}
     cfg = load(None, env=env, flags={"outputs": ["nodefeature"]})
