@@ -322,7 +322,7 @@ def capture_host(
         for rel in dict.fromkeys(p.lstrip("/") for p in paths):
             if rel != NVML_RECORDING:
                 copier.copy(rel)
-        for rel in _peer_pci_files(copier):
+        for rel in _peer_pci_files(copier, snap):
             copier.copy(rel)
         pci_ids = _copy_whole(copier, PCI_IDS_PATHS, MAX_PCI_IDS)
         if pci_ids is not None:
@@ -348,11 +348,22 @@ def capture_host(
 # and the config space, whose first 64 bytes any user can read), so they can judge a capture
 PEER_PCI_FILES = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device",
                   "revision", "resource", "config")  # fmt: skip
+# and what GFD's nvpci reads of each NVIDIA or Mellanox function besides (go-nvlib
+# nvpci.go getGPUByPciBusID): without numa_node its device list fails, without the driver
+# link (a scan reads the driver from uevent) it finds no GPU bound to vfio-pci
+GFD_PCI_FILES = ("numa_node", "driver", "iommu_group", "physfn", "sriov_totalvfs",
+                 "sriov_numvfs")  # fmt: skip
+GFD_PCI_VENDORS = ("10de", "15b3")
 
 
-def _peer_pci_files(copier: _Copier) -> list[str]:
+def _peer_pci_files(copier: _Copier, snap: Snapshot) -> list[str]:
     devices = "sys/bus/pci/devices"
-    return [f"{devices}/{n}/{f}" for n in copier.host.listdir(devices) for f in PEER_PCI_FILES]
+    gfd = {d.address for d in snap.pci if d.vendor in GFD_PCI_VENDORS}
+    return [
+        f"{devices}/{n}/{f}"
+        for n in copier.host.listdir(devices)
+        for f in PEER_PCI_FILES + (GFD_PCI_FILES if n in gfd else ())
+    ]
 
 
 def _copy_whole(copier: _Copier, candidates: tuple[str, ...], limit: int) -> tuple[str, int] | None:

@@ -246,6 +246,24 @@ def test_gfd_judges_vfio_domain_order(tmp_path: Path) -> None:
     assert labels["nvidia.com/gpu.memory"] == str(32 << 30)
 
 
+@pytest.mark.parametrize("name", NVIDIA)
+def test_gfd_judges_a_capture_as_the_host(tmp_path: Path, name: str) -> None:
+    # `nfd-gpu snapshot` keeps what GFD's nvpci reads (capture.PEER_PCI_FILES,
+    # GFD_PCI_FILES): on the capture GFD's vfio strategy answers as on the host. Before,
+    # GFD's device list failed on a capture with a Mellanox NIC (no numa_node) and found
+    # no vfio-pci GPU (no driver link: a scan reads the driver from uevent)
+    from nfd_gpu.capture import capture_host
+
+    capture_host(tmp_path / "capture", fixture_root(name))
+    args = [f"--config-file={_with_vfio(tmp_path, None)}"]
+    host = gfd_labels(fixture_root(name), args, repeat=1)
+    capture = gfd_labels(tmp_path / "capture", args, repeat=1)
+    assert capture.error == host.error
+    assert [without_timestamp(o) for o in capture.outputs] == [
+        without_timestamp(o) for o in host.outputs
+    ]
+
+
 def test_gfd_judged_count() -> None:
     """Runs after the cases above (file order): the count, printed at the end of the run."""
     if COUNTS["cases"] == 0:
