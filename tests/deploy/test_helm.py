@@ -4,6 +4,7 @@ the two overlap (modulo Helm's standard labels)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from nfd_gpu import config
 from nfd_gpu.labels.options import PROFILE_OPTIONS
 from tests.deploy import renderings as r
 from tests.deploy.kustomize import CLUSTER_SCOPED
@@ -345,3 +347,15 @@ def test_helm4_renders_what_helm3_renders(case: str, tmp_path: Path) -> None:
                  "--values", str(vf), binary="helm4")  # fmt: skip
     assert out.returncode == 0 and "[ERROR]" not in out.stdout, out.stdout + out.stderr
     assert "[WARNING]" not in out.stdout, out.stdout
+
+
+def test_config_example_is_a_valid_configuration(tmp_path: Path) -> None:
+    # the `config` value's example in values.yaml (and so the chart's README) is a file
+    # the agent accepts: `owner_refs: [daemonset]` was refused (the kinds are pod, ds)
+    text = (r.CHART / "values.yaml").read_text()
+    block = text[: text.index("\nconfig:")].rsplit("# --", 1)[1]
+    example = re.search(r"e\.g\. `(\{.*?\})`", " ".join(block.replace("#", " ").split()))
+    assert example is not None, block
+    f = tmp_path / "config.yaml"
+    f.write_text(example.group(1))
+    config.load(str(f), env={})
