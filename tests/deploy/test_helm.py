@@ -186,6 +186,7 @@ def test_schema_enums_are_the_agents() -> None:
 
     from nfd_gpu.labels.options import PROFILE_OPTIONS
     from nfd_gpu.labels.registry import PROFILES
+    from nfd_gpu.settings import SETTINGS
     from nfd_gpu.sinks.registry import OUTPUTS
 
     props = json.loads((r.CHART / "values.schema.json").read_text())["properties"]
@@ -194,6 +195,8 @@ def test_schema_enums_are_the_agents() -> None:
     assert set(props["outputs"]["items"]["enum"]) == offered
     assert set(props["profiles"]["items"]["enum"]) == set(PROFILES)
     assert set(props["profileOptions"]["items"]["enum"]) == set(PROFILE_OPTIONS)
+    # the `config` file takes every setting (the health_* ones were refused by the chart)
+    assert set(props["config"]["propertyNames"]["enum"]) == set(SETTINGS)
 
 
 def test_prometheus_rules_match_deploy_monitoring() -> None:
