@@ -151,8 +151,12 @@ def _validate(cfg: Config) -> None:
     problem = check(cfg.profile_options, cfg.profiles)
     if problem:
         raise bad(problem)
-    if len(set(cfg.owner_refs)) != len(cfg.owner_refs):
-        raise bad("owner_refs has duplicates")
+    # a duplicated output is two sinks on one file or object, each repairing the other's
+    # writes as changes made behind its back (the chart's schema refuses it too)
+    for key in ("outputs", "owner_refs"):
+        values = getattr(cfg, key)
+        if len(set(values)) != len(values):
+            raise bad(f"{key} has duplicates")
     for output in chosen(cfg.outputs):  # each chosen output's own checks
         problem = output.check(cfg)
         if problem:

@@ -51,6 +51,8 @@ def test_downward_api_env_below_nfd_gpu_env() -> None:
         ("log_format: x\n", {}, "log_format: unknown value 'x' (choose from text, json)"),
         ("log_level: x\n", {}, "log_level: unknown value 'x' (choose from debug"),
         ("nvml: x\n", {}, "nvml: unknown value 'x' (choose from auto, on, off)"),
+        ("outputs: [featurefile, featurefile]\n", {}, "configuration: outputs has duplicates"),
+        ("", {"NFD_GPU_OWNER_REFS": "pod,pod"}, "configuration: owner_refs has duplicates"),
         # refused like any bad value, not replaced by every health default at start (and
         # on a reload, which then keeps the last valid configuration)
         ("health_nonfatal_xids: 13,4e\n", {}, "health_nonfatal_xids: '4e' is not an XID"),
