@@ -271,13 +271,16 @@ def _with_gpu_attributes(host: HostRoot, base: str, basic: PciDevice) -> PciDevi
 def _bars(host: HostRoot, base: str) -> tuple[tuple[int, int, int], ...]:
     """(index, size in bytes, flags) of the memory windows in the first six lines of
     ``resource`` (the BARs; Documentation/PCI/sysfs-pci.rst): read for functions bound to
-    vfio-pci only, whose windows are what GFD's vfio strategy reports as memory."""
+    vfio-pci only, whose windows are what GFD's vfio strategy reports as memory. A missing
+    file or a line that is not three hex values (a window lost) is a warning."""
     out: list[tuple[int, int, int]] = []
-    for i, line in enumerate((host.read_text(f"{base}/resource") or "").splitlines()[:6]):
+    rel = f"{base}/resource"
+    for i, line in enumerate((host.read_text(rel, optional=False) or "").splitlines()[:6]):
         try:
             start, end, flags = (int(v, 16) for v in line.split())
         except ValueError:
-            continue  # not three hex values: a damaged line names no window
+            host.warn(f"/{rel}: line {i + 1} is not three hex values: {line[:60]!r}")
+            continue
         if end > start:
             out.append((i, end - start + 1, flags))
     return tuple(out)

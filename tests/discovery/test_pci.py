@@ -250,3 +250,33 @@ def test_nfd_iommu_attributes_read_only_when_something_sees_pci_device(tmp_path:
     assert with_rules.labels["example.com/iommu"] == "v1"
     plain = run_scan(root, nfd_attributes=False)
     assert plain.labels == run_scan(root).labels  # no label depends on them
+
+
+@pytest.mark.parametrize(
+    ("content", "warning"),
+    [
+        (None, "resource: missing"),
+        (b"0x0 0x0\n", "resource: line 1 is not three hex values: '0x0 0x0'"),
+        (b"\xff\xfe garbage\n", "resource: line 1 is not three hex values"),
+    ],
+)
+def test_damaged_resource_of_a_vfio_function_is_said(
+    tmp_path: Path, content: bytes | None, warning: str
+) -> None:
+    # its BARs are GFD's vfio gpu.memory: a window lost to a damaged line or file is a
+    # warning naming the file (docs/migration.md), not a smaller memory label said nowhere
+    root = tmp_path / "r"
+    shutil.copytree(fixture_root("passthrough-host"), root, symlinks=True)
+    res = root / "sys/devices/pci0000:41/0000:41:00.0/resource"
+    if content is None:
+        res.unlink()
+    else:
+        res.write_bytes(content + res.read_bytes())
+    host = HostRoot(root)
+    dev = pci.read_device(host, "0000:41:00.0", GPU_VENDORS)
+    assert dev is not None and dev.bars == ()
+    want = f"/sys/bus/pci/devices/0000:41:00.0/{warning}"
+    assert [w for w in host.warnings if "resource" in w] == [
+        w for w in host.warnings if w.startswith(want)
+    ]
+    assert any(w.startswith(want) for w in host.warnings), host.warnings
