@@ -124,8 +124,7 @@ class Agent:
 
     def _attach(self, sinks: Sequence[Sink]) -> None:
         for sink in sinks:
-            if hasattr(sink, "on_drift"):
-                sink.on_drift = self.drift_event
+            sink.on_drift = self.drift_event
 
     def udev_event(self) -> None:
         with self._udev_lock:
@@ -324,8 +323,7 @@ class Agent:
                 self.stale.stale(where, f"reload failed: {e}")
                 return
             for gone in self.publisher.sinks:
-                if hasattr(gone, "on_drift"):
-                    gone.close()  # its watch (a NodeFeature sink never deletes its object)
+                gone.detach()  # its watch; what it published stays for the new sinks
             self.publisher.sinks = sinks
             self._attach(sinks)
         old, self.cfg = self.cfg, new
