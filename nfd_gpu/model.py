@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from _typeshed import DataclassInstance
 
 SCHEMA_VERSION = 1
@@ -117,8 +119,8 @@ class NvidiaGpu:
     # kernel module of different versions after an upgrade): GFD writes no label then
     nvml_init_error: str | None = None
     # NVML answered for this GPU in this pass, its name included (GFD sees a GPU only so);
-    # False where its facts are procfs's or a stale NVML pass's, None where no driver knows it
-    nvml_answered: bool | None = None
+    # False where its facts are procfs's or a stale NVML pass's, or no driver knows it
+    nvml_answered: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +134,8 @@ class AmdGpu:
     compute_partitions_available: tuple[str, ...] = ()
     memory_partitions_available: tuple[str, ...] = ()
     # amdgpu offers available_<kind>_partition (the labeller's "partitioning supported")
-    compute_partitioning_supported: bool | None = None
-    memory_partitioning_supported: bool | None = None
+    compute_partitioning_supported: bool = False
+    memory_partitioning_supported: bool = False
     xgmi_peers: int | None = None
     partition_compute: str | None = None  # current compute partition mode (cpx, spx, ...)
     partition_memory: str | None = None  # current memory partition mode (nps1, ...)
@@ -225,8 +227,9 @@ class Gpu:
 
 
 # The flat JSON form of a Gpu (``to_json``, the scan JSON's ``gpus``: scan-v1.schema.json):
-# every key in order, and the record that holds it ("gpu": the Gpu itself). One row per fact:
-# a new fact is a field of its record and a row here (tests/test_model.py checks both ways).
+# every key in order, and the record that holds it ("gpu": the Gpu itself). One row per fact
+# but those v1 records in ``sources`` (:data:`V1_IN_SOURCES`): a new fact is a field of its
+# record and a row here (tests/test_model.py checks both ways).
 # A key is its field's name but for the fields renamed since v1 (:data:`JSON_FIELD`).
 GPU_JSON: tuple[tuple[str, str], ...] = (
     ("address", "gpu"),
@@ -249,8 +252,6 @@ GPU_JSON: tuple[tuple[str, str], ...] = (
     ("board_product", "amd"),
     ("compute_partitions_available", "amd"),
     ("memory_partitions_available", "amd"),
-    ("compute_partitioning_supported", "amd"),
-    ("memory_partitioning_supported", "amd"),
     ("interconnects", "gpu"),
     ("xgmi_peers", "amd"),
     ("tiles", "intel"),
@@ -271,11 +272,9 @@ GPU_JSON: tuple[tuple[str, str], ...] = (
     ("mode", "gpu"),
     ("virtualization", "nvidia"),
     ("clique", "nvidia"),
-    ("vgpu_capability", "nvidia"),
     ("vgpu_host_driver_version", "nvidia"),
     ("vgpu_host_driver_branch", "nvidia"),
     ("nvml_init_error", "nvidia"),
-    ("nvml_answered", "nvidia"),
     ("sources", "gpu"),
     ("local_memory_bytes", "intel"),
     ("kfd_vram_mib", "amd"),
@@ -283,6 +282,32 @@ GPU_JSON: tuple[tuple[str, str], ...] = (
 )
 # JSON key -> field, where the field was renamed: nfd-gpu/v1 keeps publishing the old key
 JSON_FIELD: dict[str, str] = {"sources": "provenance"}
+
+
+def _vgpu_capability(sources: dict[str, str]) -> bool | None:
+    """Known where every NVIDIA function's capability list was read; a guest's says vGPU."""
+    if sources.get("vgpu_capability") != "pci-config":
+        return None
+    return sources.get("mode") == "pci-config"
+
+
+# Facts nfd-gpu/v1 has no key for (scan-v1.schema.json allows no other key): v1 records each
+# as the provenance of a fact that it does publish, in ``sources``, which discovery writes
+# beside the fact. The JSON form leaves them out and :func:`gpu_from_dict` reads them back
+# from there, so the JSON is v1's to the byte and still round-trips exactly
+# (tests/test_model.py, every fixture with NVML replayed and off). field -> (record, reader)
+V1_IN_SOURCES: dict[str, tuple[str, Callable[[dict[str, str]], bool | None]]] = {
+    "compute_partitioning_supported": (
+        "amd",
+        lambda s: s.get("compute_partitions_available") == "sysfs",
+    ),
+    "memory_partitioning_supported": (
+        "amd",
+        lambda s: s.get("memory_partitions_available") == "sysfs",
+    ),
+    "vgpu_capability": ("nvidia", _vgpu_capability),
+    "nvml_answered": ("nvidia", lambda s: s.get("product") == "nvml"),
+}
 
 
 def gpu_to_dict(g: Gpu) -> dict[str, Any]:
@@ -300,6 +325,9 @@ def gpu_from_dict(d: dict[str, Any]) -> Gpu:
     for key, rec in GPU_JSON:
         if key in d:
             parts[rec][JSON_FIELD.get(key, key)] = _value(key, d[key])
+    sources = d.get("sources") or {}
+    for name, (rec, read) in V1_IN_SOURCES.items():
+        parts[rec][name] = read(sources)
     return Gpu(
         **parts["gpu"],
         nvidia=NvidiaGpu(**parts["nvidia"]),

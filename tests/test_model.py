@@ -14,6 +14,7 @@ from nfd_gpu.featuremap import snapshot_features
 from nfd_gpu.model import (
     GPU_JSON,
     JSON_FIELD,
+    V1_IN_SOURCES,
     AmdGpu,
     Gpu,
     IntelGpu,
@@ -25,12 +26,43 @@ from nfd_gpu.scan import run_scan
 from tests.conftest import ALL_FIXTURES, fixture_root
 
 
+@pytest.mark.parametrize("nvml", ["auto", "off"])
 @pytest.mark.parametrize("name", ALL_FIXTURES)
-def test_snapshot_json_round_trip(name: str) -> None:
-    snap = run_scan(fixture_root(name)).snapshot
+def test_snapshot_json_round_trip(name: str, nvml: str) -> None:
+    """The JSON form loads back to the same snapshot, the facts v1 records in ``sources``
+    (V1_IN_SOURCES) included, NVML replayed and off."""
+    snap = run_scan(fixture_root(name), nvml=nvml).snapshot
     again = Snapshot.from_json(snap.to_json())
     assert again == snap
     assert snapshot_features(again) == snapshot_features(snap)
+
+
+# fixture -> (field, record, the values its GPUs hold) for each fact v1 has no key for:
+# each value each fact takes is carried through ``sources`` by some fixture
+V1_SOURCES_CASES = [
+    ("mi300x-cpx-nps4", "compute_partitioning_supported", "amd", {True}),
+    ("mi300x-cpx-nps4", "memory_partitioning_supported", "amd", {True}),
+    ("mi210-8x", "compute_partitioning_supported", "amd", {False}),
+    ("nvidia-vgpu-guest", "vgpu_capability", "nvidia", {True}),
+    ("h200-vm", "vgpu_capability", "nvidia", {False}),
+    ("hgx-h100", "vgpu_capability", "nvidia", {None}),
+    ("h100-gpu-lost", "nvml_answered", "nvidia", {True, False}),
+    ("h100-no-driver", "nvml_answered", "nvidia", {False}),
+]
+
+
+@pytest.mark.parametrize(("name", "fact", "rec", "values"), V1_SOURCES_CASES)
+def test_v1_keeps_facts_in_sources(name: str, fact: str, rec: str, values: set[object]) -> None:
+    """The facts V1_IN_SOURCES reads back are not keys of the scan JSON (v1's schema allows
+    none) and come back from ``sources`` with the value discovery gave them."""
+    snap = run_scan(fixture_root(name)).snapshot
+    d = json.loads(snap.to_json())
+    assert all(fact not in g for g in d["gpus"])
+    assert {getattr(getattr(g, rec), fact) for g in snap.gpus} == values
+    again = Snapshot.from_dict(d)
+    assert [getattr(getattr(g, rec), fact) for g in again.gpus] == [
+        getattr(getattr(g, rec), fact) for g in snap.gpus
+    ]
 
 
 RECORDS = {"nvidia": NvidiaGpu, "amd": AmdGpu, "intel": IntelGpu}
@@ -42,11 +74,14 @@ def test_gpu_json_table_names_every_fact_once() -> None:
     field, fails here. A renamed field keeps its v1 key (JSON_FIELD)."""
     rows = [JSON_FIELD.get(key, key) for key, _ in GPU_JSON]
     assert len(rows) == len(set(rows))
+    assert not set(rows) & set(V1_IN_SOURCES)
+    keyed = {**{JSON_FIELD.get(k, k): r for k, r in GPU_JSON}}
+    keyed.update({name: rec for name, (rec, _) in V1_IN_SOURCES.items()})
     own = [f.name for f in dataclasses.fields(Gpu) if f.name not in RECORDS]
-    assert sorted(JSON_FIELD.get(k, k) for k, rec in GPU_JSON if rec == "gpu") == sorted(own)
+    assert sorted(k for k, rec in keyed.items() if rec == "gpu") == sorted(own)
     for rec, cls in RECORDS.items():
         fields = [f.name for f in dataclasses.fields(cls)]
-        assert sorted(k for k, r in GPU_JSON if r == rec) == sorted(fields), rec
+        assert sorted(k for k, r in keyed.items() if r == rec) == sorted(fields), rec
     assert {rec for _, rec in GPU_JSON} == {"gpu", *RECORDS}
 
 

@@ -11,10 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from nfd_gpu.cli import app
+from nfd_gpu.labels.nvidia_options import MIG_STRATEGIES
 from tests.conftest import ALL_FIXTURES, FIXTURES, fixture_root
 
 SHARING = sorted((FIXTURES.parent / "sharing").glob("*.yaml"))
-STRATEGIES = (None, "none", "single", "mixed")
+STRATEGIES = (None, *MIG_STRATEGIES)  # not given, then each: auto, none, single, mixed
 
 
 def _labels(text: str) -> dict[str, str]:
