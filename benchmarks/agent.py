@@ -9,8 +9,8 @@ each round (benchmarks/rounds.py), after one warm-up pass each:
 * ``hgx-h100 + N rules``: with ``--rules`` N NodeFeatureRule rules (benchmarks/rules.py's
   mix, default 1,000) read from a file every pass, as the agent does: the rule output is
   reused while the features and the rule set are unchanged (nfd_gpu/scan.py);
-* ``... rules evaluated every pass``: the same with that reuse emptied before each pass,
-  i.e. what a pass costs when the features or the rules changed.
+* ``... rules evaluated every pass``: the same by an agent whose scans keep no rule output
+  (each agent owns its reuse), i.e. what a pass costs when the features or the rules changed.
 
 Then the resident set size (``/proc/self/statm``) of one fresh process per setup after
 ``--passes`` passes (feature file only; NodeFeature; NodeFeature with the rules),
@@ -130,18 +130,31 @@ class Api:
 
 
 def make_agent(
-    fixture: str, node: str, *, rules: str | None, api: Api | None, owner_refs: str, out: str
+    fixture: str,
+    node: str,
+    *,
+    rules: str | None,
+    api: Api | None,
+    owner_refs: str,
+    out: str,
+    reuse: bool = True,
 ) -> Any:
     """An Agent on ``fixture`` publishing a NodeFeature for ``node`` (``api``) or, without
-    ``api``, a feature file under ``out``."""
+    ``api``, a feature file under ``out``. ``reuse=False``: its scans evaluate the rules in
+    full every pass (they get no :class:`~nfd_gpu.scan.RuleOutputs`), as after a change."""
     from nfd_gpu.agent import Agent
     from nfd_gpu.config import Config
     from nfd_gpu.metrics import Metrics
+    from nfd_gpu.scan import run_scan
 
+    def evaluating(root: str, rule_outputs: object = None, **kwargs: Any) -> Any:
+        return run_scan(root, **kwargs)
+
+    scan = None if reuse else evaluating
     root = os.path.join(ROOT, "tests", "fixtures", "sysfs", fixture)
     if api is None:
         cfg = Config(root=root, outputs=("featurefile",), features_dir=out, rules=rules)
-        return Agent(cfg, metrics=Metrics())
+        return Agent(cfg, scan=scan, metrics=Metrics())
     from nfd_gpu.sinks.nodefeature import NodeFeatureSink
 
     cfg = Config(
@@ -155,13 +168,11 @@ def make_agent(
         pod_name="nfd-gpu-bench",
         pod_uid="pod-uid",
     )
-    return Agent(cfg, sinks=[sink], metrics=Metrics())
+    return Agent(cfg, scan=scan, sinks=[sink], metrics=Metrics())
 
 
 def passes(args: argparse.Namespace, rules: str) -> int:
     """The interleaved CPU / wall table of one pass per setup."""
-    from nfd_gpu import scan
-
     server = ApiServer()
     api = Api(server.url)
     n = args.rules
@@ -172,26 +183,15 @@ def passes(args: argparse.Namespace, rules: str) -> int:
             "hgx-h100", "hgx-rules", rules=rules, api=api, **_common(args)
         ),
         f"hgx-h100 + {n} rules evaluated every pass": make_agent(
-            "hgx-h100", "hgx-eval", rules=rules, api=api, **_common(args)
+            "hgx-h100", "hgx-eval", rules=rules, api=api, reuse=False, **_common(args)
         ),
     }
-    every = f"hgx-h100 + {n} rules evaluated every pass"
 
     def one(name: str) -> Any:
         agent = agents[name]
 
         def run() -> None:
-            if name != every:
-                assert agent.run_pass()
-                return
-            # as if features or rules had changed, for this agent only: the reuse is one
-            # module-level entry per rule path, which the other agents' passes must find
-            # as their own last pass left it (one agent per process in a real node)
-            saved = dict(scan._OUTPUT_CACHE)
-            scan._OUTPUT_CACHE.clear()
             assert agent.run_pass()
-            scan._OUTPUT_CACHE.clear()
-            scan._OUTPUT_CACHE.update(saved)
 
         return rounds.in_process(run)
 

@@ -88,21 +88,19 @@ def _coerce(key: str, value: Any, source: str) -> Any:
     return str(value)
 
 
+_FILE_WORDING = {
+    "read": "cannot read config file: {detail}",
+    "yaml": "invalid YAML{at}",
+    "mapping": "expected a mapping of settings at the top level",
+}
+
+
 def read_file(path: str) -> dict[str, Any]:
     """Read a YAML config file into coerced key/values."""
     try:
-        data = yamlfile.load(path)
+        data = yamlfile.load_mapping(path, _FILE_WORDING)
     except yamlfile.YamlFileError as e:
-        if e.step == "read":
-            raise ConfigError(f"{path}: cannot read config file: {e.detail}") from None
-        if e.step == "yaml":
-            at = f" (line {e.line})" if e.line is not None else ""
-            raise ConfigError(f"{path}: invalid YAML{at}") from None
         raise ConfigError(str(e)) from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of settings at the top level")
     out: dict[str, Any] = {}
     for k, v in data.items():
         key = str(k).replace("-", "_")

@@ -66,6 +66,11 @@ def setting(default: T, meta: Setting) -> T:
     return dataclasses.field(default=default, metadata={"setting": meta})
 
 
+def _error_limit(default: float, doc: str, run_help: str) -> float:
+    """A health setting: the count of errors at which a GPU's state changes (0: off)."""
+    return setting(default, Setting(doc, run_help, bounds=(0.0, 1e9), unit="errors"))
+
+
 def lazy_setting(factory: Callable[[], T], meta: Setting) -> T:
     """A setting whose default another module owns (read when a Config is made)."""
     return dataclasses.field(default_factory=factory, metadata={"setting": meta})
@@ -348,23 +353,15 @@ class Config:
             "XIDs that do not fail a GPU (default {default})",
         ),
     )
-    health_uncorrectable: float = setting(
+    health_uncorrectable: float = _error_limit(
         1.0,
-        Setting(
-            "uncorrectable memory errors (NVML volatile ECC, AMD RAS ue) that fail a GPU; 0 off",
-            "Uncorrectable errors that fail a GPU (default {default}; 0 off)",
-            bounds=(0.0, 1e9),
-            unit="errors",
-        ),
+        "uncorrectable memory errors (NVML volatile ECC, AMD RAS ue) that fail a GPU; 0 off",
+        "Uncorrectable errors that fail a GPU (default {default}; 0 off)",
     )
-    health_correctable: float = setting(
+    health_correctable: float = _error_limit(
         0.0,
-        Setting(
-            "correctable errors (AMD RAS ce, PCIe AER correctable) that degrade a GPU; 0 off",
-            "Correctable errors that degrade a GPU (default {default}: off)",
-            bounds=(0.0, 1e9),
-            unit="errors",
-        ),
+        "correctable errors (AMD RAS ce, PCIe AER correctable) that degrade a GPU; 0 off",
+        "Correctable errors that degrade a GPU (default {default}: off)",
     )
     dry_run: bool = setting(
         False,

@@ -18,16 +18,9 @@ def _read(path: str) -> dict[str, Any]:
     from nfd_gpu import yamlfile  # lazy: YAML is loaded only when a sharing config is given
 
     try:
-        doc = yamlfile.load(path)
+        return yamlfile.load_mapping(path, {"yaml": "not YAML/JSON ({detail})"})
     except yamlfile.YamlFileError as exc:
-        if exc.step == "yaml":
-            raise ValueError(f"{path}: not YAML/JSON ({exc.detail})") from None
         raise ValueError(str(exc)) from None
-    if doc is None:
-        doc = {}
-    if not isinstance(doc, dict):
-        raise ValueError(f"{path}: expected a mapping at the top level")
-    return doc
 
 
 def _block(path: str, key: str, block: object) -> tuple[dict[str, int], bool]:

@@ -3,12 +3,14 @@
 The bytes come from :func:`nfd_gpu.boundedfile.read` (a regular file of at most
 ``CONFIG_MAX``, 1 MiB, a ConfigMap's limit; a FIFO or device is refused, never waited
 on). :func:`load` returns the parsed document or raises :class:`YamlFileError` that says which
-step failed (``read``, ``utf-8`` or ``yaml``), so each caller words its one-line error
-with the file's path and no exception of the reading escapes (a non-UTF-8 file included).
+step failed (``read``, ``utf-8`` or ``yaml``), so no exception of the reading escapes (a
+non-UTF-8 file included); :func:`load_mapping`, the top-level mapping, words that error in
+one line with the file's path as its caller asks.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -18,7 +20,8 @@ from nfd_gpu.boundedfile import CONFIG_MAX
 
 
 class YamlFileError(Exception):
-    """Why ``path`` gave no document: ``step`` is ``read``, ``utf-8`` or ``yaml``."""
+    """Why ``path`` gave no document: ``step`` is ``read``, ``utf-8``, ``yaml`` or (from
+    :func:`load_mapping`) ``mapping``."""
 
     def __init__(self, path: str, step: str, detail: str, line: int | None = None) -> None:
         super().__init__(f"{path}: {detail}")
@@ -42,3 +45,21 @@ def load(path: str, limit: int = CONFIG_MAX) -> Any:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         raise YamlFileError(path, "yaml", " ".join(str(exc).split()), line) from None
+
+
+def load_mapping(path: str, wording: Mapping[str, str]) -> dict[str, Any]:
+    """The top-level mapping of ``path`` (an empty file is an empty mapping), or a
+    :class:`YamlFileError` whose message is ``<path>: `` and the caller's ``wording`` of the
+    failed step: a format string of ``detail`` (the reader's words) and ``at`` (`` (line
+    N)`` of a YAML error, else empty); a step it does not word says ``detail``."""
+    try:
+        doc = load(path)
+        if doc is None:
+            return {}
+        if not isinstance(doc, dict):
+            raise YamlFileError(path, "mapping", "expected a mapping at the top level")
+        return doc
+    except YamlFileError as exc:
+        at = f" (line {exc.line})" if exc.line is not None else ""
+        detail = wording.get(exc.step, "{detail}").format(detail=exc.detail, at=at)
+        raise YamlFileError(path, exc.step, detail, exc.line) from None

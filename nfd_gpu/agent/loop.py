@@ -39,7 +39,7 @@ from nfd_gpu.config import Config, split_address
 from nfd_gpu.discovery.nvidia.session import NvmlSession
 from nfd_gpu.labels.nvidia import NvidiaOptions
 from nfd_gpu.metrics import MetricsServer
-from nfd_gpu.scan import ScanResult, run_scan
+from nfd_gpu.scan import RuleOutputs, ScanResult, run_scan
 from nfd_gpu.sharing_config import nvidia_options
 from nfd_gpu.sinks import Publication, Sink, SinkError
 
@@ -90,6 +90,7 @@ class Agent:
         # last valid configuration wins (lastvalid.py): rules, sharing config, config file
         self.stale = StaleFiles(metrics)
         self._rules = RuleFiles(self.stale)
+        self._rule_outputs = RuleOutputs()  # this agent's last rule output (scan.py)
         self._sharing: LastValid[NvidiaOptions] = LastValid(self.stale, "sharing config")
         self.config_file = config_file
         self._pacer = RepairPacer()
@@ -123,8 +124,7 @@ class Agent:
 
     def _attach(self, sinks: Sequence[Sink]) -> None:
         for sink in sinks:
-            if hasattr(sink, "on_drift"):
-                sink.on_drift = self.drift_event
+            sink.on_drift = self.drift_event
 
     def udev_event(self) -> None:
         with self._udev_lock:
@@ -178,6 +178,7 @@ class Agent:
             # One broken rule must not take the others (or the agent) down; a file that
             # breaks keeps its last valid rules (rulefiles.py)
             kwargs["rules"] = self._rules.load(rules)
+            kwargs["rule_outputs"] = self._rule_outputs
         result = self._scan(self.cfg.root, **kwargs)
         self.health.after_scan(result)
         return result
@@ -322,8 +323,7 @@ class Agent:
                 self.stale.stale(where, f"reload failed: {e}")
                 return
             for gone in self.publisher.sinks:
-                if hasattr(gone, "on_drift"):
-                    gone.close()  # its watch (a NodeFeature sink never deletes its object)
+                gone.detach()  # its watch; what it published stays for the new sinks
             self.publisher.sinks = sinks
             self._attach(sinks)
         old, self.cfg = self.cfg, new

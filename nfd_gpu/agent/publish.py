@@ -79,8 +79,7 @@ class Publisher:
         return ok
 
     def _note_repair(self, sink: Sink) -> None:
-        take = getattr(sink, "take_repair", None)
-        what = take() if take is not None else None
+        what = sink.take_repair()
         if what:
             log.warning(
                 "%s: restored what was changed behind the agent's back: %s", sink.name, what

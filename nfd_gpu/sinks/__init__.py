@@ -12,6 +12,7 @@ line read that list.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
@@ -35,20 +36,37 @@ class Publication:
     features: Features = field(default_factory=empty)
 
 
-class Sink(Protocol):
-    name: str
+class Sink(ABC):
+    """Where a publication goes. Every sink subclasses this and writes ``publish``; the
+    other hooks default to doing nothing, for a sink with nothing to cut, release or
+    report."""
 
+    name: str
+    # set by the agent: run a pass now (a sink that watches what it published calls it
+    # when that changed behind the agent's back)
+    on_drift: Callable[[], object] | None = None
+
+    @abstractmethod
     def publish(self, pub: Publication) -> bool:
         """Publish; return True if something was written, False if unchanged."""
-        ...
+
+    def take_repair(self) -> str | None:
+        """What the last write restored (changed behind the agent's back), once; None:
+        nothing."""
+        return None
 
     def abort(self) -> None:
         """Stop now (SIGTERM, any thread): cut what is in flight; later calls fail at once."""
-        ...
+        return None
+
+    def detach(self) -> None:
+        """A reload replaced this sink: stop what runs in the background (a watch). Unlike
+        :meth:`close`, never removes what it published: the new sink takes it over."""
+        return None
 
     def close(self) -> None:
         """Called once on exit."""
-        ...
+        return None
 
 
 class OutputSettings(Protocol):

@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TextIO
 
-from nfd_gpu.sinks import Publication
+from nfd_gpu.sinks import Publication, Sink
 from nfd_gpu.sinks.stdout import ChangedText
 
 
-class DryRunSink:
+class DryRunSink(Sink):
     """Prints ``render(pub)`` instead of publishing."""
 
     def __init__(
@@ -32,9 +32,3 @@ class DryRunSink:
 
     def publish(self, pub: Publication) -> bool:
         return self._out.write(self.render(pub))
-
-    def abort(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None

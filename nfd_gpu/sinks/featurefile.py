@@ -28,7 +28,7 @@ from typing import TextIO
 
 from nfd_gpu import boundedfile
 from nfd_gpu.features import Features, owned
-from nfd_gpu.sinks import Output, OutputSettings, Publication, SinkError
+from nfd_gpu.sinks import Output, OutputSettings, Publication, Sink, SinkError
 from nfd_gpu.sinks.dryrun import DryRunSink
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ def atomic_write(path: str, data: bytes, mode: int = FILE_MODE) -> None:
         os.close(dfd)
 
 
-class FeatureFileSink:
+class FeatureFileSink(Sink):
     """Writes ``<features_dir>/<features_file>``; rewrites only on change or to refresh expiry."""
 
     name = "featurefile"
@@ -212,9 +212,6 @@ class FeatureFileSink:
         self._written = data
         self._repaired = drift
         return True
-
-    def abort(self) -> None:
-        return None  # each write is atomic: nothing to cut
 
     def close(self) -> None:
         if self.remove_on_exit:

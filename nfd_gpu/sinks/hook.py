@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from nfd_gpu.sinks import Output, OutputSettings, Publication
+from nfd_gpu.sinks import Output, OutputSettings, Publication, Sink
 from nfd_gpu.sinks.featurefile import render_body
 from nfd_gpu.sinks.stdout import ChangedText
 
 
-class HookSink:
+class HookSink(Sink):
     name = "hook"
 
     def __init__(self, stream: TextIO | None = None, *, raw_features: bool = False) -> None:
@@ -24,12 +24,6 @@ class HookSink:
 
     def publish(self, pub: Publication) -> bool:
         return self._out.write(render_body(pub, raw=self.raw_features))
-
-    def abort(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
 
 
 def _build(cfg: OutputSettings, stream: TextIO | None = None) -> HookSink:

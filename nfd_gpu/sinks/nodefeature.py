@@ -38,7 +38,7 @@ from typing import Any, TextIO
 
 from nfd_gpu.features import owned
 from nfd_gpu.names import is_dns1123_subdomain
-from nfd_gpu.sinks import Output, OutputSettings, Publication, SinkError
+from nfd_gpu.sinks import Output, OutputSettings, Publication, Sink, SinkError
 from nfd_gpu.sinks.dryrun import DryRunSink
 from nfd_gpu.sinks.kubeclient import (
     GROUP,
@@ -87,7 +87,7 @@ def _owner_key(refs: Sequence[Obj]) -> list[tuple[str, str, str, str]]:
     )
 
 
-class NodeFeatureSink:
+class NodeFeatureSink(Sink):
     """Publishes ``spec.features`` + ``spec.labels`` to ``<namespace>/nfd-gpu-<node>``."""
 
     name = "nodefeature"
@@ -135,7 +135,6 @@ class NodeFeatureSink:
         self._owner_refs: list[Obj] | None = None
         # the watch on the own object, and the state it shares with publish()
         self.watch_enabled = watch
-        self.on_drift: Callable[[], object] | None = None  # set by the agent: run a pass now
         self._watch: OwnObjectWatch | None = None
         self._lock = threading.Lock()
         self._want: Obj | None = None  # the object the last publish asked for
@@ -402,6 +401,9 @@ class NodeFeatureSink:
         rollout."""
         if self._watch is not None:
             self._watch.stop(join=1.0)
+
+    def detach(self) -> None:
+        self.close()  # the watch; the object stays
 
 
 def _build(cfg: OutputSettings) -> NodeFeatureSink:

@@ -245,25 +245,23 @@ def test_agent_with_nvml_on_does_not_publish_without_nvml(
     """--nvml on in the agent: a pass where NVML does not answer is not published."""
     from nfd_gpu.agent import Agent
     from nfd_gpu.config import Config
+    from nfd_gpu.sinks import Publication, Sink
 
     published: list[dict[str, str]] = []
 
-    class Sink:
+    class Recorder(Sink):
         name = "test"
 
-        def publish(self, pub: object) -> bool:
-            published.append(dict(pub.labels))  # type: ignore[attr-defined]
+        def publish(self, pub: Publication) -> bool:
+            published.append(dict(pub.labels))
             return True
 
-        def close(self) -> None:
-            pass
-
     root = without_recording(tmp_path)
-    agent = Agent(Config(root=str(root), nvml="on", oneshot=True), sinks=[Sink()])
+    agent = Agent(Config(root=str(root), nvml="on", oneshot=True), sinks=[Recorder()])
     assert agent.run_pass() is False
     assert published == []
     assert "NVML required (--nvml on) but not usable" in caplog.text
-    agent = Agent(Config(root=str(root), nvml="auto", oneshot=True), sinks=[Sink()])
+    agent = Agent(Config(root=str(root), nvml="auto", oneshot=True), sinks=[Recorder()])
     assert agent.run_pass() is True
     assert published and published[0][f"{G}/nvidia.cuda.major"] == "13"
 

@@ -4,10 +4,6 @@ through the recorder and replayed again, handed to the agent's health between pa
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,6 +14,7 @@ from nfd_gpu.agent.loop import STOP_GRACE
 from nfd_gpu.discovery.nvidia import record, replay
 from nfd_gpu.discovery.nvidia.events import XidWatcher, library
 from nfd_gpu.scan import run_scan
+from tests.agent_process import agent_env, agent_process, sigterm
 from tests.conftest import fixture_root
 
 G = "gpu.feature.node.kubernetes.io"
@@ -102,34 +99,19 @@ def test_agent_starts_watcher_and_stops_it_within_shutdown_time() -> None:
 def test_agent_with_xid_watcher_exits_on_sigterm_within_grace(tmp_path: Path) -> None:
     """The real agent, its watcher in a 30 s NVML event wait, ends on SIGTERM well within
     STOP_GRACE (the watcher is a daemon thread; nothing waits for its wait)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NFD_GPU_", "POD_", "KUBE"))}
-    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
     args = [
         "--root", str(fixture_root("h100-xid-79")), "--features-dir", str(tmp_path),
         "--log-format", "json", "--no-udev", "--interval", "300",
     ]  # fmt: skip
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "nfd_gpu.cli", "run", *args],
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
     lines: list[str] = []
-    try:
+    with agent_process(args, agent_env()) as proc:
         assert proc.stderr is not None
         while not any("XID watcher: watching" in ln for ln in lines):
             line = proc.stderr.readline()
             assert line, "".join(lines)
             lines.append(line)
         time.sleep(0.5)  # the watcher is in its event wait now
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=10)
-        took = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        err, took = sigterm(proc)
     assert proc.returncode == 0, err
     assert took < STOP_GRACE, f"SIGTERM took {took:.1f} s"
     assert any(json.loads(ln)["msg"].startswith("stopped after") for ln in err.splitlines() if ln)

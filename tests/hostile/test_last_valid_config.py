@@ -25,7 +25,7 @@ import pytest
 from nfd_gpu import config
 from nfd_gpu.agent import Agent
 from nfd_gpu.metrics import Metrics
-from nfd_gpu.sinks import Publication
+from nfd_gpu.sinks import Publication, Sink
 from tests.conftest import REPO, fixture_root
 from tests.labels.nvidia_cases import SHARING
 
@@ -35,7 +35,7 @@ MIG_READY = "gpu.feature.node.kubernetes.io/mig-ready"
 PASSES = 4  # passes after the breakage: still one warning
 
 
-class Recorder:
+class Recorder(Sink):
     name = "recorder"
 
     def __init__(self) -> None:
@@ -44,9 +44,6 @@ class Recorder:
     def publish(self, pub: Publication) -> bool:
         self.published.append(dict(pub.labels))
         return True
-
-    def close(self) -> None:
-        return None
 
 
 def _agent(tmp_path: Path, **flags: Any) -> tuple[Agent, Recorder, Metrics]:

@@ -6,13 +6,10 @@ SIGTERM, with one JSON log record per line."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+from tests.agent_process import agent_env, agent_process, sigterm
 from tests.k8s_api_server import FakeKubeAPI
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
@@ -21,9 +18,6 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
 def test_sigterm_ends_a_trickled_write_within_5_s(tmp_path: Path, k8s_server: FakeKubeAPI) -> None:
     k8s_server.trickle("create", 0.2, 100)
     k8s_server.trickle("update", 0.2, 100)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NFD_GPU_", "POD_", "KUBE"))}
-    env.update(NODE_NAME="node-t", POD_NAMESPACE="nfd")
-    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
     args = [
         "--root", str(FIXTURES / "hgx-h100"),
         "--output", "nodefeature",
@@ -31,14 +25,7 @@ def test_sigterm_ends_a_trickled_write_within_5_s(tmp_path: Path, k8s_server: Fa
         "--api-timeout", "120",
         "--log-format", "json", "--no-udev", "--interval", "300",
     ]  # fmt: skip
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "nfd_gpu.cli", "run", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
+    with agent_process(args, agent_env(NODE_NAME="node-t", POD_NAMESPACE="nfd")) as proc:
         t0 = time.monotonic()
         while k8s_server.counts["create"] + k8s_server.counts["update"] == 0:
             assert time.monotonic() - t0 < 30, "agent never wrote"
@@ -46,14 +33,7 @@ def test_sigterm_ends_a_trickled_write_within_5_s(tmp_path: Path, k8s_server: Fa
             time.sleep(0.05)
         time.sleep(0.5)  # the write is now being trickled back
         assert proc.poll() is None
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=10)
-        took = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        err, took = sigterm(proc)
     print(f"SIGTERM -> exit: {took:.2f} s")
     assert took < 5.0, f"SIGTERM took {took:.1f} s"
     assert proc.returncode == 0, err

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nfd_gpu.rules import RuleError
-from nfd_gpu.scan import run_scan
+from nfd_gpu.scan import RuleOutputs, run_scan
 from tests.conftest import fixture_root
 
 GOOD = """apiVersion: nfd.k8s-sigs.io/v1alpha1
@@ -142,11 +142,22 @@ def test_rule_output_reused_while_features_and_rules_are_unchanged(
     calls = _counting_evaluate(monkeypatch)
     rules = tmp_path / "good.yaml"
     rules.write_text(GOOD)
-    first = run_scan(fixture_root("hgx-h100"), rules_path=rules, tolerant_rules=True)
-    again = run_scan(fixture_root("hgx-h100"), rules_path=rules, tolerant_rules=True)
+    reuse = RuleOutputs()
+    first = run_scan(fixture_root("hgx-h100"), rules_path=rules, rule_outputs=reuse)
+    again = run_scan(fixture_root("hgx-h100"), rules_path=rules, rule_outputs=reuse)
     assert len(calls) == 1  # the first pass evaluates, the unchanged second reuses
     assert again.labels == first.labels and again.labels["example.com/hopper"] == "true"
     assert again.rule_errors == first.rule_errors
+
+
+def test_one_shot_scans_evaluate_in_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a caller's RuleOutputs nothing is kept between scans."""
+    calls = _counting_evaluate(monkeypatch)
+    rules = tmp_path / "good.yaml"
+    rules.write_text(GOOD)
+    for _ in range(2):
+        assert run_scan(fixture_root("hgx-h100"), rules_path=rules).labels["example.com/hopper"]
+    assert len(calls) == 2
 
 
 def test_changed_features_are_evaluated_again(
@@ -155,9 +166,10 @@ def test_changed_features_are_evaluated_again(
     calls = _counting_evaluate(monkeypatch)
     rules = tmp_path / "good.yaml"
     rules.write_text(GOOD)
-    hopper = run_scan(fixture_root("hgx-h100"), rules_path=rules, tolerant_rules=True)
-    amd = run_scan(fixture_root("mi210-8x"), rules_path=rules, tolerant_rules=True)
-    back = run_scan(fixture_root("hgx-h100"), rules_path=rules, tolerant_rules=True)
+    reuse = RuleOutputs()
+    hopper = run_scan(fixture_root("hgx-h100"), rules_path=rules, rule_outputs=reuse)
+    amd = run_scan(fixture_root("mi210-8x"), rules_path=rules, rule_outputs=reuse)
+    back = run_scan(fixture_root("hgx-h100"), rules_path=rules, rule_outputs=reuse)
     assert len(calls) == 3
     assert hopper.labels["example.com/hopper"] == "true" == back.labels["example.com/hopper"]
     assert "example.com/hopper" not in amd.labels
@@ -167,14 +179,39 @@ def test_changed_rules_are_evaluated_again(tmp_path: Path, monkeypatch: pytest.M
     calls = _counting_evaluate(monkeypatch)
     rules = tmp_path / "good.yaml"
     rules.write_text(GOOD)
-    run_scan(fixture_root("hgx-h100"), rules_path=rules, tolerant_rules=True)
+    reuse = RuleOutputs()
+    run_scan(fixture_root("hgx-h100"), rules_path=rules, rule_outputs=reuse)
     # a new label value, same file size: the file's mtime tells the change
     rules.write_text(GOOD.replace('hopper: "true"', 'hopper: "truu"'))
     st = rules.stat()
     os.utime(rules, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
-    r = run_scan(fixture_root("hgx-h100"), rules_path=rules, tolerant_rules=True)
+    r = run_scan(fixture_root("hgx-h100"), rules_path=rules, rule_outputs=reuse)
     assert len(calls) == 2
     assert r.labels["example.com/hopper"] == "truu"
+
+
+def test_two_agents_in_one_process_keep_their_own_rule_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each agent owns its reuse: passes of another agent (other features, other rules)
+    between two of its own unchanged passes do not make it evaluate again."""
+    from nfd_gpu.agent import Agent
+    from nfd_gpu.config import Config
+
+    calls = _counting_evaluate(monkeypatch)
+    agents = []
+    for fixture in ("hgx-h100", "mi210-8x"):
+        rules = tmp_path / f"{fixture}.yaml"
+        rules.write_text(GOOD)
+        out = tmp_path / fixture
+        cfg = Config(root=str(fixture_root(fixture)), features_dir=str(out), rules=str(rules))
+        agents.append(Agent(cfg))
+    for _ in range(3):
+        for agent in agents:
+            assert agent.run_pass()
+    assert len(calls) == 2  # each agent's first pass; every later one reuses its own
+    labels = (tmp_path / "hgx-h100" / "nfd-gpu").read_text()
+    assert "example.com/hopper=true" in labels
 
 
 def test_rule_documents_compacted_after_parsing_are_unchanged() -> None:

@@ -12,14 +12,14 @@ import pytest
 
 from nfd_gpu import config, settings
 from nfd_gpu.agent.outputs import build_sinks, sink_settings
-from nfd_gpu.sinks import Output, OutputSettings, Publication, registry
+from nfd_gpu.sinks import Output, OutputSettings, Publication, Sink, registry
 from nfd_gpu.sinks.dryrun import DryRunSink
 from nfd_gpu.sinks.featurefile import render_body
 
 PUB = Publication(labels={"gpu.feature.node.kubernetes.io/present": "true"})
 
 
-class ToFileSink:
+class ToFileSink(Sink):
     name = "tofile"
 
     def __init__(self, directory: str, *, raw_features: bool = False) -> None:
@@ -29,12 +29,6 @@ class ToFileSink:
     def publish(self, pub: Publication) -> bool:
         Path(self.path).write_text(render_body(pub, raw=self.raw_features))
         return True
-
-    def abort(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
 
 
 def _build(cfg: OutputSettings) -> ToFileSink:
