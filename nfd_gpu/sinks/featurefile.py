@@ -21,6 +21,7 @@ import contextlib
 import datetime as dt
 import logging
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -29,7 +30,6 @@ from typing import TextIO
 from nfd_gpu import boundedfile
 from nfd_gpu.features import Features, owned
 from nfd_gpu.sinks import Output, OutputSettings, Publication, Sink, SinkError
-from nfd_gpu.sinks.dryrun import DryRunSink
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +137,8 @@ class FeatureFileSink(Sink):
         raw_features: bool = False,
         remove_on_exit: bool = False,
         clock: Callable[[], float] = time.time,
+        dry_run: bool = False,
+        stream: TextIO | None = None,
     ) -> None:
         self.directory = directory
         self.path = os.path.join(directory, filename)
@@ -148,9 +150,16 @@ class FeatureFileSink(Sink):
         self._expires_at = 0.0
         self._written: bytes | None = None  # the bytes of our last write
         self._repaired: str | None = None
+        # --dry-run: the same decisions (when to write, the size rules), the content printed
+        # to ``stream`` (stdout at write time) after a "# would write <path>" line; nothing
+        # on disk is read or written
+        self._dry_run = dry_run
+        self._stream = stream
 
     def _drift(self) -> str | None:
         """How the file on disk differs from our last write (None: it is ours)."""
+        if self._dry_run:
+            return None
         try:  # at most NFD's MaxFeatureFileSize: a larger file is not ours (NFD skips it)
             data = boundedfile.read(self.path, MAX_FILE_SIZE, follow=False)
         except boundedfile.FileReadError as e:
@@ -194,13 +203,10 @@ class FeatureFileSink(Sink):
                 f"{self.path}: labels need {len(data)} bytes, over NFD's limit of "
                 f"{MAX_FILE_SIZE}; kept the previous file"
             )
-        try:
-            os.makedirs(self.directory, exist_ok=True)
-            atomic_write(self.path, data)
-        except OSError as e:
-            raise SinkError(f"{self.path}: cannot write feature file: {e}") from None
+        self._write(data)
         log.info(
-            "wrote feature file %s (%s): %d labels, %d bytes, expires %s",
+            "%s feature file %s (%s): %d labels, %d bytes, expires %s",
+            "would write" if self._dry_run else "wrote",
             self.path,
             why,
             len(pub.labels),
@@ -212,6 +218,21 @@ class FeatureFileSink(Sink):
         self._written = data
         self._repaired = drift
         return True
+
+    def _write(self, data: bytes) -> None:
+        if self._dry_run:
+            out = self._stream or sys.stdout
+            try:
+                out.write(f"# would write {self.path}\n{data.decode('utf-8')}")
+                out.flush()
+            except (OSError, ValueError) as e:
+                raise SinkError(f"stdout: cannot write dry-run output: {e}") from None
+            return
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            atomic_write(self.path, data)
+        except OSError as e:
+            raise SinkError(f"{self.path}: cannot write feature file: {e}") from None
 
     def close(self) -> None:
         if self.remove_on_exit:
@@ -247,14 +268,17 @@ def _build(cfg: OutputSettings) -> FeatureFileSink:
     )
 
 
-def _dry_run(cfg: OutputSettings, stream: TextIO | None) -> DryRunSink:
-    path = f"{cfg.features_dir.rstrip('/')}/{cfg.features_file}"
-
-    def render_file(pub: Publication) -> str:
-        body = render(pub, expires_at=time.time() + cfg.expiry, raw=cfg.raw_features)
-        return f"# would write {path}\n{body}"
-
-    return DryRunSink(OUTPUT.name, render_file, stream)
+def _dry_run(cfg: OutputSettings, stream: TextIO | None) -> FeatureFileSink:
+    """The sink itself, printing where it would write: a pass prints when the real sink
+    would write (a change, an expiry refresh), and what it would write (the size rules)."""
+    return FeatureFileSink(
+        cfg.features_dir,
+        cfg.features_file,
+        expiry=cfg.expiry,
+        raw_features=cfg.raw_features,
+        dry_run=True,
+        stream=stream,
+    )
 
 
 def _check(cfg: OutputSettings) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
 import os
 import stat
 import subprocess
@@ -261,3 +262,48 @@ def test_any_input_never_adds_lines_or_exceeds_limit(
     parsed, _ = parse_features_dir(str(d), NOW)
     # every parsed label is one we asked for, with exactly its value
     assert all(labels.get(k) == v for k, v in parsed.items())
+
+
+def test_dry_run_prints_what_and_when_the_sink_writes(tmp_path: Any) -> None:
+    """``--dry-run``'s feature file is the sink's own decisions, printed: the same passes
+    print (first write, change, expiry refresh, not a pass in between), the same bytes
+    (expiry, raw features dropped over NFD's limit), the same refusal of oversized labels;
+    nothing is read or written on disk."""
+    from nfd_gpu.config import Config
+    from nfd_gpu.sinks.featurefile import OUTPUT
+
+    big: dict[str, dict[str, Any]] = {
+        "flags": {},
+        "attributes": {"gpu.big": {"elements": {f"k{i}": "v" * 60 for i in range(2000)}}},
+        "instances": {},
+    }
+    changed = {**LABELS, "gpu.feature.node.kubernetes.io/count": "9"}
+    huge = {f"gpu.feature.node.kubernetes.io/l{i}": "x" * 60 for i in range(1500)}
+    passes = [(0, LABELS), (200, LABELS), (150, LABELS), (10, changed), (10, huge)]
+    real_dir, dry_dir = tmp_path / "real", tmp_path / "dry"
+    real_dir.mkdir()
+    cfg = Config(features_dir=str(dry_dir), expiry=600, raw_features=True)
+    out = io.StringIO()
+    dry = OUTPUT.dry_run(cfg, out)
+    assert isinstance(dry, FeatureFileSink)
+    dry.clock = clock = Clock(now_ts())
+    real = FeatureFileSink(str(real_dir), expiry=600, raw_features=True, clock=clock)
+    for step, labels in passes:
+        clock.t += step
+        pub = Publication(labels, big)
+        if labels is huge:
+            for sink in (real, dry):
+                with pytest.raises(SinkError, match="over NFD's limit"):
+                    sink.publish(pub)
+            continue
+        before = out.tell()
+        wrote = real.publish(pub)
+        assert dry.publish(pub) is wrote
+        printed = out.getvalue()[before:]
+        if wrote:
+            head, _, body = printed.partition("\n")
+            assert head == f"# would write {dry_dir}/nfd-gpu"
+            assert body == (real_dir / "nfd-gpu").read_text()
+        else:
+            assert printed == ""
+    assert not dry_dir.exists()
