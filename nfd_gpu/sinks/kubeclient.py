@@ -79,7 +79,8 @@ def build_api_client(kubeconfig: str | None = None) -> Any:
                 kubernetes.config.load_incluster_config(client_configuration=cfg)
             except kubernetes.config.ConfigException:
                 kubernetes.config.load_kube_config(client_configuration=cfg)
-    except (kubernetes.config.ConfigException, OSError, ValueError) as e:
+    except Exception as e:  # ConfigException, OSError, and what a damaged
+        # file raises from the client's reader (YAMLError, TypeError on a non-mapping, ...)
         where = kubeconfig or "in-cluster/~/.kube/config"
         raise SinkError(f"{where}: cannot load Kubernetes client configuration: {e}") from None
     cfg.retries = 0

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 import yaml
 
 from nfd_gpu.config import hostname_node_name
@@ -111,6 +112,29 @@ def test_without_dry_run_a_cluster_is_needed(tmp_path: Path) -> None:
     assert res.returncode == 2
     assert "Kubernetes client configuration" in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("text", ["a: [", "- 1\n- 2\n", "42\n", "clusters: 7\n"])
+def test_damaged_kubeconfig_is_one_line(tmp_path: Path, text: str) -> None:
+    """A kubeconfig the client cannot read (broken YAML, not a mapping, a wrong shape): with
+    the nodefeature output, exit 2 and one line naming the file; with the feature file
+    (which only looks for a stale NodeFeature with it), a warning and the labels written."""
+    bad = tmp_path / "kubeconfig"
+    bad.write_text(text)
+    args = ("--node-name", "n1", "--namespace", "ns", "--kubeconfig", str(bad))
+    res = _run(tmp_path, "-o", "nodefeature", *args, "--root", str(FIXTURE))
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr
+    err = [ln for ln in res.stderr.splitlines() if "error" in ln]
+    assert len(err) == 1 and str(bad) in err[0], res.stderr
+    assert "cannot load Kubernetes client configuration" in err[0]
+    fdir = tmp_path / "features.d"
+    res = _run(tmp_path, "-o", "featurefile", "--features-dir", str(fdir), *args,
+               "--root", str(FIXTURE))  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    assert f"not checked: {bad}: cannot load Kubernetes client configuration" in res.stderr
+    assert (fdir / "nfd-gpu").is_file()
 
 
 def test_dry_run_feature_file_writes_nothing(tmp_path: Path) -> None:
