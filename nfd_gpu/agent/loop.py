@@ -12,6 +12,8 @@ metrics server's (``metrics.py``), fed from here.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import os
 import random
@@ -49,6 +51,11 @@ STOP_GRACE = 4.0
 log = logging.getLogger("nfd_gpu.agent")  # one logger for the agent's lines (docs/operations.md)
 
 ScanFn = Callable[..., ScanResult]
+
+
+def liveness_timeout(cfg: Config) -> float:
+    """How long ``/healthz`` stays healthy without a pass: five intervals, at least 300 s."""
+    return max(300.0, 5 * cfg.interval)
 
 
 class Agent:
@@ -327,6 +334,10 @@ class Agent:
             self.publisher.sinks = sinks
             self._attach(sinks)
         old, self.cfg = self.cfg, new
+        if self.metrics is not None:
+            self.metrics.liveness_timeout = liveness_timeout(new)
+        if new.metrics_address != old.metrics_address:
+            self._move_metrics(old.metrics_address)
         self.health.reload(new)  # held states stay
         setup_logging(new.log_format, new.log_level)
         self.stale.valid(where)
@@ -373,10 +384,26 @@ class Agent:
         if not self.cfg.metrics_address or self.metrics is None:
             return
         host, port = split_address(self.cfg.metrics_address)
-        self.metrics.liveness_timeout = max(300.0, 5 * self.cfg.interval)
+        self.metrics.liveness_timeout = liveness_timeout(self.cfg)
         self.metrics_server = MetricsServer(self.metrics, host, port).start()
         h, p = self.metrics_server.address
         log.info("metrics listening on http://%s:%d/metrics", h, p)
+
+    def _move_metrics(self, old_address: str) -> None:
+        """A reload changed ``metrics_address``: serve there (nowhere when it is empty).
+        Where the new address cannot be bound, the old one is served again and kept in the
+        configuration, so a later reload tries again."""
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
+            self.metrics_server = None
+        try:
+            self.start_metrics()
+        except OSError as e:
+            log.error("metrics: cannot listen on %s: %s; staying on %s",
+                      self.cfg.metrics_address, e.strerror or e, old_address)  # fmt: skip
+            self.cfg = dataclasses.replace(self.cfg, metrics_address=old_address)
+            with contextlib.suppress(OSError):
+                self.start_metrics()
 
     def run(self) -> int:
         """The loop. Returns the exit code (oneshot: 0 if published, 1 if not)."""

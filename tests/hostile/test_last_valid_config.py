@@ -16,6 +16,9 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -282,3 +285,66 @@ def test_broken_config_file_on_reload_keeps_the_configuration(
     assert agent.cfg.interval == 45
     assert _stale(metrics, str(cf)) == 0
     assert any("interval: 30.0 -> 45.0" in m for m in caplog.messages), caplog.messages
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _healthz(port: int) -> int | None:
+    """/healthz's status on this port, None when nothing listens."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return None
+
+
+def test_reload_applies_metrics_address_and_liveness(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A SIGHUP that changes ``metrics_address`` moves the server there; one that changes
+    ``interval`` moves /healthz's timeout with it (five intervals): a pod whose config file
+    says ``interval: 3600`` is not restarted by its liveness probe between passes. An
+    address that cannot be bound keeps the server where it was, said in one line."""
+    monkeypatch.setattr("nfd_gpu.agent.loop.setup_logging", lambda *_: None)
+    first, second = _free_port(), _free_port()
+    cf = tmp_path / "config.yaml"
+    cf.write_text(f"interval: 30\nmetrics_address: 127.0.0.1:{first}\n")
+    flags = {"root": str(fixture_root("hgx-h100")), "outputs": "hook"}
+    cfg = config.load(str(cf), env={}, flags=flags)
+    agent = Agent(
+        cfg,
+        sinks=[Recorder()],
+        metrics=Metrics(),
+        reload=lambda: config.load(str(cf), env={}, flags=flags),
+        config_file=str(cf),
+    )
+    agent.start_metrics()
+    try:
+        agent.run_pass()
+        assert _healthz(first) == 200
+        cf.write_text(f"interval: 3600\nmetrics_address: 127.0.0.1:{second}\n")
+        agent._reload()
+        assert _healthz(first) is None and _healthz(second) == 200
+        assert agent.metrics is not None and agent.metrics.liveness_timeout == 5 * 3600
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            busy = taken.getsockname()[1]
+            cf.write_text(f"interval: 3600\nmetrics_address: 127.0.0.1:{busy}\n")
+            caplog.set_level(logging.INFO)
+            agent._reload()
+            assert _healthz(second) == 200
+            assert agent.cfg.metrics_address == f"127.0.0.1:{second}"  # retried next reload
+            errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+            assert len(errors) == 1 and f"cannot listen on 127.0.0.1:{busy}" in errors[0]
+    finally:
+        if agent.metrics_server is not None:
+            agent.metrics_server.stop()
