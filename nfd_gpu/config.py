@@ -162,15 +162,21 @@ def _validate(cfg: Config) -> None:
     if cfg.metrics_address:
         split_address(cfg.metrics_address)
     try:  # the health thresholds as the agent reads them: whole numbers, XID numbers
-        HealthOptions.from_settings(
-            cfg.health_hold_passes,
-            cfg.health_nonfatal_xids,
-            cfg.health_uncorrectable,
-            cfg.health_correctable,
-        )
+        health_options(cfg)
     except ValueError as exc:
         raise bad(str(exc)) from None
     _validate_names(cfg)
+
+
+def health_options(cfg: Config) -> HealthOptions:
+    """The health thresholds of ``cfg`` (ValueError where one is bad: a validated
+    configuration has none)."""
+    return HealthOptions.from_settings(
+        cfg.health_hold_passes,
+        cfg.health_nonfatal_xids,
+        cfg.health_uncorrectable,
+        cfg.health_correctable,
+    )
 
 
 def _validate_names(cfg: Config) -> None:

@@ -13,40 +13,26 @@ import logging
 from collections import Counter
 from typing import Any
 
-from nfd_gpu.config import Config
+from nfd_gpu.config import Config, health_options
 from nfd_gpu.discovery.nvidia.events import XidWatcher, library
-from nfd_gpu.health import HealthOptions, HealthTracker
+from nfd_gpu.health import HealthTracker
 from nfd_gpu.scan import ScanResult
 from nfd_gpu.summary import reason_name
 
 log = logging.getLogger("nfd_gpu.agent")
 
 
-def options(cfg: Config) -> HealthOptions:
-    """The health thresholds of the configuration; the defaults when one is bad."""
-    try:
-        return HealthOptions.from_settings(
-            cfg.health_hold_passes,
-            cfg.health_nonfatal_xids,
-            cfg.health_uncorrectable,
-            cfg.health_correctable,
-        )
-    except ValueError as exc:
-        log.warning("health settings ignored, using the defaults: %s", exc)
-        return HealthOptions()
-
-
 class AgentHealth:
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
-        self.tracker = HealthTracker(options(cfg))
+        self.tracker = HealthTracker(health_options(cfg))
         self.watcher: XidWatcher | None = None
         self._tried = False
 
     def reload(self, cfg: Config) -> None:
         """New thresholds; the held states and XIDs stay."""
         self.cfg = cfg
-        self.tracker.opts = options(cfg)
+        self.tracker.opts = health_options(cfg)
 
     def before_scan(self) -> None:
         """The XIDs read since the last pass become faults of their GPUs."""
