@@ -59,9 +59,34 @@ class Verdict:
     error: str  # why GFD exits without labels ("" when it labels)
 
 
-def gfd_labels(root: Path, args: list[str], nvml: bool = True, repeat: int = REPEAT) -> Verdict:
+def models(root: Path) -> int:
+    """How many GPU names the node's NVML recording answers (its GPUs, not their MIG
+    devices; 0 without a recording)."""
+    path = root / "nvml.json"
+    if not path.exists():
+        return 0
+    devices = json.loads(path.read_text()).get("devices") or []
+    return len({json.dumps(d.get("nvmlDeviceGetName")) for d in devices})
+
+
+def repeats(root: Path, nvml: bool = True) -> int:
+    """How many runs show every output GFD can write for ``root``. GFD's labels depend on
+    Go's map order in one place only: newGPULabelers merges one labeler per GPU name in
+    the order of a map keyed by the name (internal/lm/mig-strategy.go:137-176), the last
+    winning; its other maps give keys of their own (mig-strategy.go:301, resource.go:138)
+    or an order-free result (imex.go:77, nvml.go:228-237). One name, one result: one run
+    (test_one_gpu_name_one_gfd_output checks it with REPEAT runs); several: REPEAT."""
+    return REPEAT if nvml and models(root) > 1 else 1
+
+
+def gfd_labels(
+    root: Path, args: list[str], nvml: bool = True, repeat: int | None = None
+) -> Verdict:
     """GFD's labels for the node at ``root`` with GFD's command-line ``args`` (``repeat``
-    runs: more than one only matters where GFD picks in map order)."""
+    runs, by default :func:`repeats`: more than one only matters where GFD picks in map
+    order)."""
+    if repeat is None:
+        repeat = repeats(root, nvml)
     cmd = [str(judge()), f"--repeat={repeat}", *args]
     if nvml and (root / "nvml.json").exists():
         cmd.append(f"--nvml={root / 'nvml.json'}")

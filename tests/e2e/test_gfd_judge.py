@@ -17,7 +17,14 @@ from typer.testing import CliRunner
 
 from nfd_gpu.cli import app
 from tests.conftest import ALL_FIXTURES, FIXTURES, fixture_root
-from tests.e2e.gfd_judge import REPEAT, closest, gfd_labels, without_timestamp
+from tests.e2e.gfd_judge import (
+    REPEAT,
+    closest,
+    gfd_labels,
+    models,
+    repeats,
+    without_timestamp,
+)
 from tests.e2e.oracle import SUMMARY
 
 SHARING = sorted((FIXTURES.parent / "sharing").glob("*.yaml"))
@@ -61,7 +68,11 @@ def ours(root: Path, args: list[str], rejected: bool) -> dict[str, str]:
 
 
 def judge_case(
-    root: Path, gfd_args: list[str], our_args: list[str], nvml: bool = True, repeat: int = REPEAT
+    root: Path,
+    gfd_args: list[str],
+    our_args: list[str],
+    nvml: bool = True,
+    repeat: int | None = None,
 ) -> None:
     verdict = gfd_labels(root, gfd_args, nvml, repeat)
     mine = ours(root, our_args, rejected="unable to load config" in verdict.error)
@@ -87,6 +98,27 @@ def _flags(strategy: str, sharing: Path | None) -> tuple[list[str], list[str]]:
 def test_gfd_judges_fixture(name: str, strategy: str, sharing: Path | None) -> None:
     gfd, mine = _flags(strategy, sharing)
     judge_case(fixture_root(name), gfd, mine)
+
+
+# GFD's map order matters only between GPU names (gfd_judge.repeats): with one name,
+# REPEAT runs give one output, on MIG-enabled, sharing and vGPU nodes too; with two, more
+ONE_NAME = [("real-v100-aws", "none", None), ("h200-mig-mixed", "mixed", None),
+            ("dgx-a100-mig-mixed", "single", None), ("nvidia-vgpu-guest", "none", None),
+            ("h100-mig-single", "single", SHARING[0])]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "strategy", "sharing"), ONE_NAME)
+def test_one_gpu_name_one_gfd_output(name: str, strategy: str, sharing: Path | None) -> None:
+    root = fixture_root(name)
+    assert models(root) == 1
+    gfd, _ = _flags(strategy, sharing)
+    assert len(gfd_labels(root, gfd, repeat=REPEAT).outputs) == 1
+
+
+def test_two_gpu_names_are_repeated() -> None:
+    root = fixture_root("a100-t4")
+    assert models(root) == 2 and repeats(root) == REPEAT
+    assert len(gfd_labels(root, ["--mig-strategy=none"]).outputs) > 1
 
 
 REJECTED = sorted((FIXTURES.parent / "sharing-rejected").glob("*.yaml"))
