@@ -18,25 +18,27 @@ if [ "$#" -gt 0 ] || [ -n "${NFD_GPU_TEST_SERIAL:-}" ]; then
   verdict $? "pytest $*"
   exit $?
 fi
-# The whole suite as two pytest processes side by side: tests/e2e (mostly waiting on
-# kube-apiserver, etcd, nfd-master and the Go judges it starts) beside everything else,
-# which keeps both cores busy. The e2e output is printed after the rest's, whole.
-# NFD_GPU_TEST_SERIAL=1 runs one process, as `pytest -q` would.
-# The GFD judge (CPU-bound, no cluster) runs in the other process, to even the two out.
+# The whole suite as two pytest processes side by side, about even, so both cores stay busy:
+# tests/e2e (mostly waiting on kube-apiserver, etcd, nfd-master and the Go judges it starts)
+# with the pod-view tests (CPU-bound: 640 agent scans) beside everything else, the GFD
+# judge (CPU-bound, no cluster) included. The second process's output is printed after the
+# first's, whole. NFD_GPU_TEST_SERIAL=1 runs one process, as `pytest -q` would.
 judge=tests/e2e/test_gfd_judge.py
-others=()
-for f in tests/e2e/test_*.py; do [ "$f" = "$judge" ] || others+=("--ignore=$f"); done
-e2e_log=$(mktemp)
-trap 'rm -f "$e2e_log"' EXIT
-pytest -q -p no:cacheprovider tests/e2e "--ignore=$judge" >"$e2e_log" 2>&1 &
-e2e_pid=$!
-pytest -q "${others[@]}"
+beside=(tests/deploy/test_pod_view.py)
+for f in tests/e2e/test_*.py; do [ "$f" = "$judge" ] || beside+=("$f"); done
+ignore=()
+for f in "${beside[@]}"; do ignore+=("--ignore=$f"); done
+beside_log=$(mktemp)
+trap 'rm -f "$beside_log"' EXIT
+pytest -q -p no:cacheprovider "${beside[@]}" >"$beside_log" 2>&1 &
+beside_pid=$!
+pytest -q "${ignore[@]}"
 rest=$?
-wait "$e2e_pid"
-e2e=$?
-echo "--- tests/e2e (run beside the rest) ---"
-cat "$e2e_log"
+wait "$beside_pid"
+second=$?
+echo "--- tests/e2e and tests/deploy/test_pod_view.py (run beside the rest) ---"
+cat "$beside_log"
 ok=0
-verdict "$rest" "all but tests/e2e" || ok=1
-verdict "$e2e" "tests/e2e" || ok=1
+verdict "$rest" "all but tests/e2e and the pod view" || ok=1
+verdict "$second" "tests/e2e and the pod view" || ok=1
 exit $ok
