@@ -235,7 +235,7 @@ class FeatureFileSink(Sink):
             raise SinkError(f"{self.path}: cannot write feature file: {e}") from None
 
     def close(self) -> None:
-        if self.remove_on_exit:
+        if self.remove_on_exit and not self._dry_run:  # a dry run touches nothing on disk
             try:
                 os.unlink(self.path)
                 log.info("removed feature file %s", self.path)
@@ -258,27 +258,24 @@ def _line_diff(want: bytes, have: bytes) -> str:
     return ", ".join(repr(d)[1:-1][:120] for d in diffs[:5]) + more
 
 
-def _build(cfg: OutputSettings) -> FeatureFileSink:
+def _build(
+    cfg: OutputSettings, stream: TextIO | None = None, *, dry_run: bool = False
+) -> FeatureFileSink:
     return FeatureFileSink(
         cfg.features_dir,
         cfg.features_file,
         expiry=cfg.expiry,
         raw_features=cfg.raw_features,
         remove_on_exit=cfg.remove_on_exit,
+        dry_run=dry_run,
+        stream=stream,
     )
 
 
 def _dry_run(cfg: OutputSettings, stream: TextIO | None) -> FeatureFileSink:
     """The sink itself, printing where it would write: a pass prints when the real sink
     would write (a change, an expiry refresh), and what it would write (the size rules)."""
-    return FeatureFileSink(
-        cfg.features_dir,
-        cfg.features_file,
-        expiry=cfg.expiry,
-        raw_features=cfg.raw_features,
-        dry_run=True,
-        stream=stream,
-    )
+    return _build(cfg, stream, dry_run=True)
 
 
 def _check(cfg: OutputSettings) -> str | None:

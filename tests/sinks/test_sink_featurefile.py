@@ -307,3 +307,17 @@ def test_dry_run_prints_what_and_when_the_sink_writes(tmp_path: Any) -> None:
         else:
             assert printed == ""
     assert not dry_dir.exists()
+
+
+def test_dry_run_leaves_the_file_on_exit(tmp_path: Any) -> None:
+    """``--dry-run --remove-on-exit``: the dry run removes nothing (it touches no file)."""
+    from nfd_gpu.config import Config
+    from nfd_gpu.sinks.featurefile import OUTPUT
+
+    path = tmp_path / "nfd-gpu"
+    path.write_text("gpu.feature.node.kubernetes.io/count=8\n")
+    cfg = Config(features_dir=str(tmp_path), remove_on_exit=True)
+    dry = OUTPUT.dry_run(cfg, io.StringIO())
+    assert dry.publish(Publication(LABELS)) is True
+    dry.close()
+    assert path.read_text() == "gpu.feature.node.kubernetes.io/count=8\n"
