@@ -150,8 +150,9 @@ class IntelGpu:
     local_memory_bytes: int | None = None  # lmem_total_bytes x tiles (i915), VRAM (xe)
 
 
-# A GPU's health, worst last; "unknown": no health signal could be read (docs/health.md).
-HEALTH_STATES = ("unknown", "ok", "degraded", "failed")
+# A GPU's health, worst last (docs/health.md): "unknown": nothing of the GPU itself could be
+# read; "no-driver": no driver is bound, so nothing can be (neither ok nor failed).
+HEALTH_STATES = ("unknown", "ok", "no-driver", "degraded", "failed")
 
 
 @dataclass(frozen=True, slots=True)

@@ -185,7 +185,7 @@ def run_scan(
     finally:
         host.close()
     if isinstance(health, HealthTracker):
-        snap = health.apply(snap)
+        snap = health.apply(snap, complete=not host.errors)
     else:
         snap = judge_gpus(snap, health or HealthOptions())
     labels, warnings = label(snap, profiles, namespace, nvidia_options, profile_options)

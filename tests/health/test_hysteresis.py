@@ -49,7 +49,7 @@ def test_toggling_fault_never_returns_to_ok_before_hold(tmp_path: Path) -> None:
 def test_worse_shows_at_once_and_unknown_keeps_state() -> None:
     t = HealthTracker(HealthOptions(hold_passes=2))
 
-    def snap(*reasons: HealthReason, signals: tuple[str, ...] = ("sysfs.aer",)) -> Snapshot:
+    def snap(*reasons: HealthReason, signals: tuple[str, ...] = ("sysfs.ras",)) -> Snapshot:
         g = Gpu(
             "0000:01:00.0",
             "amd",

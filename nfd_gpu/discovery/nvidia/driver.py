@@ -200,8 +200,12 @@ def apply(
 
 
 def _init_failed(g: Gpu, why: str) -> Gpu:
+    """The init error on an NVIDIA GPU; bound to ``nvidia``, it is a GPU the driver has and
+    cannot use (``nvml-init-failed``)."""
     if g.vendor != "nvidia":
         return g
+    if g.driver == "nvidia":
+        g = dataclasses.replace(g, health=g.health.read(("nvml.init",), (health.INIT_FAILED,)))
     return dataclasses.replace(g, nvidia=dataclasses.replace(g.nvidia, nvml_init_error=why))
 
 
