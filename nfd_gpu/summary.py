@@ -183,11 +183,13 @@ def _amd_partition_modes(snap: Snapshot) -> dict[str, str]:
 
 
 def _pcie(snap: Snapshot) -> dict[str, str]:
-    """The lowest negotiated ``pcie.gen`` / ``pcie.width``, ``pcie.degraded``."""
+    """The lowest ``pcie.gen`` / ``pcie.width`` the GPUs' links can do (both ends'
+    maximum: an idle link's lower speed never changes them), ``pcie.degraded`` (a link
+    trained narrower than that)."""
     out: dict[str, str] = {}
     links = [g.link for g in snap.gpus if g.link is not None]
-    gens = [lk.current_gen for lk in links if lk.current_gen]
-    widths = [lk.current_width for lk in links if lk.current_width]
+    gens = [gen for lk in links if (gen := lk.gen)]
+    widths = [width for lk in links if (width := lk.width)]
     if gens:
         out["pcie.gen"] = str(min(gens))
     if widths:

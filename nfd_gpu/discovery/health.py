@@ -4,8 +4,9 @@
   one ``<error name> <count>`` line per error bit and a ``TOTAL_ERR_FATAL`` /
   ``TOTAL_ERR_NONFATAL`` / ``TOTAL_ERR_COR`` line; Linux
   Documentation/ABI/testing/sysfs-bus-pci-devices-aer-stats, since 4.19);
-* the negotiated link width below what both ends support (``PcieLink``; the speed is
-  not a fault: GPUs lower it when idle);
+* the negotiated link width below what both ends support (``PcieLink.lanes_lost``: the
+  GPU's and its upstream port's ``max_link_width``; the speed is not a fault: GPUs lower
+  it when idle);
 * a GPU with no driver bound (no ``driver`` link): ``no-driver``, neither ok nor failed.
 
 Every count is parsed strictly (:func:`parse_count`: ASCII digits, at most 20 of them, a
@@ -76,12 +77,10 @@ def _aer(host: HostRoot, g: Gpu) -> Gpu:
 
 def _link(g: Gpu) -> Gpu:
     lk = g.link
-    if lk is None or not lk.current_width or not lk.max_width:
+    if lk is None or not lk.current_width or not lk.width:
         return g
-    narrow = lk.current_width < lk.max_width
-    fault = (
-        (HealthReason("pcie-width", "sysfs", lk.max_width - lk.current_width),) if narrow else ()
-    )
+    lost = lk.lanes_lost
+    fault = (HealthReason("pcie-width", "sysfs", lost),) if lost > 0 else ()
     return dataclasses.replace(g, health=g.health.read(("sysfs.pcie-link",), fault))
 
 

@@ -105,9 +105,16 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "`nps1` `nps2` `nps4` `nps8` or `mixed`",
         "AMD memory partition mode (`current_memory_partition`).",
     ),
-    LabelDoc("pcie.gen", "integer", "Lowest negotiated PCIe generation over the GPUs."),
-    LabelDoc("pcie.width", "integer", "Lowest negotiated PCIe link width over the GPUs."),
-    LabelDoc("pcie.degraded", "`true`", "Some GPU link trained below its maximum."),
+    LabelDoc(
+        "pcie.gen",
+        "integer",
+        "Lowest PCIe generation the GPUs' links can do (the lower of the GPU's and its "
+        "port's maximum; an idle link's lower speed does not change it).",
+    ),
+    LabelDoc("pcie.width", "integer", "Lowest PCIe link width the GPUs' links can do (as above)."),
+    LabelDoc(
+        "pcie.degraded", "`true`", "Some GPU link trained narrower than both ends support."
+    ),
     LabelDoc("machine", "sanitised DMI product name", "`sys/class/dmi/id/product_name`."),
     LabelDoc(
         "devices.ready",
