@@ -112,9 +112,7 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "port's maximum; an idle link's lower speed does not change it).",
     ),
     LabelDoc("pcie.width", "integer", "Lowest PCIe link width the GPUs' links can do (as above)."),
-    LabelDoc(
-        "pcie.degraded", "`true`", "Some GPU link trained narrower than both ends support."
-    ),
+    LabelDoc("pcie.degraded", "`true`", "Some GPU link trained narrower than both ends support."),
     LabelDoc("machine", "sanitised DMI product name", "`sys/class/dmi/id/product_name`."),
     LabelDoc(
         "devices.ready",
