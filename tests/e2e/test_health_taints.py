@@ -1,7 +1,8 @@
 """GPU health to taints on a real control plane: kube-apiserver + NFD's
-nfd-master started with ``-enable-taints`` and the shipped rules/gpu-health.yaml. A node
-whose GPU fails (a fatal PCIe AER error on a fixture copy) gets the NoSchedule taint from
-nfd-master; when the GPU recovers (the counter is clear again), the taint goes."""
+nfd-master started with ``-enable-taints`` and the shipped rules/gpu-health.yaml. One
+failed GPU of two does not taint the node (the device plugin stops handing it out); when
+the other fails too (fatal PCIe AER errors on a fixture copy) the node has no GPU left and
+gets the NoSchedule taint from nfd-master; when they recover the taint goes."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from tests.e2e.test_cluster import nfd_gpu, node_labels
 
 G = "gpu.feature.node.kubernetes.io"
 TAINT = {"key": f"{G}/unhealthy", "value": "failed", "effect": "NoSchedule"}
-AER = "sys/devices/pci0000:18/0000:18:00.0/aer_dev_fatal"
+AERS = ("sys/devices/pci0000:18/0000:18:00.0/aer_dev_fatal",
+        "sys/devices/pci0000:2a/0000:2a:00.0/aer_dev_fatal")  # fmt: skip
 
 
 def _taints(cluster: Cluster, node: str) -> list[dict[str, str]]:
@@ -40,8 +42,9 @@ def test_failed_gpu_taints_node_and_recovery_removes_it(
     make_node(node)
     kube_cluster.apply(rule)
 
-    def publish(fatal: int) -> None:
-        (root / AER).write_text(f"Undefined 0\nSDES {fatal}\nTOTAL_ERR_FATAL {fatal}\n")
+    def publish(*fatal: int) -> None:
+        for aer, n in zip(AERS, fatal, strict=True):
+            (root / aer).write_text(f"Undefined 0\nSDES {n}\nTOTAL_ERR_FATAL {n}\n")
         # as the admin: the agent's service account stays for the tests that audit its requests
         nfd_gpu(*nodefeature_oneshot_args(str(root), node, NS, kube_cluster.admin_kubeconfig))
 
@@ -49,15 +52,19 @@ def test_failed_gpu_taints_node_and_recovery_removes_it(
         return f"taints: {_taints(kube_cluster, node)}\nnfd-master:\n{nfd_master.log()}"
 
     try:
-        publish(0)  # healthy first: labelled, not tainted
+        publish(0, 0)  # healthy first: labelled, not tainted
         wait_for(lambda: node_labels(kube_cluster, node).get(f"{G}/health") == "ok", 30, why)
         assert TAINT not in _taints(kube_cluster, node)
 
-        publish(1)  # the GPU fails
-        wait_for(lambda: TAINT in _taints(kube_cluster, node), 30, why)
-        assert node_labels(kube_cluster, node)[f"{G}/health"] == "failed"
+        publish(1, 0)  # one GPU fails: failed, not tainted (the other is still usable)
+        wait_for(lambda: node_labels(kube_cluster, node).get(f"{G}/health") == "failed", 30, why)
+        assert TAINT not in _taints(kube_cluster, node)
 
-        publish(0)  # it recovers: nfd-master takes its taint back
+        publish(1, 1)  # no GPU left: tainted
+        wait_for(lambda: TAINT in _taints(kube_cluster, node), 30, why)
+        assert node_labels(kube_cluster, node)[f"{G}/health.all-failed"] == "true"
+
+        publish(0, 0)  # they recover: nfd-master takes its taint back
         wait_for(lambda: TAINT not in _taints(kube_cluster, node), 30, why)
         assert node_labels(kube_cluster, node)[f"{G}/health"] == "ok"
     finally:
