@@ -111,6 +111,16 @@ def judge_gpus(snap: Snapshot, opts: HealthOptions) -> Snapshot:
 class _Held:
     health: Health  # the state shown and the faults behind it
     clear: int = 0  # passes in a row the GPU read better than that state
+    relapses: int = 0  # times in a row it got worse again soon after it improved
+    since: int = 0  # passes since the state last changed
+    improved: bool = False  # that change was an improvement (a worse one soon: a relapse)
+
+
+# A fault that recurs is held down: each relapse (worse again within the hold after it
+# improved) doubles the passes it must read clear, up to MAX_BACKOFF times the hold; a
+# GPU that stays ``ok`` for CALM of those holds in a row starts again from one hold.
+MAX_BACKOFF = 8
+CALM = 4
 
 
 class HealthTracker:
@@ -161,20 +171,37 @@ class HealthTracker:
             gpus.append(g)
         return dataclasses.replace(snap, gpus=tuple(gpus))
 
+    def hold(self, address: str) -> int:
+        """The clear passes the GPU at ``address`` needs before its state improves: the
+        hold, doubled for each recent relapse (up to MAX_BACKOFF holds)."""
+        held = self._held.get(address)
+        relapses = held.relapses if held is not None else 0
+        return self.opts.hold_passes * min(2**relapses, MAX_BACKOFF)
+
     def _one(self, g: Gpu) -> Gpu:
         now = g.health
         held = self._held.get(g.address)
         if held is None:
             self._held[g.address] = _Held(now)
             return g
-        if now.state != "unknown" and rank(now.state) >= rank(held.health.state):
-            self._held[g.address] = _Held(now)
-            return g
+        held.since += 1
         if now.state == "unknown":
             return dataclasses.replace(g, health=held.health)
+        if rank(now.state) > rank(held.health.state):  # worse: at once
+            hold = self.hold(g.address)
+            relapse = held.improved and held.since <= hold
+            relapses = min(held.relapses + 1, MAX_BACKOFF) if relapse else held.relapses
+            self._held[g.address] = _Held(now, relapses=relapses)
+            return g
+        if rank(now.state) == rank(held.health.state):
+            # healthy for CALM holds in a row: the backoff starts again from one hold
+            calm = now.state == "ok" and held.since > CALM * self.hold(g.address)
+            relapses = 0 if calm else held.relapses
+            self._held[g.address] = _Held(now, 0, relapses, held.since, held.improved)
+            return g
         held.clear += 1
-        if held.clear >= self.opts.hold_passes:
-            self._held[g.address] = _Held(now)
+        if held.clear >= self.hold(g.address):
+            self._held[g.address] = _Held(now, relapses=held.relapses, improved=True)
             return g
         kept = Health(held.health.state, held.health.reasons, now.signals)
         return dataclasses.replace(g, health=kept)
