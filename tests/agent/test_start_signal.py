@@ -5,26 +5,16 @@ installs the handlers before the heavy imports (nfd_gpu/entry.py)."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.agent_process import agent_env
-from tests.conftest import REPO, fixture_root
-
-
-def console_argv() -> list[str]:
-    """The ``nfd-gpu`` console script pyproject.toml declares, run as pip's wrapper runs it."""
-    m = re.search(r'^nfd-gpu = "([\w.]+):(\w+)"$', (REPO / "pyproject.toml").read_text(), re.M)
-    assert m, "pyproject.toml: no nfd-gpu console script"
-    mod, fn = m.groups()
-    return [sys.executable, "-c", f"import sys; from {mod} import {fn}; sys.exit({fn}())"]
+from tests.agent_process import agent_env, console_argv
+from tests.conftest import fixture_root
 
 
 def catches(pid: int, signum: int) -> bool:
