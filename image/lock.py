@@ -12,7 +12,7 @@
 Every pin carries the sha256 of each file PyPI serves for it (``--require-hashes``). The
 resolver is uv (pinned below, installed into a temporary virtual environment): pip
 evaluates markers on the locking machine, which is how a lock loses a dependency.
-tests/deploy/test_manifests.py checks each lock against pyproject.toml.
+tests/test_locks.py checks each lock against pyproject.toml.
 
     python3 image/lock.py            # needs network access to PyPI
 """
