@@ -176,7 +176,8 @@ class HealthTracker:
         hold, doubled for each recent relapse (up to MAX_BACKOFF holds)."""
         held = self._held.get(address)
         relapses = held.relapses if held is not None else 0
-        return self.opts.hold_passes * min(2**relapses, MAX_BACKOFF)
+        factor: int = min(1 << relapses, MAX_BACKOFF)
+        return self.opts.hold_passes * factor
 
     def _one(self, g: Gpu) -> Gpu:
         now = g.health
