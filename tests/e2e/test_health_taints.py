@@ -7,15 +7,23 @@ gets the NoSchedule taint from nfd-master; when they recover the taint goes."""
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import REPO, fixture_root
-from tests.e2e.cluster import ApiError, Cluster, Obj, load_yaml_docs, nodefeature_oneshot_args
+from tests.e2e.cluster import (
+    ApiError,
+    Cluster,
+    Obj,
+    load_yaml_docs,
+    nodefeature_agent_args,
+    nodefeature_oneshot_args,
+)
 from tests.e2e.conftest import NS, Proc, wait_for
-from tests.e2e.test_cluster import nfd_gpu, node_labels
+from tests.e2e.test_cluster import Agent, nfd_gpu, node_labels
 
 G = "gpu.feature.node.kubernetes.io"
 TAINT = {"key": f"{G}/unhealthy", "value": "failed", "effect": "NoSchedule"}
@@ -68,6 +76,66 @@ def test_failed_gpu_taints_node_and_recovery_removes_it(
         wait_for(lambda: TAINT not in _taints(kube_cluster, node), 30, why)
         assert node_labels(kube_cluster, node)[f"{G}/health"] == "ok"
     finally:
+        with contextlib.suppress(ApiError):
+            kube_cluster.request(
+                "DELETE",
+                f"/apis/nfd.k8s-sigs.io/v1alpha1/nodefeaturerules/{rule['metadata']['name']}",
+            )
+
+
+def test_agent_started_before_the_driver_catches_a_later_xid_48(
+    kube_cluster: Cluster,
+    nfd_master: Proc,
+    agent_sa: dict[str, Any],
+    make_node: Callable[[str], Obj],
+    tmp_path: Path,
+) -> None:
+    """A running agent (1 s passes) whose pod started before the driver: NVML answers
+    ``Driver Not Loaded`` at first, so no health is known; then the driver is up and both
+    GPUs report XID 48: the node is tainted within a few passes. After the GPUs are reset
+    the pod is restarted (XIDs are kept until then) and the taint goes."""
+    (rule,) = list(load_yaml_docs(REPO / "rules" / "gpu-health.yaml"))
+    root = tmp_path / "root"
+    shutil.copytree(fixture_root("h100-xid-48"), root, symlinks=True)
+    rec = json.loads((root / "nvml.json").read_text())
+    fired = dict(rec, events=[{"device": i, "type": 8, "data": 48} for i in (0, 1)])
+    (root / "nvml.json").write_text(json.dumps(dict(rec, nvmlInit={"error": "DriverNotLoaded"})))
+    node = "e2e-health-xid"
+    make_node(node)
+    kube_cluster.apply(rule)
+    args = nodefeature_agent_args(
+        str(root), kube_cluster.admin_kubeconfig, "--interval", "1", "--owner-refs", "",
+        "--node-name", node, "--namespace", NS,
+    )  # fmt: skip
+    agents: list[Agent] = []
+
+    def start() -> Agent:
+        agents.append(Agent(args, tmp_path / f"agent{len(agents)}.log", {}))
+        return agents[-1]
+
+    def why() -> str:
+        logs = "\n".join(a.log() for a in agents)
+        taints = _taints(kube_cluster, node)
+        return f"taints: {taints}\nagents:\n{logs}\nnfd-master:\n{nfd_master.log()}"
+
+    try:
+        start()  # before the driver: labelled, no health known, not tainted
+        wait_for(lambda: node_labels(kube_cluster, node).get(f"{G}/count") == "2", 30, why)
+        assert f"{G}/health" not in node_labels(kube_cluster, node)
+        assert TAINT not in _taints(kube_cluster, node)
+
+        (root / "nvml.json").write_text(json.dumps(fired))  # the driver is up; XID 48 x2
+        wait_for(lambda: TAINT in _taints(kube_cluster, node), 30, why)
+        assert node_labels(kube_cluster, node)[f"{G}/health.all-failed"] == "true"
+
+        agents[-1].stop()  # the GPUs were reset; the pod restarts
+        (root / "nvml.json").write_text(json.dumps(rec))
+        start()
+        wait_for(lambda: TAINT not in _taints(kube_cluster, node), 30, why)
+        assert node_labels(kube_cluster, node)[f"{G}/health"] == "ok"
+    finally:
+        for a in agents:
+            a.stop()
         with contextlib.suppress(ApiError):
             kube_cluster.request(
                 "DELETE",

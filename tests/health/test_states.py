@@ -69,3 +69,12 @@ def test_ok_needs_a_signal_of_the_gpu_itself() -> None:
         assert f"{G}/health" not in run_scan(fixture_root(name)).labels, name
     # NVML answered: ok
     assert run_scan(fixture_root("h100-xid-79")).labels[f"{G}/health"] == "ok"
+
+
+def test_driver_not_loaded_yet_is_not_a_fault(tmp_path: Path) -> None:
+    """nvmlInit's ``Driver Not Loaded`` while the driver container starts: no fault."""
+    root = _copy(tmp_path, "h100-xid-79")
+    rec = json.loads((root / "nvml.json").read_text())
+    rec["nvmlInit"] = {"error": "DriverNotLoaded"}
+    (root / "nvml.json").write_text(json.dumps(rec))
+    assert set(_states(root).values()) == {("unknown", ())}
