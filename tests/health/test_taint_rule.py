@@ -51,6 +51,7 @@ def _all_fatal(tmp_path: Path, fixture: str) -> Path:
 
 def test_every_gpu_failed_taints_the_node(tmp_path: Path) -> None:
     assert _taints(_all_fatal(tmp_path, "h100-aer-fatal")) == [TAINT]
+    assert _taints(fixture_root("h100-remap-pending-all")) == [TAINT]
 
 
 def test_a_gpu_off_the_bus_taints_the_node(tmp_path: Path) -> None:
