@@ -54,7 +54,8 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "mode",
         "`container` `pf-passthrough` `vf-passthrough` `vgpu-host` `vgpu-guest` `mixed`",
         "How the GPUs can be used: by containers through the vendor driver, passed "
-        "through whole (vfio-pci), or as SR-IOV VFs handed to VMs.",
+        "through whole (`vfio-pci`, a `*_vfio_pci` variant such as Grace's "
+        "`nvgrace_gpu_vfio_pci`, `pci-stub`), or as SR-IOV VFs handed to VMs.",
     ),
     LabelDoc(
         "virtualization",
