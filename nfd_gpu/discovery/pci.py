@@ -272,7 +272,7 @@ def _with_gpu_attributes(host: HostRoot, base: str, basic: PciDevice) -> PciDevi
 def _bars(host: HostRoot, base: str) -> tuple[tuple[int, int, int], ...]:
     """(index, size in bytes, flags) of the memory windows in the first six lines of
     ``resource`` (the BARs; Documentation/PCI/sysfs-pci.rst): read for functions bound to a
-    VFIO driver only; GFD's vfio strategy reports the windows of those on vfio-pci as memory. A missing
+    VFIO driver only (GFD's vfio strategy reports those of vfio-pci's as memory). A missing
     file or a line that is not three hex values (a window lost) is a warning."""
     out: list[tuple[int, int, int]] = []
     rel = f"{base}/resource"
