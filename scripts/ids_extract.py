@@ -85,10 +85,16 @@ def _one_number(value: object) -> float | None:
     return float(text) if re.fullmatch(r"\d+(?:\.\d+)?", text) else None
 
 
+# The list's core config from Pascal on: units joined by ':' then "(SMs) (GPCs)", e.g.
+# RTX 4090 "16384:512 :176:512:128 (128) (11)"
+_CORE_CONFIG = re.compile(r"^[\d: ]+\((\d+)\)\s*\(\d+\)$")
+
+
 def wikipedia_gpus(text: str) -> Iterable[tuple[str, ...]]:
     """Wikipedia's "List of Nvidia graphics processing units" tables as gpu-info-api's
-    gpu.json holds them: model, code name, memory (MiB; the list's GB are GiB) and SM count,
-    each empty unless the row gives exactly one value."""
+    gpu.json holds them: model, code name, memory (MiB; the list's GB are GiB) and SM count
+    (its SM / SMX count column, else the core config's "(SMs) (GPCs)"), each empty unless
+    the row gives exactly one value."""
     for row in json.loads(text).values():
         if row.get("Vendor") != "NVIDIA":
             continue
@@ -103,7 +109,8 @@ def wikipedia_gpus(text: str) -> Iterable[tuple[str, ...]]:
                 memory = str(round(size * mib)) if size else ""
                 break
         sms = [_one_number(cells[k]) for k in ("SM count", "SMX count") if k in cells]
-        sm = str(int(sms[0])) if sms and sms[0] else ""
+        config = _CORE_CONFIG.match(str(cells.get("Core config", "")))
+        sm = str(int(sms[0])) if sms and sms[0] else (config.group(1) if config else "")
         code = str(cells.get("Code name", "")).replace("\t", " ")
         yield model.replace("\t", " "), code, memory, sm
 

@@ -128,9 +128,11 @@ def test_every_chip_coded_nvidia_id_has_its_chip_prefix_family() -> None:
 def test_nvidia_memory_and_sms_from_wikipedia_where_one_value() -> None:
     gen = _script("gen_tables")
     wiki = gen.wikipedia_facts()
-    assert wiki["rtx 4090"] == ("24576", "")  # GeForce RTX 4090: 24 GB
     assert wiki["gtx 680"] == ("", "8")  # 2 GB and 4 GB boards; 8 SMX
     assert wiki["gtx 560 ti"][1] == ""  # GF114 (8 SMs) and GF110 (11) boards of one name
+    # the core config's "(SMs) (GPCs)": AD102's 128 of 144 SMs (NVIDIA's Ada whitepaper)
+    assert wiki["rtx 4090"] == ("24576", "128")
+    assert wiki["rtx 3080"] == ("", "")  # 10 GB / 68 SMs and 12 GB / 70 SMs
     rtx5060 = tables.lookup("nvidia", "2d05")
     assert rtx5060 is not None and rtx5060.name == "NVIDIA GeForce RTX 5060"
     assert rtx5060.memory_mib == 8192
