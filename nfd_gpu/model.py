@@ -214,6 +214,8 @@ class Gpu:
     vfs: tuple[str, ...] = ()
     vf_drivers: tuple[str, ...] = ()  # sorted distinct drivers bound to the VFs
     guest_vf: bool = False  # a VF or vGPU seen inside a VM
+    # a SoC's GPU (Jetson, IGX): a platform device, not a PCI function, sharing host memory
+    integrated: bool = False
     link: PcieLink | None = None
     drm: tuple[str, ...] = ()
     uuid: str | None = None
@@ -264,6 +266,7 @@ GPU_JSON: tuple[tuple[str, str], ...] = (
     ("vfs", "gpu"),
     ("vf_drivers", "gpu"),
     ("guest_vf", "gpu"),
+    ("integrated", "gpu"),
     ("link", "gpu"),
     ("drm", "gpu"),
     ("uuid", "gpu"),
