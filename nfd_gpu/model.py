@@ -121,6 +121,9 @@ class NvidiaGpu:
     # NVML answered for this GPU in this pass, its name included (GFD sees a GPU only so);
     # False where its facts are procfs's or a stale NVML pass's, or no driver knows it
     nvml_answered: bool = False
+    # CUDA (libcuda, or its recording) answered for this integrated GPU, its name included:
+    # GFD's tegra strategy sees it only so
+    cuda_answered: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +313,7 @@ V1_IN_SOURCES: dict[str, tuple[str, Callable[[dict[str, str]], bool | None]]] = 
     ),
     "vgpu_capability": ("nvidia", _vgpu_capability),
     "nvml_answered": ("nvidia", lambda s: s.get("product") == "nvml"),
+    "cuda_answered": ("nvidia", lambda s: s.get("product") == "cuda"),
 }
 
 

@@ -19,6 +19,13 @@ command -v go >/dev/null || { echo "build-gfd.sh: go not found on PATH" >&2; exi
 # libnvidia-ml: a C compiler is needed (Debian: gcc libc6-dev).
 command -v "${CC:-gcc}" >/dev/null || { echo "build-gfd.sh: no C compiler (gcc) for go-nvml's cgo" >&2; exit 1; }
 
+# The fake libcuda.so.1 GFD's tegra strategy loads (tests/e2e/gfd/fakecuda/fakecuda.c).
+fake="$bin/fakecuda/libcuda.so.1"
+if [ ! -e "$fake" ] || [ "$here/gfd/fakecuda/fakecuda.c" -nt "$fake" ]; then
+  mkdir -p "$bin/fakecuda"
+  "${CC:-gcc}" -shared -fPIC -O2 -Wall -Wextra -Werror -o "$fake.tmp" "$here/gfd/fakecuda/fakecuda.c"
+  mv -f "$fake.tmp" "$fake"
+fi
 if [ -e "$out" ] && [ -z "$(find "$here/gfd" "$here/build-gfd.sh" -type f -newer "$out" -print -quit)" ]; then
   echo "build-gfd.sh: gfd-judge up to date"
   exit 0

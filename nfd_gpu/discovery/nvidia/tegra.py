@@ -107,7 +107,12 @@ def integrated_gpu(host: HostRoot, chip: str, facts: cuda.CudaFacts | None) -> G
         driver=driver,
         mode="container" if driver else None,
         integrated=True,
-        nvidia=NvidiaGpu(compute_major=major, compute_minor=minor, mig_capable=False),
+        nvidia=NvidiaGpu(
+            compute_major=major,
+            compute_minor=minor,
+            mig_capable=False,
+            cuda_answered=prov["product"] == "cuda",
+        ),
         provenance=prov,
     )
 
