@@ -24,7 +24,9 @@ from pathlib import Path
 import pytest
 
 E2E = Path(__file__).resolve().parent
-JUDGE = E2E / "bin" / "gfd-judge"
+# GFD_JUDGE: another build of the harness, e.g. over the newest GFD tree (`GFD_SRC=DIR bash
+# tests/e2e/build-gfd.sh`, local only: CI reaches only the module proxy's v0.19.0)
+JUDGE = Path(os.environ.get("GFD_JUDGE") or E2E / "bin" / "gfd-judge")
 FAKE_CUDA = E2E / "bin" / "fakecuda"  # libcuda.so.1 answering a cuda.json (build-gfd.sh)
 TIMESTAMP = "nvidia.com/gfd.timestamp"
 REPEAT = 64  # runs per case: a two-model node shows each winner (one wins ~1 in 4)
