@@ -37,6 +37,7 @@ if [ -n "${GFD_SRC:-}" ]; then
   mkdir -p "$src/cmd/gfd-judge"
   cp "$here"/gfd/*.go "$src/cmd/gfd-judge/"
   (cd "$src" && CGO_ENABLED=1 GOFLAGS=-mod=mod go build -trimpath -o "$bin/gfd-judge-newest" ./cmd/gfd-judge)
+  printf '%s\n' "${GFD_SRC_VERSION:-$GFD_SRC}" >"$bin/gfd-judge-newest.version"
   echo "build-gfd.sh: gfd-judge-newest built from $GFD_SRC (run with GFD_JUDGE=$bin/gfd-judge-newest)"
   exit 0
 fi

@@ -35,6 +35,12 @@ PCI_IDS = ("/usr/share/misc/pci.ids", "/usr/local/share/pci.ids", "/usr/share/hw
            "/usr/share/pci.ids")  # fmt: skip
 
 
+def version() -> str:
+    """The GFD the judge was built from (``<judge>.version``, written by build-gfd.sh)."""
+    path = JUDGE.with_name(JUDGE.name + ".version")
+    return path.read_text().strip() if path.is_file() else "unknown"
+
+
 def judge() -> Path:
     """The judge binary; skip (locally) or fail (CI) when it cannot run here."""
     problem = None

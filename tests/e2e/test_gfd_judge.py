@@ -1,6 +1,6 @@
 """GFD's own code judges the nvidia profile: for every NVIDIA fixture × MIG strategy ×
 sharing config, ``nfd-gpu scan --profile nvidia`` with the flags GFD was given must print
-the labels GFD v0.19.0's labelers write (tests/e2e/gfd_judge.py; ``gfd.timestamp``'s value
+the labels GFD v0.19.0's labelers write (Jetsons: its tegra strategy over a fake libcuda.so.1) (tests/e2e/gfd_judge.py; ``gfd.timestamp``'s value
 is not compared, its presence is). Fixtures whose NVIDIA GPUs are driver-bound but have no
 NVML recording are not judged: GFD needs NVML answers (docs/migration.md)."""
 
@@ -23,6 +23,7 @@ from tests.e2e.gfd_judge import (
     gfd_labels,
     models,
     repeats,
+    version,
     without_timestamp,
 )
 from tests.e2e.oracle import SUMMARY
@@ -354,7 +355,7 @@ def test_gfd_judged_count() -> None:
         pytest.skip("no GFD case ran")
     SUMMARY.append(
         f"GFD-judged keys identical: {COUNTS['same']}/{COUNTS['keys']} "
-        f"({COUNTS['cases']} cases, GFD v0.19.0's labelers)"
+        f"({COUNTS['cases']} cases, GFD {version()}'s labelers)"
     )
     if TEGRA_COUNTS["cases"]:
         SUMMARY.append(
