@@ -1,8 +1,9 @@
 """GFD's own code judges the nvidia profile: for every NVIDIA fixture × MIG strategy ×
 sharing config, ``nfd-gpu scan --profile nvidia`` with the flags GFD was given must print
 the labels GFD v0.19.0's labelers write (tests/e2e/gfd_judge.py; Jetsons: its tegra strategy
-over a fake libcuda.so.1; ``gfd.timestamp``'s value is not compared, its presence is). Fixtures whose NVIDIA GPUs are driver-bound but have no
-NVML recording are not judged: GFD needs NVML answers (docs/migration.md)."""
+over a fake libcuda.so.1; ``gfd.timestamp``'s value is not compared, its presence is).
+Fixtures whose NVIDIA GPUs are driver-bound but have no NVML recording are not judged: GFD
+needs NVML answers (docs/migration.md)."""
 
 from __future__ import annotations
 
