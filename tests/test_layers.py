@@ -26,6 +26,7 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
             "nfd_gpu.config",
             "nfd_gpu.settings",
             "nfd_gpu.sinks",
+            "nfd_gpu.inventory",  # reads the cluster through sinks/kubeclient.py
             "nfd_gpu.metrics",
             "nfd_gpu.capture",
             "nfd_gpu.sharing_config",
