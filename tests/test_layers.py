@@ -33,7 +33,7 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
         ),
         False,
     ),
-    (("nfd_gpu.scan",), True),
+    (("nfd_gpu.scan", "nfd_gpu.dra"), True),  # dra: the devices DRA drivers would publish
     (("nfd_gpu.discovery", "nfd_gpu.labels", "nfd_gpu.featuremap", "nfd_gpu.rules"), True),
     (("nfd_gpu.summary",), True),  # the node summary that labels and features both read
     (

@@ -25,7 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from nfd_gpu.model import Gpu
+from nfd_gpu.dra.preview import devices
+from nfd_gpu.model import Gpu, Snapshot
 from nfd_gpu.scan import ScanResult, run_scan
 from nfd_gpu.sinks import Publication
 from nfd_gpu.sinks.nodefeature import NodeFeatureSink
@@ -38,6 +39,7 @@ FIXTURES = (
     "real-rtx5090-rtx4090", "passthrough-host", "mi300x-cpx-nps4", "real-mi350x",
 )  # fmt: skip
 RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu", "intel": "gpu.intel.com/i915"}
+SERVICE_ACCOUNT = "fleet-agent"  # the Pods' (the ServiceAccount admission wants it to exist)
 TAINT = {
     "key": "gpu.feature.node.kubernetes.io/unhealthy",
     "value": "failed",
@@ -64,22 +66,16 @@ def _allocatable(gpus: tuple[Gpu, ...]) -> dict[str, str]:
     return {"cpu": "64", "memory": "512Gi", "pods": "110", **{k: str(v) for k, v in c.items()}}
 
 
-def slice_object(node: str, driver: str, gpus: list[Gpu]) -> Obj:
-    """A ``resource.k8s.io/v1`` ResourceSlice of ``gpus`` in the driver's attribute shape
-    (the names the inventory matches on: NVIDIA's ``uuid`` and ``pciBusID``, AMD's
-    ``pciAddr``)."""
-    devices = []
-    for i, g in enumerate(gpus):
-        if driver == "gpu.nvidia.com":
-            attrs = {
-                "type": {"string": "gpu"},
-                "uuid": {"string": g.uuid},
-                "productName": {"string": g.product},
-                "resource.kubernetes.io/pciBusID": {"string": str(g.address)},
-            }
-        else:
-            attrs = {"type": {"string": "amdgpu"}, "pciAddr": {"string": str(g.address)}}
-        devices.append({"name": f"gpu-{i}", "attributes": attrs})
+def slice_object(node: str, driver: str, snap: Snapshot, skip: int = 0) -> Obj:
+    """A ``resource.k8s.io/v1`` ResourceSlice of ``driver``'s preview devices for ``snap``
+    (``nfd_gpu/dra/preview.py``, so the real server validates their shape too), without
+    the first ``skip`` GPUs' devices."""
+    left_out = [g.address for g in snap.gpus if g.vendor == driver.split(".")[1]][:skip]
+    devs = [
+        d.api()
+        for d in devices(snap)
+        if d.driver == driver and d.gpu is not None and d.gpu.address not in left_out
+    ]
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
@@ -88,7 +84,7 @@ def slice_object(node: str, driver: str, gpus: list[Gpu]) -> Obj:
             "driver": driver,
             "nodeName": node,
             "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
+            "devices": devs,
         },
     }
 
@@ -125,18 +121,22 @@ class Fleet:
             self.findings.add(("not-allocatable", node))
         if i == len(FIXTURES):
             del alloc["nvidia.com/gpu"]
-            self.slices.append(slice_object(node, "gpu.nvidia.com", list(gpus[1:])))
+            self.slices.append(slice_object(node, "gpu.nvidia.com", res.snapshot, skip=1))
             self.findings.add(("missing-from-slice", node))
         if i == 1:
             del alloc["amd.com/gpu"]
-            self.slices.append(slice_object(node, "gpu.amd.com", list(gpus)))
+            self.slices.append(slice_object(node, "gpu.amd.com", res.snapshot))
         self.nodes.append(
             {
                 "apiVersion": "v1",
                 "kind": "Node",
                 "metadata": {"name": node, "labels": {"kubernetes.io/hostname": node}},
                 "spec": {"taints": [TAINT]} if tainted else {},
-                "status": {"capacity": alloc, "allocatable": alloc},
+                "status": {
+                    "capacity": alloc,
+                    "allocatable": alloc,
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+                },
             }
         )
         pod_uid = str(uuid.uuid4())
@@ -165,6 +165,7 @@ class Fleet:
             "metadata": {"name": name, "namespace": self.namespace},
             "spec": {
                 "nodeName": node,
+                "serviceAccountName": SERVICE_ACCOUNT,
                 "automountServiceAccountToken": False,
                 "containers": [{"name": "agent", "image": "nfd-gpu:test"}],
             },
@@ -174,11 +175,17 @@ class Fleet:
         """Create everything with ``request(method, path, body)`` (``Cluster.request``),
         ``workers`` requests at a time; the NodeFeatures' Pod owner references get the
         created Pods' uids."""
+        sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SERVICE_ACCOUNT}}
+        request("POST", f"/api/v1/namespaces/{self.namespace}/serviceaccounts", sa)
         with ThreadPoolExecutor(workers) as pool:
 
             def node(obj: Obj) -> None:
+                # the server's TaintNodesByCondition admission adds node.kubernetes.io/
+                # not-ready at creation; a Ready node has it removed by the node lifecycle
+                # controller: here the PUT of the node as it should be
                 request("POST", "/api/v1/nodes", obj)
                 name = obj["metadata"]["name"]
+                request("PUT", f"/api/v1/nodes/{name}", _with_rv(request, obj))
                 request("PUT", f"/api/v1/nodes/{name}/status", _with_rv(request, obj))
 
             list(pool.map(node, self.nodes))
