@@ -10,6 +10,7 @@ Exits 1 when the median of a format is over ``--budget`` seconds."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -42,6 +43,7 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--budget", type=float, default=2.0, help="seconds, median per format")
+    ap.add_argument("--profile", action="store_true", help="then one run in-process, profiled")
     args = ap.parse_args()
     missing = missing_components()
     if missing:
@@ -88,6 +90,17 @@ def measure(cluster: Cluster, fleet: Fleet, args: argparse.Namespace) -> int:
                 f"{len(doc['findings'])} findings"
             )
     print(f"budget {args.budget:g} s: {'OVER' if over else 'met'}")
+    if args.profile:
+        import cProfile
+        import io
+        import pstats
+
+        from nfd_gpu.cli import main as cli_main
+
+        prof = cProfile.Profile()
+        with contextlib.redirect_stdout(io.StringIO()):
+            prof.runcall(cli_main, ["inventory", *base[4:], "--format", "json"])
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
     return 1 if over else 0
 
 

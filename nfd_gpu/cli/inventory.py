@@ -38,6 +38,9 @@ def inventory(
     output: Annotated[
         str | None, typer.Option("--output", "-o", help="Write to this file (default: stdout).")
     ] = None,
+    chunk_size: Annotated[
+        int, typer.Option("--chunk-size", help="Objects per list request (as kubectl's).", min=1)
+    ] = 500,
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds each API request may take.", min=0.1)
     ] = 30.0,
@@ -48,7 +51,7 @@ def inventory(
     from nfd_gpu.inventory.report import build  # lazy: as above
 
     try:
-        inv = build(collect(kubeconfig, namespace, timeout))
+        inv = build(collect(kubeconfig, namespace, timeout, chunk_size))
     except InventoryError as e:
         raise fail(str(e), code=1) from None
     if fmt is Format.html:

@@ -29,7 +29,6 @@ from nfd_gpu.sinks.kubeclient import (
 )
 
 Obj = dict[str, Any]
-PAGE = 500  # objects per list request
 DRA_GROUP = "resource.k8s.io"
 
 
@@ -60,9 +59,10 @@ class ClusterState:
 class Reader:
     """Paginated GETs through one ``ApiClient``."""
 
-    def __init__(self, api_client: Any, timeout: float) -> None:
+    def __init__(self, api_client: Any, timeout: float, chunk: int = 500) -> None:
         self.api = api_client
         self.timeout = timeout
+        self.chunk = chunk  # objects per list request
 
     def get(self, path: str, query: dict[str, str] | None = None) -> Obj:
         """One GET, decoded; ``Denied`` on 403/404, ``InventoryError`` on the rest."""
@@ -90,7 +90,7 @@ class Reader:
         items: list[Obj] = []
         cont = ""
         while True:
-            q = {**(query or {}), "limit": str(PAGE)}
+            q = {**(query or {}), "limit": str(self.chunk)}
             if cont:
                 q["continue"] = cont
             body = self.get(path, q)
@@ -146,10 +146,12 @@ def slice_version(reader: Reader, notes: list[str]) -> str:
     return str(preferred)
 
 
-def collect(kubeconfig: str | None, namespace: str | None, timeout: float) -> ClusterState:
+def collect(
+    kubeconfig: str | None, namespace: str | None, timeout: float, chunk: int = 500
+) -> ClusterState:
     """Read the cluster (``kubeconfig`` None: in-cluster, else ``~/.kube/config``)."""
     try:
-        reader = Reader(build_api_client(kubeconfig), timeout)
+        reader = Reader(build_api_client(kubeconfig), timeout, chunk)
     except SinkError as e:
         raise InventoryError(str(e)) from None
     state = ClusterState(_nodefeatures(reader, namespace))

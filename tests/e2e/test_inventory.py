@@ -94,6 +94,20 @@ def test_json_totals_and_findings(fleet: Any) -> None:
     assert doc["notes"] == []  # the documented role reads everything
 
 
+def test_paginated_lists_give_the_same_answer(kube_cluster: Cluster, fleet: Any) -> None:
+    """7 objects per list request: the NodeFeatures, Nodes and Pods come in many pages
+    (the audit log shows the continued lists), with the same answer."""
+    _, kubeconfig = fleet
+    whole = json.loads(inventory(kubeconfig, "--format", "json"))
+    assert json.loads(inventory(kubeconfig, "--format", "json", "--chunk-size", "7")) == whole
+    continued = Counter(
+        e["objectRef"]["resource"]
+        for e in kube_cluster.audit_events()
+        if "limit=7" in e.get("requestURI", "") and "continue=" in e["requestURI"]
+    )
+    assert continued["nodefeatures"] >= 7 and continued["pods"] >= 7 and continued["nodes"] >= 7
+
+
 def test_csv_and_table_totals(fleet: Any) -> None:
     f, kubeconfig = fleet
     rows = list(csv.DictReader(io.StringIO(inventory(kubeconfig, "--format", "csv"))))
