@@ -14,6 +14,7 @@ What it reads, and the RBAC each needs (docs/operations.md "Inventory"):
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,17 +155,29 @@ def collect(
         reader = Reader(build_api_client(kubeconfig), timeout, chunk)
     except SinkError as e:
         raise InventoryError(str(e)) from None
-    state = ClusterState(_nodefeatures(reader, namespace))
-    state.nodes = _optional(reader, "/api/v1/nodes", "Nodes", state.notes)
-    namespaces = sorted({str(o["metadata"].get("namespace", "")) for o in state.nodefeatures})
-    pods: list[Obj] | None = []
-    for ns in namespaces:
-        got = _optional(reader, f"/api/v1/namespaces/{ns}/pods", "agent Pods", state.notes)
-        pods = None if got is None or pods is None else pods + got
-    state.pods = pods
-    version = slice_version(reader, state.notes)
-    if version:
-        state.slice_version = version
-        path = f"/apis/{DRA_GROUP}/{version}/resourceslices"
-        state.slices = _optional(reader, path, "ResourceSlices", state.notes)
+    node_notes: list[str] = []
+    slice_notes: list[str] = []
+    # the cluster-scoped lists in flight while the NodeFeatures (then their Pods) are read
+    with ThreadPoolExecutor(2) as pool:
+        nodes = pool.submit(_optional, reader, "/api/v1/nodes", "Nodes", node_notes)
+        slices = pool.submit(_slices, reader, slice_notes)
+        state = ClusterState(_nodefeatures(reader, namespace))
+        namespaces = sorted({str(o["metadata"].get("namespace", "")) for o in state.nodefeatures})
+        pods: list[Obj] | None = []
+        for ns in namespaces:
+            got = _optional(reader, f"/api/v1/namespaces/{ns}/pods", "agent Pods", state.notes)
+            pods = None if got is None or pods is None else pods + got
+        state.pods = pods
+        state.nodes = nodes.result()
+        state.slice_version, state.slices = slices.result()
+    state.notes = node_notes + state.notes + slice_notes
     return state
+
+
+def _slices(reader: Reader, notes: list[str]) -> tuple[str, list[Obj] | None]:
+    """The served version of ``resource.k8s.io`` and every ResourceSlice (None: not read)."""
+    version = slice_version(reader, notes)
+    if not version:
+        return "", None
+    path = f"/apis/{DRA_GROUP}/{version}/resourceslices"
+    return version, _optional(reader, path, "ResourceSlices", notes)

@@ -105,7 +105,8 @@ def test_paginated_lists_give_the_same_answer(kube_cluster: Cluster, fleet: Any)
         for e in kube_cluster.audit_events()
         if "limit=7" in e.get("requestURI", "") and "continue=" in e["requestURI"]
     )
-    assert continued["nodefeatures"] >= 7 and continued["pods"] >= 7 and continued["nodes"] >= 7
+    # 50 NodeFeatures, 49 Pods, 50+ Nodes: at least 6 continued requests each
+    assert min(continued[r] for r in ("nodefeatures", "pods", "nodes")) >= 6
 
 
 def test_csv_and_table_totals(fleet: Any) -> None:
