@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from nfd_gpu.discovery.pciaddr import PciAddress
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu, HealthReason, Snapshot
@@ -88,8 +89,9 @@ NO_DRIVER = HealthReason("no-driver", "sysfs")
 
 
 def _driver(g: Gpu) -> Gpu:
-    """No driver bound: the state says so (never ``ok``, never ``failed`` for it)."""
-    if g.driver is not None:
+    """No driver bound to the GPU's PCI function: the state says so (never ``ok``, never
+    ``failed`` for it). An integrated GPU that is no PCI function (Tegra) has no such link."""
+    if g.driver is not None or PciAddress.parse(g.address) is None:
         return g
     return dataclasses.replace(g, health=g.health.read(("sysfs.driver",), (NO_DRIVER,)))
 

@@ -78,3 +78,12 @@ def test_driver_not_loaded_yet_is_not_a_fault(tmp_path: Path) -> None:
     rec["nvmlInit"] = {"error": "DriverNotLoaded"}
     (root / "nvml.json").write_text(json.dumps(rec))
     assert set(_states(root).values()) == {("unknown", ())}
+
+
+def test_an_integrated_gpu_that_is_no_pci_function_is_not_no_driver() -> None:
+    """Tegra's GPU has no PCI driver link to miss."""
+    snap = run_scan(fixture_root("real-jetson-orin-jp6")).snapshot
+    assert [r.reason for g in snap.gpus for r in g.health.reasons] == []
+    assert (
+        f"{G}/health.no-driver.count" not in run_scan(fixture_root("real-jetson-orin-jp6")).labels
+    )
