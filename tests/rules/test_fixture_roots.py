@@ -119,6 +119,7 @@ SHIPPED_EXPECTED: dict[str, dict[str, str]] = {
         for fault in (
             "ecc-uncorrectable",
             "remap-pending",
+            "remap-pending-all",
             "remap-failure",
             "thermal-slowdown",
             "nvlink-down",
