@@ -13,6 +13,7 @@ message names the field (``matchFeatures[0].matchExpressions.vendor.op``).
 
 from __future__ import annotations
 
+import gc
 import logging
 import pickle
 import re
@@ -433,12 +434,14 @@ def _compacted(docs: list[Any]) -> list[Any]:
     strings the rules keep pin that memory for the agent's life (1,000 rules: ~8 MB of
     RSS). A copy made afterwards (pickle: exact for every YAML type and shared reference;
     it only ever reads what it wrote here) lies together, and the graph's memory is
-    returned first (reference counting frees it: the node graph holds no cycle, so no
-    collection is needed). Equal strings (keys, ops, feature names) become one object
-    first."""
+    returned first. Equal strings (keys, ops, feature names) become one object first."""
     _share_strings(docs)
     blob = pickle.dumps(docs, protocol=pickle.HIGHEST_PROTOCOL)
     del docs[:]
+    # A full collection here also empties the interpreter's free lists before the copy is
+    # made (1,000 rules: 8 MB less RSS, measured); it costs ~0.25 ms in the agent, whose
+    # start-up objects are frozen (gc.freeze), as the documents are gone by now.
+    gc.collect()
     out: list[Any] = pickle.loads(blob)  # only the bytes written just above
     _trim_heap()
     return out
