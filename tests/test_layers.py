@@ -27,6 +27,7 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
             "nfd_gpu.settings",
             "nfd_gpu.sinks",
             "nfd_gpu.metrics",
+            "nfd_gpu.httpserve",
             "nfd_gpu.capture",
             "nfd_gpu.sharing_config",
         ),

@@ -272,8 +272,7 @@ class Agent:
                 warnings=len(result.warnings),
                 rule_errors=len(result.rule_errors),
             )
-        blocked = self.stale.blocking()
-        if blocked is not None:  # a configured file with no valid version (lastvalid.py)
+        if (blocked := self.stale.blocking()) is not None:  # no valid version (lastvalid.py)
             return self._keep_last_good(blocked)
         pub = Publication(dict(result.labels), result.features)
         self._last_good = pub
