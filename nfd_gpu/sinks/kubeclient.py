@@ -147,7 +147,9 @@ class ObjectClient:
         import kubernetes  # lazy: with the sink
 
         self.connect()
-        return kubernetes.client.ApiClient(self._api_client.configuration)
+        client = kubernetes.client.ApiClient(self._api_client.configuration)
+        keepalive(client)
+        return client
 
     def _stopping(self, verb: str) -> SinkError:
         return SinkError(f"{verb} {self.namespace}/{self.name}: stopping")
@@ -334,6 +336,30 @@ def get_raw(api_client: Any, path: str, path_params: dict[str, str], timeout: fl
         _request_timeout=timeout,
     )
     return bytes(raw.data)
+
+
+# TCP keepalive as client-go's dialer asks the kernel for it (30 s idle; Go's own probe
+# interval and count, 15 s and 9): a peer gone without a FIN or RST (a lost host, a
+# partition) ends the connection after about 3 minutes of silence
+KEEPALIVE = ((socket.SO_KEEPALIVE, 1), ("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 15),
+             ("TCP_KEEPCNT", 9))  # fmt: skip
+
+
+def keepalive(api_client: Any) -> None:
+    """TCP keepalive on every connection ``api_client``'s pools open (urllib3's
+    ``socket_options``, with its default ``TCP_NODELAY`` kept)."""
+    import urllib3  # lazy: comes with kubernetes
+
+    pm = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+    if pm is None:
+        return
+    opts = list(urllib3.connection.HTTPConnection.default_socket_options)
+    for name, value in KEEPALIVE:
+        if isinstance(name, int):
+            opts.append((socket.SOL_SOCKET, name, value))
+        elif hasattr(socket, name):  # Linux; macOS lacks some
+            opts.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    pm.connection_pool_kw["socket_options"] = opts
 
 
 def track_sockets(api_client: Any, sockets: weakref.WeakSet[socket.socket]) -> None:

@@ -230,8 +230,12 @@ class NodeFeatureSink(Sink):
         self._next_resync = self.clock() + self.resync_interval * self.rng.uniform(0.9, 1.1)
 
     def _watching(self) -> bool:
+        """The watch runs, is allowed and was heard from within a resync interval (else
+        the resync GET is due as a safety net)."""
         w = self._watch
-        return w is not None and w.running and not w.forbidden
+        return (
+            w is not None and w.running and not w.forbidden and w.quiet_for() < self.resync_interval
+        )
 
     def _read_server(self) -> None:
         """GET the object into ``_obj``; a difference from what was confirmed is drift."""
