@@ -28,7 +28,7 @@ from nfd_gpu.agent.health import AgentHealth
 from nfd_gpu.agent.lastvalid import LastValid, StaleFiles, changes
 from nfd_gpu.agent.logs import one_line, setup_logging
 from nfd_gpu.agent.outputs import build_sinks, sink_settings
-from nfd_gpu.agent.publish import Publisher, RepairPacer
+from nfd_gpu.agent.publish import Publisher, RepairPacer, too_large
 from nfd_gpu.agent.rulefiles import RuleFiles
 from nfd_gpu.agent.startup import (
     DEFAULT_RULES_DIR,
@@ -94,6 +94,7 @@ class Agent:
         self._nvml: NvmlSession | None = None  # kept across passes (built on first use)
         self._nvml_state: tuple[str, str | None] = ("none", None)
         self._drift = threading.Event()  # a sink's published object changed: repair it
+        self._too_large: str | None = None  # the last result over the size limit, said once
         # last valid configuration wins (lastvalid.py): rules, sharing config, config file
         self.stale = StaleFiles(metrics)
         self._rules = RuleFiles(self.stale)
@@ -272,7 +273,7 @@ class Agent:
                 warnings=len(result.warnings),
                 rule_errors=len(result.rule_errors),
             )
-        if (blocked := self.stale.blocking()) is not None:  # no valid version (lastvalid.py)
+        if (blocked := self._blocked(result)) is not None:
             return self._keep_last_good(blocked)
         pub = Publication(dict(result.labels), result.features)
         self._last_good = pub
@@ -293,6 +294,15 @@ class Agent:
                 self.metrics.mark_ready()
             self.metrics.beat()
         return ok
+
+    def _blocked(self, result: ScanResult) -> str | None:
+        """Why a complete scan's result must not be published: a configuration file with no
+        valid version (lastvalid.py), labels over the size limit (said once per reason)."""
+        big = too_large(result.labels, result.rule_labels)
+        if big != self._too_large and big is not None:
+            log.error("scan: %s", big)
+        self._too_large = big
+        return self.stale.blocking() or big
 
     def _keep_last_good(self, reason: str) -> bool:
         """Hand the last good publication to the sinks again; the pass still fails."""

@@ -38,6 +38,9 @@ NODE_NAME_MAX = PREFIX_MAX - len(OBJECT_PREFIX)
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 SA_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 NAMESPACE_FILE_MAX = 4096  # a namespace name is at most 63 characters
+# The largest NodeFeature sent: etcd refuses a request over 1.5 MiB (--max-request-bytes'
+# default); 1 MiB leaves room for what the server adds (managedFields, metadata)
+MAX_OBJECT_BYTES = 1024 * 1024
 
 Obj = dict[str, Any]
 
@@ -85,6 +88,11 @@ def build_api_client(kubeconfig: str | None = None) -> Any:
         raise SinkError(f"{where}: cannot load Kubernetes client configuration: {e}") from None
     cfg.retries = 0
     return kubernetes.client.ApiClient(cfg)
+
+
+class TooLarge(SinkError):
+    """The object is too large for the server (or for ``MAX_OBJECT_BYTES``): the same
+    object is not sent again."""
 
 
 class ApiStatus(Exception):
@@ -207,6 +215,10 @@ class ObjectClient:
             )
         if status == 401:
             return SinkError(f"unauthorized: API server rejected the credentials ({verb})")
+        if status == 413 or "request is too large" in _message(e):
+            # kube-apiserver's body limit (413) or etcd's (500 "etcdserver: request is too
+            # large"): the same object will be refused again, never a transient failure
+            return TooLarge(f"API server refused {verb} {where} as too large: {_message(e)}")
         if status >= 500 or status == 429:
             return SinkError(
                 f"API server error {status} on {verb} {where}: {_message(e)}", transient=True

@@ -28,6 +28,7 @@ back to one GET per resync period (jittered +/-10 %). The sink never deletes the
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import random
 import socket
@@ -42,12 +43,14 @@ from nfd_gpu.sinks import Output, OutputSettings, Publication, Sink, SinkError
 from nfd_gpu.sinks.dryrun import DryRunSink
 from nfd_gpu.sinks.kubeclient import (
     GROUP,
+    MAX_OBJECT_BYTES,
     NODE_NAME_LABEL,
     NODE_NAME_MAX,
     PLURAL,
     VERSION,
     ApiStatus,
     ObjectClient,
+    TooLarge,
     build_api_client,
     is_object,
     namespace_fallback,
@@ -132,6 +135,7 @@ class NodeFeatureSink(Sink):
         self._obj: Obj | None = None  # last object seen from / written to the server
         self._known = False  # _obj reflects the server (None + known = absent)
         self._next_resync = 0.0
+        self._too_large: tuple[Obj, SinkError] | None = None  # (spec, the server's refusal)
         self._owner_refs: list[Obj] | None = None
         # the watch on the own object, and the state it shares with publish()
         self.watch_enabled = watch
@@ -317,6 +321,7 @@ class NodeFeatureSink(Sink):
 
     def publish(self, pub: Publication) -> bool:
         want = self.desired(pub)
+        self._check_size(want)
         with self._lock:
             self._want = want
             known = self._known
@@ -327,12 +332,29 @@ class NodeFeatureSink(Sink):
         if current is not None and self._matches(current, want):
             self._confirm(None, wrote=False)
             return False
-        answer = self._write(want)
+        try:
+            answer = self._write(want)
+        except TooLarge as e:
+            self._too_large = (want["spec"], e)
+            raise
         if answer is None:
             self._confirm(None, wrote=False)
             return False
         self._confirm(answer, wrote=True)
         return True
+
+    def _check_size(self, want: Obj) -> None:
+        """Refuse, before any request, an object over ``MAX_OBJECT_BYTES`` or one the
+        server refused as too large (the same spec is not sent again)."""
+        refused = self._too_large
+        if refused is not None and refused[0] == want["spec"]:
+            raise refused[1]
+        size = len(json.dumps(want, separators=(",", ":")))
+        if size > MAX_OBJECT_BYTES:
+            raise TooLarge(
+                f"NodeFeature {self.namespace}/{self.object_name} would be {size} bytes "
+                f"({len(want['spec']['labels'])} labels), over {MAX_OBJECT_BYTES}: not sent"
+            )
 
     def _write(self, want: Obj) -> Obj | None:
         """Create or replace until the server holds ``want``; its answer (None: a re-read

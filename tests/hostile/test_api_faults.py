@@ -57,6 +57,7 @@ class FakeResult:
     errors: list[str] = dataclasses.field(default_factory=list)
     rule_errors: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     snapshot: Snapshot = dataclasses.field(default_factory=lambda: Snapshot(root="/"))
+    rule_labels: int = 0
 
 
 class Host:
