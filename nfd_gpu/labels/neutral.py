@@ -208,6 +208,7 @@ PROFILE = Profile(
     LABEL_TABLE,
     "docs/labels.md",
     render_docs,
+    (NAMESPACE,),
 )
 
 

@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 from nfd_gpu.features import owned
+from nfd_gpu.labels.registry import label_namespaces
 from nfd_gpu.names import is_dns1123_subdomain
 from nfd_gpu.sinks import Output, OutputSettings, Publication, Sink, SinkError
 from nfd_gpu.sinks.dryrun import DryRunSink
@@ -76,6 +77,12 @@ log = logging.getLogger(__name__)
 DRY_RUN_NAMESPACE = "nfd-gpu"  # the namespace deploy/ installs into
 
 Obj = dict[str, Any]
+
+
+def _policy_allows(key: str) -> bool:
+    """The shipped admission policy lets the agent publish ``key`` (its namespace is one
+    the profiles write)."""
+    return any(key.startswith(ns + "/") for ns in label_namespaces())
 
 
 def _owner_key(refs: Sequence[Obj]) -> list[tuple[str, str, str, str]]:
@@ -136,6 +143,7 @@ class NodeFeatureSink(Sink):
         self._known = False  # _obj reflects the server (None + known = absent)
         self._next_resync = 0.0
         self._too_large: tuple[Obj, SinkError] | None = None  # (spec, the server's refusal)
+        self._outside: list[str] = []  # labels the admission policy refuses, said once
         self._owner_refs: list[Obj] | None = None
         # the watch on the own object, and the state it shares with publish()
         self.watch_enabled = watch
@@ -349,6 +357,15 @@ class NodeFeatureSink(Sink):
         refused = self._too_large
         if refused is not None and refused[0] == want["spec"]:
             raise refused[1]
+        outside = sorted(k for k in want["spec"]["labels"] if not _policy_allows(k))
+        if outside and outside != self._outside:
+            log.warning(
+                "NodeFeature %s/%s: %d labels outside the namespaces the shipped admission "
+                "policy allows (%s), which refuses the whole object: %s",
+                self.namespace, self.object_name, len(outside), ", ".join(label_namespaces()),
+                ", ".join(outside[:5]) + (" ..." if len(outside) > 5 else ""),
+            )  # fmt: skip
+        self._outside = outside
         size = len(json.dumps(want, separators=(",", ":")))
         if size > MAX_OBJECT_BYTES:
             raise TooLarge(
