@@ -47,6 +47,7 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
             "nfd_gpu.names",
             "nfd_gpu.yamlfile",
             "nfd_gpu.boundedfile",
+            "nfd_gpu.text",
             "nfd_gpu",
         ),
         False,
