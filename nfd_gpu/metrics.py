@@ -181,6 +181,13 @@ class Metrics:
         self.publish_failing.labels(sink=sink).set(0)
         self.notes.pop(f"sink {sink}", None)
 
+    def set_degraded(self, sink: str, reason: str | None) -> None:
+        """``reason``: why ``sink`` works less well than it should (a ``/readyz`` line)."""
+        if reason is None:
+            self.notes.pop(f"degraded {sink}", None)
+        else:
+            self.notes[f"degraded {sink}"] = f"{sink}: {reason}"
+
     def observe_repair(self, output: str) -> None:
         self.repairs.labels(output=output).inc()
 

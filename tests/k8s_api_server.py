@@ -81,6 +81,7 @@ class FakeKubeAPI:
         self.validator = jsonschema.Draft7Validator(nodefeature_schema())
         self.rejected: list[str] = []
         self.messages: dict[str, str] = {}  # verb -> the message of its injected failures
+        self.auth: list[str] = []  # each request's Authorization header
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.changed = threading.Condition(self.lock)
@@ -483,6 +484,7 @@ class _Handler(BaseHTTPRequestHandler):
         return True
 
     def _serve(self) -> None:
+        self.server_api.auth.append(self.headers.get("Authorization") or "")
         if self._watch():
             return
         length = int(self.headers.get("Content-Length") or 0)

@@ -77,6 +77,7 @@ class Agent:
         self.started = int(time.time())
         self.publisher = Publisher(sinks if sinks is not None else build_sinks(cfg), metrics)
         self._reload_fn = reload
+        self._sink_key = sink_settings(cfg)  # what the sinks were built from
         self.metrics = metrics
         self.stop_event = threading.Event()
         self._wake = threading.Event()
@@ -335,7 +336,8 @@ class Agent:
         except Exception as e:  # ConfigError, SinkError from a new kubeconfig
             self.stale.stale(where, f"reload failed: {str(e).removeprefix(where + ': ')}")
             return
-        if sink_settings(new) != sink_settings(self.cfg):
+        key = sink_settings(new)
+        if key != self._sink_key:
             try:
                 sinks = build_sinks(new)
             except SinkError as e:
@@ -345,6 +347,7 @@ class Agent:
                 gone.detach()  # its watch; what it published stays for the new sinks
             self.publisher.sinks = sinks
             self._attach(sinks)
+            self._sink_key = key
         old, self.cfg = self.cfg, new
         if self.metrics is not None:
             self.metrics.liveness_timeout = liveness_timeout(new)

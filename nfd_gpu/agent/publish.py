@@ -97,6 +97,7 @@ class Publisher:
             if self.metrics is not None:
                 self.metrics.observe_publish(sink.name, "written" if wrote else "unchanged")
                 self.metrics.publish_ok(sink.name)
+                self.metrics.set_degraded(sink.name, sink.degraded())
             if wrote:
                 written.append(sink.name)
                 self._note_repair(sink)

@@ -288,6 +288,15 @@ class NodeFeatureSink(Sink):
         if wake and callback is not None:
             callback()
 
+    def degraded(self) -> str | None:
+        w = self._watch
+        if w is None or not w.forbidden:
+            return None
+        return (
+            "watch forbidden (the Role needs verb 'watch' on nodefeatures): a change behind "
+            f"the agent's back is found only by the re-read every {self.resync_interval:g} s"
+        )
+
     def take_repair(self) -> str | None:
         """What the last write restored (drift found by the watch or a re-read), once."""
         with self._lock:
