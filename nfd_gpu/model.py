@@ -58,7 +58,7 @@ class PciDevice:
     drm: tuple[str, ...] = ()  # DRM nodes below the device: card0, renderD128
     iommu_type: str | None = None  # iommu_group/type (DMA, DMA-FQ, identity, ...)
     intel_iommu_version: str | None = None  # iommu/intel-iommu/version
-    # (BAR index, size in bytes, flags) from ``resource``, for functions bound to vfio-pci
+    # (BAR index, size in bytes, flags) from ``resource``, for functions bound to a VFIO driver
     bars: tuple[tuple[int, int, int], ...] = ()
     # NFD pci.device attributes kept as NFD reads them where the typed fields could not
     # hold them: a malformed class/vendor/device, a negative sriov_totalvfs

@@ -16,6 +16,7 @@ import functools
 import re
 from collections.abc import Collection
 
+from nfd_gpu.discovery.passthrough import is_vfio_driver
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import PciDevice, PcieLink, Snapshot
@@ -264,14 +265,14 @@ def _with_gpu_attributes(host: HostRoot, base: str, basic: PciDevice) -> PciDevi
         physfn=basic.physfn or host.readlink_name(f"{base}/physfn"),
         link=link,
         drm=drm,
-        bars=_bars(host, base) if basic.driver == "vfio-pci" else (),
+        bars=_bars(host, base) if is_vfio_driver(basic.driver) else (),
     )
 
 
 def _bars(host: HostRoot, base: str) -> tuple[tuple[int, int, int], ...]:
     """(index, size in bytes, flags) of the memory windows in the first six lines of
-    ``resource`` (the BARs; Documentation/PCI/sysfs-pci.rst): read for functions bound to
-    vfio-pci only, whose windows are what GFD's vfio strategy reports as memory. A missing
+    ``resource`` (the BARs; Documentation/PCI/sysfs-pci.rst): read for functions bound to a
+    VFIO driver only (GFD's vfio strategy reports those of vfio-pci's as memory). A missing
     file or a line that is not three hex values (a window lost) is a warning."""
     out: list[tuple[int, int, int]] = []
     rel = f"{base}/resource"

@@ -29,8 +29,10 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "architecture or `mixed`",
         # {families}: every value of the vocabulary, filled in by render_docs (reading
         # all model tables at import cost every scan ~20 ms: families.vocabulary)
-        "{families}. From the model table, else derived (NVIDIA: from the compute capability as "
-        "GFD's `getArchFamily`; AMD: from the ISA target). `mixed` when the GPUs' families "
+        "{families}. From the model table (NVIDIA: the compute capability as GFD's "
+        "`getArchFamily`, else the pci.ids chip code's prefix, `GA` ampere, `GK` kepler, for "
+        "every chip-coded id), else derived (NVIDIA: from the compute capability; AMD: from "
+        "the ISA target). `mixed` when the GPUs' families "
         "differ or their vendors do (even with one family unknown); omitted when a "
         "single-vendor node has a GPU of unknown family (`scan` then warns with its ids).",
     ),
@@ -54,7 +56,8 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "mode",
         "`container` `pf-passthrough` `vf-passthrough` `vgpu-host` `vgpu-guest` `mixed`",
         "How the GPUs can be used: by containers through the vendor driver, passed "
-        "through whole (vfio-pci), or as SR-IOV VFs handed to VMs.",
+        "through whole (`vfio-pci`, a `*_vfio_pci` variant such as Grace's "
+        "`nvgrace_gpu_vfio_pci`, `pci-stub`), or as SR-IOV VFs handed to VMs.",
     ),
     LabelDoc(
         "virtualization",

@@ -112,6 +112,19 @@ def test_laptop_igpu_and_dgpu() -> None:
     assert by["0000:01:00.0"].family == "turing"  # type: ignore[attr-defined]
 
 
+def test_gb200_on_grace_vfio_variant_driver() -> None:
+    # lspci -nnkk: three 10de:2941 (subsystem 10de:2046) on nvgrace_gpu_vfio_pci, Grace's VFIO
+    # variant driver: passed through whole, as on vfio-pci
+    got = labels("real-gb200-vfio")
+    assert got[f"{G}/count"] == "3"
+    assert got[f"{G}/driver"] == "nvgrace_gpu_vfio_pci"
+    assert got[f"{G}/mode"] == "pf-passthrough"
+    assert got[f"{G}/product"] == "NVIDIA-GB200"  # README: 2941 10de:2046 "NVIDIA GB200"
+    assert got[f"{G}/family"] == "blackwell"
+    assert list(gpus("real-gb200-vfio")) == ["0008:01:00.0", "0009:01:00.0", "0018:01:00.0"]
+    assert {g.mode for g in gpus("real-gb200-vfio").values()} == {"pf-passthrough"}  # type: ignore[attr-defined]
+
+
 NVIDIA_REAL = ["real-rtx5090-rtx4090", "real-gb10-spark", "real-v100-aws"]
 STABLE = ("product", "family", "compute.major", "compute.minor")
 

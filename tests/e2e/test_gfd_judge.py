@@ -278,6 +278,35 @@ def test_gfd_judges_vfio_domain_order(tmp_path: Path) -> None:
     assert labels["nvidia.com/gpu.memory"] == str(32 << 30)
 
 
+def test_gfd_judges_vfio_variant_driver(tmp_path: Path) -> None:
+    # real-gb200-vfio's GB200s are on Grace's VFIO variant driver nvgrace_gpu_vfio_pci: a
+    # passthrough GPU for the neutral mode, but GFD's vfio strategy lists only GPUs whose
+    # driver is exactly vfio-pci (internal/resource/sysfs-lib.go:56, v0.19.0 and main
+    # 1b826ac). One of them rebound to vfio-pci: GFD labels that one alone
+    root = tmp_path / "real-gb200-vfio"
+    shutil.copytree(fixture_root("real-gb200-vfio"), root, symlinks=True)
+    addr = "0008:01:00.0"
+    dev = root / "sys/devices/pci0008:01" / addr
+    (dev / "driver").unlink()
+    (root / "sys/bus/pci/drivers/vfio-pci").mkdir(parents=True)
+    (dev / "driver").symlink_to("../../../bus/pci/drivers/vfio-pci")
+    (root / "sys/bus/pci/drivers/vfio-pci" / addr).symlink_to(
+        f"../../../../devices/pci0008:01/{addr}"
+    )
+    (root / "sys/bus/pci/drivers/nvgrace_gpu_vfio_pci" / addr).unlink()
+    uevent = (dev / "uevent").read_text()
+    (dev / "uevent").write_text(uevent.replace("DRIVER=nvgrace_gpu_vfio_pci", "DRIVER=vfio-pci"))
+    cfg = _with_vfio(tmp_path, None)
+    for host in (fixture_root("real-gb200-vfio"), root):
+        judge_case(host, [f"--config-file={cfg}"], ["--sharing-config", str(cfg)], repeat=1)
+    labels = ours(root, ["--sharing-config", str(cfg)], False)
+    assert labels["nvidia.com/gpu.count"] == "1"
+    assert labels["nvidia.com/gpu.product"] == "GB100-HGX-GB200"  # its pci.ids name
+    assert "nvidia.com/gpu.count" not in ours(
+        fixture_root("real-gb200-vfio"), ["--sharing-config", str(cfg)], False
+    )
+
+
 @pytest.mark.parametrize("name", NVIDIA)
 def test_gfd_judges_a_capture_as_the_host(tmp_path: Path, name: str) -> None:
     # `nfd-gpu snapshot` keeps what GFD's nvpci reads (capture.PEER_PCI_FILES,
