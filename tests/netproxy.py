@@ -26,6 +26,7 @@ class Proxy:
         self._generation = 0
         self._refusal: tuple[bytes, int] | None = None
         self.connections = 0
+        self.down = False  # new connections are closed at once
         self._stop = threading.Event()
         self._socks: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
@@ -39,6 +40,23 @@ class Proxy:
     def refuse(self, match: bytes, status: int) -> None:
         with self._lock:
             self._refusal = (match, status)
+
+    def clear(self) -> None:
+        """Relay everything again (new connections; frozen ones stay frozen)."""
+        with self._lock:
+            self._refusal = None
+            self.down = False
+
+    def cut(self) -> None:
+        """Close every connection open now and refuse new ones until :meth:`clear` (the
+        server restarting)."""
+        with self._lock:
+            self.down = True
+            socks, self._socks = self._socks, []
+        for s in socks:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
 
     def stop(self) -> None:
         self._stop.set()
@@ -59,6 +77,11 @@ class Proxy:
             threading.Thread(target=self._serve, args=(client, gen), daemon=True).start()
 
     def _serve(self, client: socket.socket, gen: int) -> None:
+        with self._lock:
+            refusal, down = self._refusal, self.down
+        if down:
+            client.close()
+            return
         self._socks.append(client)
         with self._lock:
             refusal = self._refusal
