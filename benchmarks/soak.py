@@ -96,6 +96,7 @@ def main() -> int:
                 proxy.freeze()
             elif fault == "410 on every watch":
                 proxy.refuse(b"watch=true", 410)
+                proxy.cut(down=False)  # the watch open now ends: every new one gets 410
             elif fault == "config break":
                 (rules / "mig-ready.yaml").write_text("- [\n")
             else:

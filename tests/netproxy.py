@@ -47,11 +47,11 @@ class Proxy:
             self._refusal = None
             self.down = False
 
-    def cut(self) -> None:
-        """Close every connection open now and refuse new ones until :meth:`clear` (the
-        server restarting)."""
+    def cut(self, down: bool = True) -> None:
+        """Close every connection open now and (``down``) refuse new ones until
+        :meth:`clear` (the server restarting)."""
         with self._lock:
-            self.down = True
+            self.down = down
             socks, self._socks = self._socks, []
         for s in socks:
             with contextlib.suppress(OSError):
