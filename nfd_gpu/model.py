@@ -121,6 +121,9 @@ class NvidiaGpu:
     # NVML answered for this GPU in this pass, its name included (GFD sees a GPU only so);
     # False where its facts are procfs's or a stale NVML pass's, or no driver knows it
     nvml_answered: bool = False
+    # CUDA (libcuda, or its recording) answered for this integrated GPU, its name included:
+    # GFD's tegra strategy sees it only so
+    cuda_answered: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +217,8 @@ class Gpu:
     vfs: tuple[str, ...] = ()
     vf_drivers: tuple[str, ...] = ()  # sorted distinct drivers bound to the VFs
     guest_vf: bool = False  # a VF or vGPU seen inside a VM
+    # a SoC's GPU (Jetson, IGX): a platform device, not a PCI function, sharing host memory
+    integrated: bool = False
     link: PcieLink | None = None
     drm: tuple[str, ...] = ()
     uuid: str | None = None
@@ -264,6 +269,7 @@ GPU_JSON: tuple[tuple[str, str], ...] = (
     ("vfs", "gpu"),
     ("vf_drivers", "gpu"),
     ("guest_vf", "gpu"),
+    ("integrated", "gpu"),
     ("link", "gpu"),
     ("drm", "gpu"),
     ("uuid", "gpu"),
@@ -307,6 +313,7 @@ V1_IN_SOURCES: dict[str, tuple[str, Callable[[dict[str, str]], bool | None]]] = 
     ),
     "vgpu_capability": ("nvidia", _vgpu_capability),
     "nvml_answered": ("nvidia", lambda s: s.get("product") == "nvml"),
+    "cuda_answered": ("nvidia", lambda s: s.get("product") == "cuda"),
 }
 
 

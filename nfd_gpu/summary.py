@@ -64,7 +64,8 @@ def _counts(snap: Snapshot) -> dict[str, str]:
 
 
 def _architecture(snap: Snapshot) -> dict[str, str]:
-    """``family``, ``memory-mib``, ``compute.*``, ``amd.gfx``, ``compute-units``."""
+    """``family``, ``memory-mib``, ``compute.*``, ``amd.gfx``, ``compute-units``,
+    ``integrated``."""
     gpus = snap.gpus
     out: dict[str, str] = {}
     # different vendors never share a family: mixed, even when one of them is unknown
@@ -85,6 +86,8 @@ def _architecture(snap: Snapshot) -> dict[str, str]:
     units = _min_known(gpus, lambda g: g.compute_units)
     if units is not None:
         out["compute-units"] = str(units)
+    if any(g.integrated for g in gpus):
+        out["integrated"] = "true"
     return out
 
 
@@ -115,7 +118,8 @@ def _modes(snap: Snapshot) -> dict[str, str]:
 
 
 def _nvidia(snap: Snapshot) -> dict[str, str]:
-    """``mig.capable``, ``mig.enabled`` and ``nvidia.cuda.*`` (nodes with NVIDIA GPUs)."""
+    """``mig.capable``, ``mig.enabled``, ``nvidia.cuda.*`` (nodes with NVIDIA GPUs) and
+    ``nvidia.l4t.*`` (a Jetson's)."""
     nv = _vendor_gpus(snap, "nvidia")
     if not nv:
         return {}
@@ -129,6 +133,10 @@ def _nvidia(snap: Snapshot) -> dict[str, str]:
     if cmaj.isdigit() and cmin.isdigit():
         out["nvidia.cuda.major"] = cmaj
         out["nvidia.cuda.minor"] = cmin
+    l4t = snap.driver_versions.get("l4t", "")
+    if l4t and any(g.integrated for g in nv):
+        out["nvidia.l4t.version"] = sanitize_value(l4t)
+        out["nvidia.l4t.major"] = l4t.split(".", 1)[0]
     return out
 
 

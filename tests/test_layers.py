@@ -27,6 +27,7 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
             "nfd_gpu.config",
             "nfd_gpu.settings",
             "nfd_gpu.sinks",
+            "nfd_gpu.inventory",  # reads the cluster through sinks/kubeclient.py
             "nfd_gpu.metrics",
             "nfd_gpu.httpserve",
             "nfd_gpu.capture",
@@ -34,7 +35,7 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
         ),
         False,
     ),
-    (("nfd_gpu.scan",), True),
+    (("nfd_gpu.scan", "nfd_gpu.dra"), True),  # dra: the devices DRA drivers would publish
     (("nfd_gpu.discovery", "nfd_gpu.labels", "nfd_gpu.featuremap", "nfd_gpu.rules"), True),
     (("nfd_gpu.summary",), True),  # the node summary that labels and features both read
     (

@@ -29,6 +29,13 @@ def test_committed_table_is_the_generator_output(vendor: str) -> None:
     assert committed == gen.render(vendor), "run: python scripts/gen_tables.py"
 
 
+def test_committed_tegra_table_is_the_generator_output() -> None:
+    gen = _script("gen_tables")
+    committed = (gen.DATA / gen.TEGRA).read_text("utf-8")
+    assert committed == gen.render_tegra(), "run: python scripts/gen_tables.py"
+    assert tables.tegra("tegra234") == ("Orin", 8, 7, "ampere")
+
+
 def test_committed_pci_names_are_the_generator_output() -> None:
     gen = _script("gen_tables")
     committed = (gen.DATA / gen.PCI_NAMES).read_text("utf-8")

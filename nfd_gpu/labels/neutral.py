@@ -46,11 +46,23 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
     LabelDoc("amd.gfx", "e.g. `gfx942` or `mixed`", "AMD ISA target."),
     LabelDoc("compute-units", "integer", "Smallest SM / CU / Xe-core count, when known for all."),
     LabelDoc(
+        "integrated",
+        "`true`",
+        "A GPU is a SoC's (Jetson, IGX; a platform device found from the device tree, not a "
+        "PCI function), sharing the host's memory: its `memory-mib` is the host's `MemTotal` "
+        "(what CUDA answers there), its `nvidia.driver.version` the L4T release under the "
+        '`nvgpu` driver (docs/nvidia.md, "Jetson").',
+    ),
+    LabelDoc(
         "driver",
         "`nvidia` `amdgpu` `i915` `xe` `vfio-pci` `none` `mixed` ...",
         "Kernel driver bound to the GPUs.",
     ),
-    LabelDoc("<vendor>.driver.version", "e.g. `550.54.15`", "Kernel module version."),
+    LabelDoc(
+        "<vendor>.driver.version",
+        "e.g. `550.54.15`",
+        "Kernel module version (`nvgpu`, a Jetson's: the L4T release, `36.4.3`).",
+    ),
     LabelDoc("<vendor>.driver.major", "integer", "Kernel module major version."),
     LabelDoc(
         "mode",
@@ -93,6 +105,13 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "see docs/nvidia.md).",
     ),
     LabelDoc("nvidia.cuda.minor", "integer", "CUDA driver API version minor (as major)."),
+    LabelDoc(
+        "nvidia.l4t.version",
+        "e.g. `36.4.3`",
+        "A Jetson's L4T (Jetson Linux) release, `etc/nv_tegra_release` (`# R36 (release), "
+        "REVISION: 4.3`); JetPack 6 is L4T 36, JetPack 7 is 38 and newer.",
+    ),
+    LabelDoc("nvidia.l4t.major", "integer", "The L4T release's major (`36`)."),
     LabelDoc("sriov.capable", "`true` `false`", "Any GPU PF supports SR-IOV."),
     LabelDoc("sriov.vfs", "integer", "VFs enabled on GPU PFs (when SR-IOV capable)."),
     LabelDoc("interconnect.nvswitch", "`true`", "NVSwitch bridges present."),

@@ -192,7 +192,10 @@ def apply(
         for p in facts.partitions
         if (a := PciAddress.parse(p.parent)) in own
     )
-    with_table = tuple(table_facts(g) if g.vendor == "nvidia" else g for g in gpus)
+    # an integrated GPU's facts are the Tegra table's and CUDA's (nvidia-tegra), not PCI's
+    with_table = tuple(
+        table_facts(g) if g.vendor == "nvidia" and not g.integrated else g for g in gpus
+    )
     merged = merge(with_table, facts)
     if facts.nvml_init_error:
         merged = tuple(_init_failed(g, facts.nvml_init_error) for g in merged)
