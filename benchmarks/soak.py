@@ -88,6 +88,7 @@ def main() -> int:
         for minute in range(args.minutes):
             fault = FAULTS[minute % len(FAULTS)]
             before = dict(api.counts)
+            refused = proxy.refused
             t0 = time.monotonic()
             good = (rules / "mig-ready.yaml").read_bytes()
             if fault == "apiserver restart":
@@ -107,6 +108,8 @@ def main() -> int:
             (rules / "mig-ready.yaml").write_bytes(good)
             time.sleep(max(0.0, 60 - (time.monotonic() - t0)))
             delta = {k: v - before.get(k, 0) for k, v in api.counts.items() if v - before.get(k, 0)}
+            if proxy.refused - refused:  # watch requests the proxy answered 410
+                delta["watch (410 at the proxy)"] = proxy.refused - refused
             per_minute.append((fault, sum(delta.values()), delta))
             print(f"minute {minute + 1:>2} {fault:<20} {sum(delta.values()):>3} requests {delta}",
                   flush=True)  # fmt: skip

@@ -27,6 +27,7 @@ class Proxy:
         self._refusal: tuple[bytes, int] | None = None
         self.connections = 0
         self.down = False  # new connections are closed at once
+        self.refused = 0  # requests answered by the proxy itself (refuse())
         self._stop = threading.Event()
         self._socks: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
@@ -88,6 +89,8 @@ class Proxy:
         if refusal is not None:
             first = client.recv(65536)
             if refusal[0] in first.split(b"\r\n", 1)[0]:
+                with self._lock:
+                    self.refused += 1
                 self._answer(client, refusal[1])
                 return
             upstream = socket.create_connection(self.target)
