@@ -21,19 +21,44 @@ SCHEMA_VERSION = 1
 
 @dataclass(frozen=True, slots=True)
 class PcieLink:
-    """Negotiated (current) and maximum PCIe link of a function."""
+    """Negotiated (current) and maximum PCIe link of a function, and the maximum of the
+    port above it (``port_*``: its upstream bridge; None when it has none, e.g. a root
+    complex integrated endpoint, or in a VM).
+
+    ``gen`` / ``width`` are what the link can do: the lower of both ends' maximum (Linux
+    ``max_link_speed`` / ``max_link_width``, docs/health.md "PCIe link"). The current speed
+    is not a loss: GPUs train their link down to 2.5 GT/s when idle and back up under load.
+    """
 
     current_gen: int | None = None
     current_width: int | None = None
     max_gen: int | None = None
     max_width: int | None = None
+    port_max_gen: int | None = None
+    port_max_width: int | None = None
+
+    @property
+    def gen(self) -> int | None:
+        """The highest generation both ends support."""
+        known = [g for g in (self.max_gen, self.port_max_gen) if g]
+        return min(known) if known else self.current_gen
+
+    @property
+    def width(self) -> int | None:
+        """The widest link both ends support."""
+        known = [w for w in (self.max_width, self.port_max_width) if w]
+        return min(known) if known else self.current_width
+
+    @property
+    def lanes_lost(self) -> int:
+        """Lanes the link trained without (a real loss: a link's width does not idle)."""
+        width = self.width
+        return width - self.current_width if width and self.current_width else 0
 
     @property
     def degraded(self) -> bool:
-        """True when the link trained below what both ends support."""
-        if self.current_gen and self.max_gen and self.current_gen < self.max_gen:
-            return True
-        return bool(self.current_width and self.max_width and self.current_width < self.max_width)
+        """True when the link trained narrower than both ends support."""
+        return self.lanes_lost > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,8 +178,9 @@ class IntelGpu:
     local_memory_bytes: int | None = None  # lmem_total_bytes x tiles (i915), VRAM (xe)
 
 
-# A GPU's health, worst last; "unknown": no health signal could be read (docs/health.md).
-HEALTH_STATES = ("unknown", "ok", "degraded", "failed")
+# A GPU's health, worst last (docs/health.md): "unknown": nothing of the GPU itself could be
+# read; "no-driver": no driver is bound, so nothing can be (neither ok nor failed).
+HEALTH_STATES = ("unknown", "ok", "no-driver", "degraded", "failed")
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
         (
             "nfd_gpu.model",
             "nfd_gpu.health",  # judging the health the model records: a leaf library
+            "nfd_gpu.health_signals",  # the health signal table health.py judges with
             "nfd_gpu.hostroot",
             "nfd_gpu.features",
             "nfd_gpu.tables",

@@ -127,9 +127,14 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "`nps1` `nps2` `nps4` `nps8` or `mixed`",
         "AMD memory partition mode (`current_memory_partition`).",
     ),
-    LabelDoc("pcie.gen", "integer", "Lowest negotiated PCIe generation over the GPUs."),
-    LabelDoc("pcie.width", "integer", "Lowest negotiated PCIe link width over the GPUs."),
-    LabelDoc("pcie.degraded", "`true`", "Some GPU link trained below its maximum."),
+    LabelDoc(
+        "pcie.gen",
+        "integer",
+        "Lowest PCIe generation the GPUs' links can do (the lower of the GPU's and its "
+        "port's maximum; an idle link's lower speed does not change it).",
+    ),
+    LabelDoc("pcie.width", "integer", "Lowest PCIe link width the GPUs' links can do (as above)."),
+    LabelDoc("pcie.degraded", "`true`", "Some GPU link trained narrower than both ends support."),
     LabelDoc("machine", "sanitised DMI product name", "`sys/class/dmi/id/product_name`."),
     LabelDoc(
         "devices.ready",
@@ -153,21 +158,33 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
     LabelDoc("runtime.level-zero", "`true`", "The Level Zero loader `libze_loader.so` found."),
     LabelDoc(
         "health",
-        "`ok` `degraded` `failed`",
+        "`ok` `no-driver` `degraded` `failed`",
         "The worst GPU's health (docs/health.md): `failed` (an uncorrectable memory error, a "
-        "pending row remap or page retirement, a fatal XID, a fatal PCIe error, a GPU not "
-        "answering...), `degraded` (hardware clock slowdown, NVLink down, ...), `ok` (every "
-        "signal read is clear). Omitted when no health signal could be read on any GPU. Per "
-        "GPU: the `gpu.device` attributes `health` and `health.reasons`.",
+        "pending row remap or page retirement, a fatal XID, a fatal PCIe error, a GPU the "
+        "driver has but cannot use, a GPU lost...), `degraded` (hardware clock slowdown, "
+        "NVLink down, ...), `no-driver` (a GPU with no driver bound), `ok` (a signal of the "
+        "GPU itself was read and every signal read is clear). Omitted when nothing of any GPU "
+        "could be read. Per GPU: the `gpu.device` attributes `health` and `health.reasons`.",
     ),
     LabelDoc("health.failed.count", "integer", "GPUs whose health is `failed` (when not 0)."),
     LabelDoc("health.degraded.count", "integer", "GPUs whose health is `degraded` (when not 0)."),
     LabelDoc(
+        "health.no-driver.count",
+        "integer",
+        "GPUs with no driver bound (when not 0): the shipped taint rule does not fire then.",
+    ),
+    LabelDoc(
         "health.lost.count",
         "integer",
-        "GPUs of the agent's first pass that are gone from the node (fell off the bus), "
-        "until they return or the agent restarts; counted in `health.failed.count` "
-        "(agent only; when not 0).",
+        "GPUs of the agent's first complete pass that are gone from the node (fell off the "
+        "bus), until they return or the agent restarts; counted in `health.failed.count` "
+        "(agent only; when not 0). Written, with `health`, even when every GPU is gone.",
+    ),
+    LabelDoc(
+        "health.all-failed",
+        "`true`",
+        "Every GPU of the node is `failed` or lost: none is left to use (what the shipped "
+        "taint rule taints on; docs/health.md).",
     ),
 )
 

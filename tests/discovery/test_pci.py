@@ -109,10 +109,13 @@ def test_attribute_files_used_without_uevent(tmp_path: Path) -> None:
 def test_degraded_link() -> None:
     from nfd_gpu.model import PcieLink
 
-    assert PcieLink(3, 8, 4, 16).degraded
+    assert PcieLink(3, 8, 4, 16).degraded  # lanes lost
     assert PcieLink(4, 8, 4, 16).degraded
     assert not PcieLink(4, 16, 4, 16).degraded
+    assert not PcieLink(1, 16, 4, 16).degraded  # an idle link's speed is no loss
+    assert not PcieLink(4, 8, 4, 16, 4, 8).degraded  # the port has 8 lanes
     assert not PcieLink(None, None, 4, 16).degraded
+    assert (PcieLink(1, 8, 5, 16, 4, 8).gen, PcieLink(1, 8, 5, 16, 4, 8).width) == (4, 8)
 
 
 def _retarget(root: Path, address: str, device: str) -> None:

@@ -99,14 +99,14 @@ def test_b580_on_xe() -> None:
 
 def test_laptop_igpu_and_dgpu() -> None:
     # inxi: UHD (8086:9bc4, i915) + GTX 1660 Ti Mobile (10de:2191, nvidia 515.43.04,
-    # gen 1 x16 of gen 3 x16)
+    # gen 1 x16 of gen 3 x16: the link idles at 2.5 GT/s, which is no loss)
     got = labels("real-laptop-cml-1660ti")
     assert got[f"{G}/count"] == "2"
     assert (got[f"{G}/intel.count"], got[f"{G}/nvidia.count"]) == ("1", "1")
     assert got[f"{G}/family"] == "mixed"  # gen9 and turing
     assert got[f"{G}/nvidia.driver.version"] == "515.43.04"
-    assert (got[f"{G}/pcie.gen"], got[f"{G}/pcie.width"]) == ("1", "16")
-    assert got[f"{G}/pcie.degraded"] == "true"  # 2.5 GT/s of 8 GT/s
+    assert (got[f"{G}/pcie.gen"], got[f"{G}/pcie.width"]) == ("3", "16")  # what it can do
+    assert f"{G}/pcie.degraded" not in got  # 2.5 GT/s of 8 GT/s: idle
     by = gpus("real-laptop-cml-1660ti")
     assert by["0000:00:02.0"].family == "gen9"  # type: ignore[attr-defined]
     assert by["0000:01:00.0"].family == "turing"  # type: ignore[attr-defined]

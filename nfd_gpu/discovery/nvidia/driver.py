@@ -202,9 +202,17 @@ def apply(
     return merged, parts, versions
 
 
+DRIVER_NOT_LOADED = "Driver Not Loaded"  # nvmlErrorString(NVML_ERROR_DRIVER_NOT_LOADED)
+
+
 def _init_failed(g: Gpu, why: str) -> Gpu:
+    """The init error on an NVIDIA GPU; bound to ``nvidia``, it is a GPU the driver has and
+    cannot use (``nvml-init-failed``), unless the driver is not loaded yet (NVML's
+    ``Driver Not Loaded``: the driver container is starting; not a fault)."""
     if g.vendor != "nvidia":
         return g
+    if g.driver == "nvidia" and DRIVER_NOT_LOADED not in why:
+        g = dataclasses.replace(g, health=g.health.read(("nvml.init",), (health.INIT_FAILED,)))
     return dataclasses.replace(g, nvidia=dataclasses.replace(g.nvidia, nvml_init_error=why))
 
 
