@@ -19,6 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "nfd_gpu"
 # Highest first: (components, independent). A component is a module or a package prefix;
 # the longest matching component wins.
 LAYERS: list[tuple[tuple[str, ...], bool]] = [
+    (("nfd_gpu.entry",), False),  # the process: signal handlers, then the command line
     (("nfd_gpu.cli",), False),
     (
         (
