@@ -9,7 +9,11 @@ paths) and scanned with the settings the container gets (args, env, ``--root``,
 ``--rules`` from the image, profiles). The labels and the features nfd-gpu publishes must
 equal those of a scan of the full fixture root with the same settings.
 
-Facts a pod cannot have are named in :data:`UNAVAILABLE`, each with the host paths it
+tests/node runs the DaemonSet as a real pod on a real kubelet for a few fixtures; this
+simulation stays for what the real one cannot go to here: every fixture and rendering
+cheaply, NVML in the pod (the nvml overlay's NVIDIA container runtime) and ``/dev``.
+
+Facts a pod cannot have are named in :data:`UNAVAILABLE` (tests/deploy/losses.py), each with the host paths it
 needs, why they are not mounted, and the labels it may cost (docs/install.md says the
 same). For them the test is as strict: the pod's labels must equal a scan of the full
 root with exactly those paths removed, and every entry must matter for some fixture.

@@ -3,7 +3,8 @@
 A fixture under tests/fixtures/sysfs stands for the host: each ``hostPath`` of the
 rendered DaemonSet (``/sys``, ``/proc/driver``, ``/proc/modules``, ``/usr/share``,
 ``/usr/lib``) points at the fixture's copy, or, where the fixture has none of a directory
-every real host has, at an empty directory. Nothing else is touched.
+every real host has, at an empty directory (a missing path of another type stays the
+fixture's, missing, as on such a host). Nothing else is touched.
 
 Also a Helm post-renderer: ``python tests/node/hostpaths.py`` rewrites the documents on
 stdin with the mapping in ``$NFD_GPU_TEST_HOST_PATHS`` (JSON), for ``helm install`` and
@@ -39,7 +40,8 @@ def mapping(fixture: Path, empty: Path, objs: list[dict[str, Any]]) -> dict[str,
                 d.mkdir(parents=True, exist_ok=True)
                 d.chmod(0o755)
                 out[host] = str(d)
-            # other types: left as shipped (the pod shows what the shipped type does)
+            else:  # the fixture's path, missing: the pod shows what the shipped type does
+                out[host] = str(src)
     return out
 
 
