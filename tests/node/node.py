@@ -258,7 +258,9 @@ class Node:
                 f"--kubeconfig={admin}",
                 "--leader-elect=false",
                 "--controllers=daemonset-controller,serviceaccount-controller,"
-                "root-ca-certificate-publisher-controller,garbage-collector-controller",
+                "root-ca-certificate-publisher-controller,garbage-collector-controller,"
+                # removes the not-ready taint the kubelet registers with, once Ready
+                "node-lifecycle-controller",
                 f"--root-ca-file={pki / 'ca.crt'}",
                 f"--service-account-private-key-file={pki / 'sa.key'}",
                 "--bind-address=127.0.0.1",
