@@ -1,6 +1,7 @@
 """Every rendering of deploy/ (kustomize overlays and component subsets, the Helm chart's
 values matrix) starts on any kernel: no hostPath below /proc or /sys, where what exists is
-the running kernel's configuration (/proc/modules only with module support). An absent
+the running kernel's configuration (/proc/modules only with module support), but for the
+ones procfs creates on every kernel (/proc/driver: fs/proc/root.c's proc_root_init). An absent
 typed path fails the kubelet's type check ("hostPath type check failed"); an absent untyped
 one the container runtime's mkdir (procfs and sysfs refuse it): either way the pod never
 starts. /proc and /sys themselves are on every Linux node."""
@@ -16,6 +17,7 @@ from tests.deploy import renderings
 from tests.deploy.test_manifests import OVERLAYS, render
 
 KERNEL_TREES = ("/proc", "/sys")
+ALWAYS_THERE = ("/proc/driver",)
 
 
 def _host_paths(objs: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -31,6 +33,8 @@ def _host_paths(objs: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 def _check(objs: list[dict[str, Any]], where: str) -> None:
     for path, kind in _host_paths(objs):
+        if path.rstrip("/") in ALWAYS_THERE:
+            continue
         below = [t for t in KERNEL_TREES if path.rstrip("/").startswith(t + "/")]
         assert not below, f"{where}: hostPath {path} (type {kind!r}) is below {below[0]}"
 
@@ -68,3 +72,25 @@ def test_scan_copes_without_proc_modules(tmp_path: Path) -> None:
     flags = r.features["flags"]
     assert "xe" in flags["kernel.enabledmodule"]["elements"], flags.get("kernel.enabledmodule")
     assert not flags.get("kernel.loadedmodule", {}).get("elements")
+
+
+def test_loaded_modules_without_proc_modules(tmp_path: Path) -> None:
+    """Without /proc/modules (the pod's view), the loaded modules are those whose
+    /sys/module/<name>/initstate is live; built-in ones (no initstate) are not loaded."""
+    from nfd_gpu.discovery.system import loaded_modules
+    from nfd_gpu.hostroot import HostRoot
+
+    for name, state in (
+        ("nvidia", "live"),
+        ("vfio_pci", "live\n"),
+        ("gone", "going"),
+        ("xe", None),
+    ):
+        d = tmp_path / "sys" / "module" / name
+        d.mkdir(parents=True)
+        if state is not None:
+            (d / "initstate").write_text(state)
+    assert loaded_modules(HostRoot(tmp_path)) == ("nvidia", "vfio_pci")
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "modules").write_text("i915 4096 0 - Live 0x0\n")
+    assert loaded_modules(HostRoot(tmp_path)) == ("i915",)
