@@ -13,10 +13,11 @@ tests/node runs the DaemonSet as a real pod on a real kubelet for a few fixtures
 simulation stays for what the real one cannot go to here: every fixture and rendering
 cheaply, NVML in the pod (the nvml overlay's NVIDIA container runtime) and ``/dev``.
 
-Facts a pod cannot have are named in :data:`UNAVAILABLE` (tests/deploy/losses.py), each with the host paths it
-needs, why they are not mounted, and the labels it may cost (docs/install.md says the
-same). For them the test is as strict: the pod's labels must equal a scan of the full
-root with exactly those paths removed, and every entry must matter for some fixture.
+Facts a pod cannot have are named in :data:`UNAVAILABLE` (tests/deploy/losses.py), each
+with the host paths it needs, why they are not mounted, and the labels it may cost
+(docs/install.md says the same). For them the test is as strict: the pod's labels must
+equal a scan of the full root with exactly those paths removed, and every entry must
+matter for some fixture.
 """
 
 from __future__ import annotations
