@@ -44,7 +44,9 @@ BIN = HERE / "bin"
 BINARIES = (
     "kubelet", "kube-controller-manager", "kube-scheduler", "kube-apiserver", "pause.oci.tar"
 )  # fmt: skip
-HOST_TOOLS = ("containerd", "containerd-shim-runc-v2", "ctr", "runc", "unshare", "nsenter", "ip")
+HOST_TOOLS = (
+    "containerd", "containerd-shim-runc-v2", "ctr", "runc", "unshare", "nsenter", "ip", "iptables"
+)  # fmt: skip
 CNI_DIR = Path("/usr/lib/cni")
 NODE_IP = "10.217.0.1"
 POD_CIDR = "10.244.0.0/24"
