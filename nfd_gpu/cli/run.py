@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import gc
 import os
-import sys
 from typing import Any
 
 import typer
 
+from nfd_gpu.cli.common import say
 from nfd_gpu.cli.options import run_signature
 from nfd_gpu.settings import CONFIG_ENV
 
@@ -24,7 +24,7 @@ run_command.__dict__["__signature__"] = run_signature()
 
 
 def _fail(msg: str) -> int:
-    print(f"nfd-gpu: error: {msg}", file=sys.stderr)
+    say(f"nfd-gpu: error: {msg}", err=True)
     return 2
 
 

@@ -297,6 +297,11 @@ NO_SELECTOR = {
     "health.failed.count": "see `health`",
     "health.degraded.count": "see `health`",
     "health.lost.count": "a lost GPU is in no slice",
+    "health.no-driver.count": "a GPU without its driver is in no driver's slice",
+    "health.all-failed": "a node fact (the taint rule's): node affinity or the taint",
+    "integrated": "no attribute in the drivers' slices (dra-attributes.md): node affinity",
+    "nvidia.l4t.version": "a node fact (the L4T release): node affinity",
+    "nvidia.l4t.major": "as `nvidia.l4t.version`",
 }
 
 # A label some drivers answer and others not: why not (the docs' cells)
