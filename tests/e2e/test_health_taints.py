@@ -151,6 +151,7 @@ def test_agent_started_before_the_driver_catches_a_later_xid_48(
 REAL_FAILURES = {
     "real-rtx3090-rminit": "failed",  # RmInitAdapter failed, No devices were found
     "real-rtx5090-rminit": "failed",  # the same on an RTX 5090 (10de:2b85)
+    "real-titanv-rminit": "failed",  # the same on a Titan V
     "real-rtx5080-xid79": "failed",  # XID 79 (fallen off the bus), then XID 154
     "real-k40m-aer-xid79": "failed",  # Surprise Down on the port above, then XID 79
 }

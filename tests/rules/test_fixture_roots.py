@@ -155,6 +155,7 @@ SHIPPED_EXPECTED: dict[str, dict[str, str]] = {
     # 24 GiB and RTX 5090 32 GiB: medium; RTX 5080 16 GiB: small); health taints are not labels
     "real-rtx3090-rminit": {G + "class": "medium"},
     "real-rtx5090-rminit": {G + "class": "medium"},
+    "real-titanv-rminit": {G + "class": "small"},  # Titan V: 12 GiB
     "real-rtx5080-xid79": {G + "class": "small"},
     # Tesla K40m: 11441 MB (gpu_burn's figure, NVML's total)
     "real-k40m-aer-xid79": {G + "class": "small"},
