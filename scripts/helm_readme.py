@@ -30,7 +30,7 @@ HEAD = """# nfd-gpu Helm chart
 
 ```sh
 kubectl create namespace nfd-gpu
-kubectl label namespace nfd-gpu pod-security.kubernetes.io/enforce=privileged
+kubectl label namespace nfd-gpu pod-security.kubernetes.io/enforce=privileged pod-security.kubernetes.io/warn=privileged pod-security.kubernetes.io/audit=privileged
 helm install nfd-gpu deploy/helm/nfd-gpu -n nfd-gpu
 ```
 
@@ -42,9 +42,12 @@ schemas, with Helm 3 and Helm 4; `tests/e2e/test_helm_lifecycle.py` installs, up
 switches outputs and uninstalls on a real kube-apiserver with both.
 
 The label step is for clusters whose default Pod Security level is stricter than
-`privileged` (the pods' hostPath volumes need it, even read-only). On install and upgrade
-the NOTES warn when NFD's NodeFeature CRD is missing (with the `nodefeature` output) and
-when the namespace's level would keep the pods out. Values the agent would refuse at
+`privileged` (the pods' hostPath volumes need it, even read-only); `warn` and `audit`
+keep applies and upgrades free of the stricter level's warnings. The chart never creates
+its namespace (Helm stores the release there first): with `--create-namespace` Helm makes
+it without labels. On install and upgrade, `--create-namespace` included, the NOTES warn
+when NFD's NodeFeature CRD is missing (with the `nodefeature` output) and when the
+namespace has no Pod Security level or one that would keep the pods out. Values the agent would refuse at
 start fail `helm template`/`helm install` instead of crash-looping: `featureFile.expiry`
 below twice `interval`, a `profileOptions` entry without its profile, and `config` keys
 the chart sets itself (the schema rejects unknown `config` keys).
