@@ -66,7 +66,7 @@ class AgentHealth:
             for g in result.snapshot.gpus
         }
         xids = Counter(self.watcher.counts) if self.watcher is not None else Counter()
-        metrics.health.observe(self.cfg.node_name or "", gpus, xids)
+        metrics.health.observe(gpus, xids)
 
     def stop(self) -> None:
         """The watcher ends after its current wait, or with the process (a daemon thread)."""
