@@ -5,7 +5,7 @@
 # The base image is pinned by digest (python:3.12-slim). Refresh the digest with
 # `docker buildx imagetools inspect python:3.12-slim` (or Renovate) and set both FROMs.
 # Every Python package is installed from image/*.lock with --require-hashes
-# (scripts/lock-image.sh).
+# (image/lock.py, the one locker: tests/test_locks.py checks them against pyproject.toml).
 
 # -- build: a virtual environment with the locked dependencies and nfd-gpu -----------------
 FROM python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea AS build

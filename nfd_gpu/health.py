@@ -14,10 +14,8 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from nfd_gpu.health_signals import BY_REASON, DEGRADED, FAILED, NO_DRIVER, SIGNALS
 from nfd_gpu.model import HEALTH_STATES, Gpu, Health, HealthReason, Snapshot
-
-FAILED = "failed"
-DEGRADED = "degraded"
 
 # XIDs the NVIDIA device plugin does not treat as a GPU fault (application errors: 13
 # graphics engine exception, 31 GPU memory page fault, 43 GPU stopped processing, 45
@@ -28,27 +26,12 @@ DEGRADED = "degraded"
 # needing a GPU reset or node reboot.
 DEFAULT_NONFATAL_XIDS = frozenset({13, 31, 43, 45, 68, 109})
 
-# reason -> severity when its count reaches the threshold (``_threshold`` names which).
-SEVERITY: dict[str, str] = {
-    "not-answering": FAILED,  # NVML: GPU is lost / the GPU's calls fail
-    "ecc-uncorrectable": FAILED,  # NVML volatile uncorrected ECC; AMD RAS ue
-    "retired-pages-pending": FAILED,  # NVML: retired pages wait for a reset
-    "row-remap-pending": FAILED,  # NVML: a row remap waits for a reset
-    "row-remap-failure": FAILED,  # NVML: the remapper ran out of rows
-    "xid": FAILED,  # NVML event: a critical XID not in the non-fatal list
-    "survivability-mode": FAILED,  # xe: the firmware needs a flash
-    "vram-bad-pages-failed": FAILED,  # amdgpu: a bad page could not be reserved
-    "aer-fatal": FAILED,  # PCIe AER fatal errors
-    "vram-bad-pages-pending": DEGRADED,  # amdgpu: a bad page waits to be reserved
-    "correctable": DEGRADED,  # AMD RAS ce (threshold off by default)
-    "aer-nonfatal": DEGRADED,
-    "aer-correctable": DEGRADED,  # (threshold off by default)
-    "clock-hw-slowdown": DEGRADED,  # NVML clock event reasons
-    "clock-hw-thermal": DEGRADED,
-    "clock-power-brake": DEGRADED,
-    "nvlink-down": DEGRADED,
-    "pcie-width": DEGRADED,  # the link trained narrower than both ends support
-}
+# reason -> severity when its count reaches the threshold: made of the signal table
+SEVERITY: dict[str, str] = {s.reason: s.severity for s in SIGNALS}
+# signals of the bus, not of the GPU: they alone never make a GPU ``ok``
+BUS_SIGNALS = frozenset(s.signal for s in SIGNALS if s.source in ("PCI", "the agent"))
+# the state of each severity, worst first (a GPU with none: ``ok`` or ``unknown``)
+_WORST_FIRST = (FAILED, DEGRADED, NO_DRIVER)
 
 
 @dataclass(frozen=True)
@@ -81,19 +64,20 @@ class HealthOptions:
 
 
 def _threshold(reason: str, opts: HealthOptions) -> int:
-    if reason == "ecc-uncorrectable":
+    setting = BY_REASON[reason].threshold
+    if setting == "health_uncorrectable":
         return opts.uncorrectable
-    if reason in ("correctable", "aer-correctable"):
+    if setting == "health_correctable":
         return opts.correctable
     return 1
 
 
 def severity(r: HealthReason, opts: HealthOptions) -> str | None:
     """The severity of a fault read, None when it does not count (under its threshold, a
-    non-fatal XID, a reason this version does not know)."""
+    non-fatal XID). A reason the signal table lacks is ``failed``: never dropped."""
     sev = SEVERITY.get(r.reason)
     if sev is None:
-        return None
+        return FAILED
     if r.reason == "xid":
         return None if r.value in opts.nonfatal_xids else sev
     limit = _threshold(r.reason, opts)
@@ -111,12 +95,10 @@ def judge(h: Health, opts: HealthOptions) -> Health:
         sev = severity(r, opts)
         if sev is not None:
             reasons.append(dataclasses.replace(r, severity=sev))
-    if any(r.severity == FAILED for r in reasons):
-        state = FAILED
-    elif reasons:
-        state = DEGRADED
-    else:
-        state = "ok" if h.signals else "unknown"
+    found = {r.severity for r in reasons}
+    state = next((s for s in _WORST_FIRST if s in found), None)
+    if state is None:  # ok only when the GPU itself (not only its bus) was read
+        state = "ok" if set(h.signals) - BUS_SIGNALS else "unknown"
     return Health(state, tuple(reasons), h.signals)
 
 
@@ -129,6 +111,16 @@ def judge_gpus(snap: Snapshot, opts: HealthOptions) -> Snapshot:
 class _Held:
     health: Health  # the state shown and the faults behind it
     clear: int = 0  # passes in a row the GPU read better than that state
+    relapses: int = 0  # times in a row it got worse again soon after it improved
+    since: int = 0  # passes since the state last changed
+    improved: bool = False  # that change was an improvement (a worse one soon: a relapse)
+
+
+# A fault that recurs is held down: each relapse (worse again within the hold after it
+# improved) doubles the passes it must read clear, up to MAX_BACKOFF times the hold; a
+# GPU that stays ``ok`` for CALM of those holds in a row starts again from one hold.
+MAX_BACKOFF = 8
+CALM = 4
 
 
 class HealthTracker:
@@ -136,7 +128,7 @@ class HealthTracker:
     gets better shows only after ``hold_passes`` passes in a row read at least that good
     (so a fault that toggles keeps its state). A pass that could read nothing (``unknown``)
     neither clears nor changes a held state. Keyed by PCI address. A GPU of the agent's
-    first pass (what the node had at start) that is gone is ``lost``
+    first complete pass (what the node had at start) that is gone is ``lost``
     (``Snapshot.lost_gpus``) until it comes back or the agent restarts; one added later
     and removed again is not."""
 
@@ -145,35 +137,47 @@ class HealthTracker:
         self.watching = False  # an XID watcher runs: its signal is read on NVIDIA GPUs
         self._held: dict[str, _Held] = {}
         self._xids: dict[str, set[int]] = {}  # XIDs seen per GPU address, kept
-        self._boot: set[str] | None = None  # the GPU addresses of the agent's first pass
+        self._boot: set[str] | None = None  # the GPU addresses of the agent's first complete pass
 
     def add_xid(self, address: str, xid: int) -> None:
         """An XID event of the GPU at ``address``: a fault of it until the agent restarts."""
         self._xids.setdefault(address, set()).add(xid)
 
-    def apply(self, snap: Snapshot) -> Snapshot:
-        """The snapshot with the XIDs seen, judged (:func:`judge`), with the held states."""
+    def apply(self, snap: Snapshot, *, complete: bool = True) -> Snapshot:
+        """The snapshot with the XIDs seen, judged (:func:`judge`), with the held states.
+        ``complete``: the pass listed the bus fully; only such a pass sets the boot set."""
         judged = judge_gpus(self._with_xids(snap), self.opts)
         gpus = tuple(self._one(g) for g in judged.gpus)
         # a GPU that is gone keeps its held state and XIDs (a pass that missed it, e.g. an
         # incomplete listing, must not reset them); the memory is one entry per address seen
         present = {g.address for g in gpus}
         if self._boot is None:
+            if not complete:
+                return dataclasses.replace(judged, gpus=gpus)
             self._boot = present
         lost = tuple(sorted(self._boot - present))
         return dataclasses.replace(judged, gpus=gpus, lost_gpus=lost)
 
     def _with_xids(self, snap: Snapshot) -> Snapshot:
-        if not self.watching:
-            return snap
+        """The XIDs seen (kept when the watcher stops); the ``nvml.xid`` signal while it
+        watches."""
+        signals = ("nvml.xid",) if self.watching else ()
         gpus = []
         for g in snap.gpus:
             if g.vendor == "nvidia":
                 xids = sorted(self._xids.get(g.address, ()))
                 faults = tuple(HealthReason("xid", "nvml-events", x) for x in xids)
-                g = dataclasses.replace(g, health=g.health.read(("nvml.xid",), faults))
+                g = dataclasses.replace(g, health=g.health.read(signals, faults))
             gpus.append(g)
         return dataclasses.replace(snap, gpus=tuple(gpus))
+
+    def hold(self, address: str) -> int:
+        """The clear passes the GPU at ``address`` needs before its state improves: the
+        hold, doubled for each recent relapse (up to MAX_BACKOFF holds)."""
+        held = self._held.get(address)
+        relapses = held.relapses if held is not None else 0
+        factor: int = min(1 << relapses, MAX_BACKOFF)
+        return self.opts.hold_passes * factor
 
     def _one(self, g: Gpu) -> Gpu:
         now = g.health
@@ -181,14 +185,24 @@ class HealthTracker:
         if held is None:
             self._held[g.address] = _Held(now)
             return g
-        if now.state != "unknown" and rank(now.state) >= rank(held.health.state):
-            self._held[g.address] = _Held(now)
-            return g
+        held.since += 1
         if now.state == "unknown":
             return dataclasses.replace(g, health=held.health)
+        if rank(now.state) > rank(held.health.state):  # worse: at once
+            hold = self.hold(g.address)
+            relapse = held.improved and held.since <= hold
+            relapses = min(held.relapses + 1, MAX_BACKOFF) if relapse else held.relapses
+            self._held[g.address] = _Held(now, relapses=relapses)
+            return g
+        if rank(now.state) == rank(held.health.state):
+            # healthy for CALM holds in a row: the backoff starts again from one hold
+            calm = now.state == "ok" and held.since > CALM * self.hold(g.address)
+            relapses = 0 if calm else held.relapses
+            self._held[g.address] = _Held(now, 0, relapses, held.since, held.improved)
+            return g
         held.clear += 1
-        if held.clear >= self.opts.hold_passes:
-            self._held[g.address] = _Held(now)
+        if held.clear >= self.hold(g.address):
+            self._held[g.address] = _Held(now, relapses=held.relapses, improved=True)
             return g
         kept = Health(held.health.state, held.health.reasons, now.signals)
         return dataclasses.replace(g, health=kept)

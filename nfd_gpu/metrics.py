@@ -263,12 +263,12 @@ class HealthMetrics:
     label: the scrape's relabeling adds it (one of the agent's own would become
     ``exported_node``)."""
 
-    STATES = ("ok", "degraded", "failed", "unknown")
+    STATES = ("ok", "no-driver", "degraded", "failed", "unknown")
 
     def __init__(self, pc: Any, r: Any) -> None:
         self.state = pc.Gauge(
             "nfd_gpu_gpu_health",
-            "GPU health by PCI address: 1 for its state (ok, degraded, failed, unknown)",
+            "GPU health by PCI address: 1 for its state (ok, no-driver, degraded, failed, unknown)",
             ["gpu", "state"],
             registry=r,
         )
@@ -284,16 +284,17 @@ class HealthMetrics:
             ["xid"],
             registry=r,
         )
-        self._xid_seen: dict[int, int] = {}
+        self._xid_seen: dict[str, int] = {}
         self._reasons: set[tuple[str, ...]] = set()
         self._gpus: set[str] = set()
 
     def observe(
         self,
         gpus: Mapping[str, tuple[str, set[tuple[str, str]]]],
-        xids: Mapping[int, int],
+        xids: Mapping[str, int],
     ) -> None:
-        """``gpus``: address -> (state, {(reason, source)}); ``xids``: counts since start."""
+        """``gpus``: address -> (state, {(reason, source)}); ``xids``: counts since start,
+        keyed by the bounded XID label value (``nfd_gpu.health_signals.xid_key``)."""
         keys = set(gpus)
         for gone in self._gpus - keys:
             for st in self.STATES:
@@ -312,7 +313,7 @@ class HealthMetrics:
         for code, n in xids.items():
             delta = n - self._xid_seen.get(code, 0)
             if delta > 0:
-                self.xids.labels(xid=str(code)).inc(delta)
+                self.xids.labels(xid=code).inc(delta)
                 self._xid_seen[code] = n
 
 

@@ -21,19 +21,44 @@ SCHEMA_VERSION = 1
 
 @dataclass(frozen=True, slots=True)
 class PcieLink:
-    """Negotiated (current) and maximum PCIe link of a function."""
+    """Negotiated (current) and maximum PCIe link of a function, and the maximum of the
+    port above it (``port_*``: its upstream bridge; None when it has none, e.g. a root
+    complex integrated endpoint, or in a VM).
+
+    ``gen`` / ``width`` are what the link can do: the lower of both ends' maximum (Linux
+    ``max_link_speed`` / ``max_link_width``, docs/health.md "PCIe link"). The current speed
+    is not a loss: GPUs train their link down to 2.5 GT/s when idle and back up under load.
+    """
 
     current_gen: int | None = None
     current_width: int | None = None
     max_gen: int | None = None
     max_width: int | None = None
+    port_max_gen: int | None = None
+    port_max_width: int | None = None
+
+    @property
+    def gen(self) -> int | None:
+        """The highest generation both ends support."""
+        known = [g for g in (self.max_gen, self.port_max_gen) if g]
+        return min(known) if known else self.current_gen
+
+    @property
+    def width(self) -> int | None:
+        """The widest link both ends support."""
+        known = [w for w in (self.max_width, self.port_max_width) if w]
+        return min(known) if known else self.current_width
+
+    @property
+    def lanes_lost(self) -> int:
+        """Lanes the link trained without (a real loss: a link's width does not idle)."""
+        width = self.width
+        return width - self.current_width if width and self.current_width else 0
 
     @property
     def degraded(self) -> bool:
-        """True when the link trained below what both ends support."""
-        if self.current_gen and self.max_gen and self.current_gen < self.max_gen:
-            return True
-        return bool(self.current_width and self.max_width and self.current_width < self.max_width)
+        """True when the link trained narrower than both ends support."""
+        return self.lanes_lost > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +83,7 @@ class PciDevice:
     drm: tuple[str, ...] = ()  # DRM nodes below the device: card0, renderD128
     iommu_type: str | None = None  # iommu_group/type (DMA, DMA-FQ, identity, ...)
     intel_iommu_version: str | None = None  # iommu/intel-iommu/version
-    # (BAR index, size in bytes, flags) from ``resource``, for functions bound to vfio-pci
+    # (BAR index, size in bytes, flags) from ``resource``, for functions bound to a VFIO driver
     bars: tuple[tuple[int, int, int], ...] = ()
     # NFD pci.device attributes kept as NFD reads them where the typed fields could not
     # hold them: a malformed class/vendor/device, a negative sriov_totalvfs
@@ -121,6 +146,9 @@ class NvidiaGpu:
     # NVML answered for this GPU in this pass, its name included (GFD sees a GPU only so);
     # False where its facts are procfs's or a stale NVML pass's, or no driver knows it
     nvml_answered: bool = False
+    # CUDA (libcuda, or its recording) answered for this integrated GPU, its name included:
+    # GFD's tegra strategy sees it only so
+    cuda_answered: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +178,9 @@ class IntelGpu:
     local_memory_bytes: int | None = None  # lmem_total_bytes x tiles (i915), VRAM (xe)
 
 
-# A GPU's health, worst last; "unknown": no health signal could be read (docs/health.md).
-HEALTH_STATES = ("unknown", "ok", "degraded", "failed")
+# A GPU's health, worst last (docs/health.md): "unknown": nothing of the GPU itself could be
+# read; "no-driver": no driver is bound, so nothing can be (neither ok nor failed).
+HEALTH_STATES = ("unknown", "ok", "no-driver", "degraded", "failed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +243,8 @@ class Gpu:
     vfs: tuple[str, ...] = ()
     vf_drivers: tuple[str, ...] = ()  # sorted distinct drivers bound to the VFs
     guest_vf: bool = False  # a VF or vGPU seen inside a VM
+    # a SoC's GPU (Jetson, IGX): a platform device, not a PCI function, sharing host memory
+    integrated: bool = False
     link: PcieLink | None = None
     drm: tuple[str, ...] = ()
     uuid: str | None = None
@@ -264,6 +295,7 @@ GPU_JSON: tuple[tuple[str, str], ...] = (
     ("vfs", "gpu"),
     ("vf_drivers", "gpu"),
     ("guest_vf", "gpu"),
+    ("integrated", "gpu"),
     ("link", "gpu"),
     ("drm", "gpu"),
     ("uuid", "gpu"),
@@ -307,6 +339,7 @@ V1_IN_SOURCES: dict[str, tuple[str, Callable[[dict[str, str]], bool | None]]] = 
     ),
     "vgpu_capability": ("nvidia", _vgpu_capability),
     "nvml_answered": ("nvidia", lambda s: s.get("product") == "nvml"),
+    "cuda_answered": ("nvidia", lambda s: s.get("product") == "cuda"),
 }
 
 

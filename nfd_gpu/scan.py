@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -155,7 +156,7 @@ def run_scan(
     finally:
         host.close()
     if isinstance(health, HealthTracker):
-        snap = health.apply(snap)
+        snap = health.apply(snap, complete=not host.errors)
     else:
         snap = judge_gpus(snap, health or HealthOptions())
     labels, warnings = label(snap, profiles, namespace, nvidia_options, profile_options)
@@ -169,11 +170,11 @@ def run_scan(
     if rules is not None:
         from nfd_gpu.rules import evaluate  # lazy: as above
 
-        if rule_outputs is None:
-            out = evaluate(rules, feats)
-        else:
-            out = rule_outputs.output(rules, feats, evaluate)
-        labels.update(out.labels)  # rule labels override built-in ones, as in nfd-master
+        # nfd-gpu's own health and counts are refused (rule named); the rest override
+        # built-in labels, as in nfd-master
+        own = functools.partial(evaluate, own_ns=namespace)
+        out = own(rules, feats) if rule_outputs is None else rule_outputs.output(rules, feats, own)
+        labels.update(out.labels)
         rule_errors = [("load", p) for p in rules.problems] + list(out.errors)
         all_warnings += [f"rules: {p}" for p in rules.problems]
         all_warnings += [f"rule {name}: {msg}" for name, msg in out.errors]

@@ -100,10 +100,8 @@ def load_sharing_config(
 
 
 # flags.deviceDiscoveryStrategy values GFD accepts (cmd/gpu-feature-discovery/main.go
-# validateFlags); nfd-gpu finds GPUs as auto / nvml and vfio do (nfd_gpu.labels.nvidia_vfio):
-# tegra (Jetson, CUDA's device list) is refused, never labelled otherwise (docs/migration.md)
+# validateFlags); nfd-gpu finds GPUs as each does (nfd_gpu.labels.nvidia_vfio, nvidia_tegra)
 DISCOVERY_STRATEGIES = ("auto", "nvml", "tegra", "vfio")
-SUPPORTED_DISCOVERY = ("auto", "nvml", "vfio")
 
 
 def _discovery(path: str, flags: dict[str, Any]) -> str:
@@ -111,11 +109,6 @@ def _discovery(path: str, flags: dict[str, Any]) -> str:
     found = flags.get("deviceDiscoveryStrategy", "auto")
     if found not in DISCOVERY_STRATEGIES:
         raise ValueError(f"{path}: flags.deviceDiscoveryStrategy: invalid option {found!r}")
-    if found not in SUPPORTED_DISCOVERY:
-        raise ValueError(
-            f"{path}: flags.deviceDiscoveryStrategy: {found} is not supported (nfd-gpu "
-            "discovers as auto/nvml or vfio; docs/migration.md)"
-        )
     return str(found)
 
 

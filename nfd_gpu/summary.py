@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 
+from nfd_gpu.health_signals import metric_reason
 from nfd_gpu.model import Gpu, HealthReason, Snapshot
 from nfd_gpu.names import NAME_MAX, sanitize_value
 
@@ -64,7 +65,8 @@ def _counts(snap: Snapshot) -> dict[str, str]:
 
 
 def _architecture(snap: Snapshot) -> dict[str, str]:
-    """``family``, ``memory-mib``, ``compute.*``, ``amd.gfx``, ``compute-units``."""
+    """``family``, ``memory-mib``, ``compute.*``, ``amd.gfx``, ``compute-units``,
+    ``integrated``."""
     gpus = snap.gpus
     out: dict[str, str] = {}
     # different vendors never share a family: mixed, even when one of them is unknown
@@ -85,6 +87,8 @@ def _architecture(snap: Snapshot) -> dict[str, str]:
     units = _min_known(gpus, lambda g: g.compute_units)
     if units is not None:
         out["compute-units"] = str(units)
+    if any(g.integrated for g in gpus):
+        out["integrated"] = "true"
     return out
 
 
@@ -115,7 +119,8 @@ def _modes(snap: Snapshot) -> dict[str, str]:
 
 
 def _nvidia(snap: Snapshot) -> dict[str, str]:
-    """``mig.capable``, ``mig.enabled`` and ``nvidia.cuda.*`` (nodes with NVIDIA GPUs)."""
+    """``mig.capable``, ``mig.enabled``, ``nvidia.cuda.*`` (nodes with NVIDIA GPUs) and
+    ``nvidia.l4t.*`` (a Jetson's)."""
     nv = _vendor_gpus(snap, "nvidia")
     if not nv:
         return {}
@@ -129,6 +134,10 @@ def _nvidia(snap: Snapshot) -> dict[str, str]:
     if cmaj.isdigit() and cmin.isdigit():
         out["nvidia.cuda.major"] = cmaj
         out["nvidia.cuda.minor"] = cmin
+    l4t = snap.driver_versions.get("l4t", "")
+    if l4t and any(g.integrated for g in nv):
+        out["nvidia.l4t.version"] = sanitize_value(l4t)
+        out["nvidia.l4t.major"] = l4t.split(".", 1)[0]
     return out
 
 
@@ -182,11 +191,13 @@ def _amd_partition_modes(snap: Snapshot) -> dict[str, str]:
 
 
 def _pcie(snap: Snapshot) -> dict[str, str]:
-    """The lowest negotiated ``pcie.gen`` / ``pcie.width``, ``pcie.degraded``."""
+    """The lowest ``pcie.gen`` / ``pcie.width`` the GPUs' links can do (both ends'
+    maximum: an idle link's lower speed never changes them), ``pcie.degraded`` (a link
+    trained narrower than that)."""
     out: dict[str, str] = {}
     links = [g.link for g in snap.gpus if g.link is not None]
-    gens = [lk.current_gen for lk in links if lk.current_gen]
-    widths = [lk.current_width for lk in links if lk.current_width]
+    gens = [gen for lk in links if (gen := lk.gen)]
+    widths = [width for lk in links if (width := lk.width)]
     if gens:
         out["pcie.gen"] = str(min(gens))
     if widths:
@@ -232,8 +243,9 @@ def _runtime(snap: Snapshot) -> dict[str, str]:
 
 
 def reason_name(r: HealthReason) -> str:
-    """A fault's name in labels, features and metrics: its reason, an XID as ``xid-<code>``."""
-    return f"xid-{r.value}" if r.reason == "xid" else r.reason
+    """A fault's name in labels, features and metrics: its reason, an XID as ``xid-<code>``
+    (``xid-other`` for a code NVIDIA's catalog does not name: nfd_gpu.health_signals)."""
+    return metric_reason(r.reason, r.value)
 
 
 def reason_names(gpu: Gpu) -> list[str]:
@@ -241,23 +253,33 @@ def reason_names(gpu: Gpu) -> list[str]:
     return sorted({reason_name(r) for r in gpu.health.reasons})
 
 
+# the node's health, worst first: the value of ``health`` and the states counted
+_NODE_STATES = ("failed", "degraded", "no-driver", "ok")
+
+
 def _health(snap: Snapshot) -> dict[str, str]:
     """``health`` (the worst GPU's state; none when every GPU is unknown), the counts of
-    ``failed`` / ``degraded`` GPUs (when not 0), ``health.lost.count`` (GPUs of the agent's
-    first pass that are gone, counted as failed); states judged by nfd_gpu.health."""
+    ``failed`` / ``degraded`` GPUs and of GPUs with no driver bound (when not 0),
+    ``health.lost.count`` (GPUs of the agent's first complete pass that are gone, counted
+    as failed), ``health.all-failed`` (every GPU failed or lost); states judged by
+    nfd_gpu.health."""
     states = Counter(g.health.state for g in snap.gpus)
     states["failed"] += len(snap.lost_gpus)
-    for state in ("failed", "degraded", "ok"):
-        if states[state]:
-            out = {"health": state}
-            break
-    else:
+    state = next((s for s in _NODE_STATES if states[s]), None)
+    if state is None:
         return {}
+    out = {"health": state}
     for state in ("failed", "degraded"):
         if states[state]:
             out[f"health.{state}.count"] = str(states[state])
+    # GPUs with no driver bound, whatever their state (an AER error may fail one)
+    unbound = sum(1 for g in snap.gpus if any(r.reason == "no-driver" for r in g.health.reasons))
+    if unbound:
+        out["health.no-driver.count"] = str(unbound)
     if snap.lost_gpus:
         out["health.lost.count"] = str(len(snap.lost_gpus))
+    if states["failed"] == len(snap.gpus) + len(snap.lost_gpus):
+        out["health.all-failed"] = "true"  # no GPU of the node is left to use
     return out
 
 
@@ -280,9 +302,10 @@ SUMMARISERS: tuple[Callable[[Snapshot], dict[str, str]], ...] = (
 
 
 def node_summary(snap: Snapshot) -> dict[str, str]:
-    """The summary values keyed without namespace. Empty when there is no GPU."""
+    """The summary values keyed without namespace. Empty when there is no GPU; only the
+    health values when every GPU is lost (the taint rule still sees ``health=failed``)."""
     if not snap.gpus:
-        return {}
+        return _health(snap)
     out: dict[str, str] = {}
     for summarise in SUMMARISERS:
         out.update(summarise(snap))

@@ -78,7 +78,7 @@ def _index(vendor: str) -> tuple[list[str], dict[str, list[str]]]:
             continue
         if not header:
             header = [c.strip() for c in line.split("\t")]
-            col = header.index("device_id") if "device_id" in header else len(header)
+            col = header.index("device_id") if "device_id" in header else 0  # tegra: soc
             continue
         cells = line.split("\t", col + 1)
         dev = cells[col].strip().lower() if col < len(cells) else ""
@@ -161,3 +161,16 @@ def lookup(
         if r.revision == "*":
             return r
     return rows[0]
+
+
+@functools.cache
+def tegra(soc: str) -> tuple[str, int, int, str] | None:
+    """An NVIDIA SoC's integrated GPU (``data/tegra.tsv``, by the device-tree compatible
+    ``nvidia,<soc>``): (CUDA device name, compute major, minor, family); None if unknown."""
+    header, by_id = _index("tegra")
+    lines = by_id.get(soc.lower())
+    if not lines:
+        return None
+    cells = dict(zip(header, lines[0].split("\t"), strict=False))
+    major, minor = int(cells["compute_major"]), int(cells["compute_minor"])
+    return cells.get("name", "").strip(), major, minor, cells.get("family", "").strip()

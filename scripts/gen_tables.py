@@ -8,7 +8,10 @@ tests/data/ids/README.md; scripts/ids_extract.py refreshes the extracted ones).
   which wins where both name a device), keyed by device id and, where the driver names a
   subsystem, subsystem vendor:device. Chip = the pci.ids chip code (GA102, GB202, ...); compute
   capability per chip = the CUDA table's value for the driver products of that chip; family
-  from the compute capability as GFD's getArchFamily does.
+  from the compute capability as GFD's getArchFamily does, else from the chip code's prefix
+  (nvidia-chip-architectures.tsv). Every pci.ids id with a chip code gets a row (its name left
+  to pci.ids where no list names it). Memory and SM count: curated, else Wikipedia's list
+  (nvidia-wikipedia.tsv) where all its rows of the product give one value.
 * AMD: libdrm's amdgpu.ids names by device id and revision; chip by the kernel's pciidlist, else
   the pci.ids code name; gfx target and family per chip (amd-chips.tsv).
 * Intel: device id -> platform from the kernel's pciids.h (Gen9 and newer), name from
@@ -24,6 +27,7 @@ citing its sources), which also keep the devices the lists lack.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import re
@@ -86,11 +90,24 @@ def nvidia_names() -> dict[tuple[str, str], tuple[str, str]]:
 
 
 def chip_code(pci_name: str) -> str:
-    """``GA102GL [A40]`` -> ``GA102``; ``GB20B [GB10]`` -> ``GB20B``; else empty."""
-    m = re.match(r"((?:GM|GP|GV|TU|GA|AD|GH|GB|GR)\d{2,3})([A-Z]*)", pci_name)
+    """``GA102GL [A40]`` -> ``GA102``; ``GB20B [GB10]`` -> ``GB20B``; ``G92 [...]`` -> ``G92``;
+    else empty (NV4x and older, chipsets)."""
+    m = re.match(r"((?:GM|GP|GV|TU|GA|AD|GH|GB|GR|GK|GF|GT)\d{2,3}|G[89]\d)([A-Z]*)", pci_name)
     if not m:
         return ""
     return m.group(1) + ("B" if m.group(2) in ("B", "BGL", "BM") else "")
+
+
+@functools.cache
+def _chip_prefixes() -> tuple[tuple[str, str], ...]:
+    rows = tsv("nvidia-chip-architectures.tsv")
+    return tuple(sorted(((r["prefix"], r["family"]) for r in rows), key=lambda t: -len(t[0])))
+
+
+def chip_family(chip: str) -> str:
+    """The architecture (family label value) of a chip code, from its prefix
+    (nvidia-chip-architectures.tsv: GA -> ampere, GK -> kepler); empty for none."""
+    return next((fam for pre, fam in _chip_prefixes() if chip.startswith(pre)), "")
 
 
 def _norm(name: str) -> str:
@@ -107,6 +124,18 @@ def cuda_cc(product: str, table: list[Row]) -> str:
         if (p == c or p.startswith(c + " ") or p.startswith(c + "-")) and len(c) > best[1]:
             best = (r["cc"], len(c))
     return best[0]
+
+
+def wikipedia_facts() -> dict[str, tuple[str, str]]:
+    """Product (normalised name) -> (memory MiB, SM count) from Wikipedia's list
+    (nvidia-wikipedia.tsv): each the one value all the list's rows of that name give, else
+    empty (sizes that differ by board, a row without the figure)."""
+    seen: dict[str, tuple[set[str], set[str]]] = {}
+    for r in tsv("nvidia-wikipedia.tsv"):
+        memory, sms = seen.setdefault(_norm(r["model"]), (set(), set()))
+        memory.add(r["memory_mib"])
+        sms.add(r["sm_count"])
+    return {n: tuple(v.pop() if len(v) == 1 else "" for v in vals) for n, vals in seen.items()}  # type: ignore[misc]
 
 
 def chip_ccs(
@@ -146,10 +175,18 @@ def chip_ccs(
     return out
 
 
-NVIDIA_FUNCTION = re.compile(r"Audio|USB|UCSI|NVSwitch|Bridge|SMBus|Serial Bus|Ethernet|NVLink")
+NVIDIA_FUNCTION = re.compile(
+    r"Audio|USB|UCSI|NVSwitch|[Bb]ridge|PCIe host|SMBus|Serial Bus|Ethernet|NVLink"
+)
 NOT_A_PRODUCT = re.compile(
     r"Engineering Sample|\bES\b|ES-A|FAKE|SKU|INT52|CS1|Reserved|\[G[A-Z]\d+"
 )
+
+
+def nvidia_chip_gpus(pci: dict[str, str]) -> dict[str, str]:
+    """pci.ids devices whose name begins with a GPU chip code of any architecture (Tesla's
+    G80 on) and that are GPUs: every one the table gives a family, by the code's prefix."""
+    return {d: n for d, n in pci.items() if chip_code(n) and not NVIDIA_FUNCTION.search(n)}
 
 
 def nvidia_pci_gpus(pci: dict[str, str]) -> dict[str, str]:
@@ -169,16 +206,48 @@ def pci_only_product(name: str) -> bool:
 def nvidia_rows(curated: list[Row]) -> list[Row]:
     names, pci = nvidia_names(), pciids("10de")
     ccs = chip_ccs(names, pci)
+    wiki = wikipedia_facts()
     cur = {(r["device_id"], r.get("subsystem") or "*"): r for r in curated}
     # Products the driver lists do not name (Tesla P4, GRID M10, ...): pci.ids names them
     extra = {d for d, n in nvidia_pci_gpus(pci).items() if pci_only_product(n)}
-    devices = sorted({d for d, _ in names} | {d for d, _ in cur} | extra)
+    named = {d for d, _ in names} | {d for d, _ in cur} | extra
+    # ids no list names (a chip code only, a sample, an older architecture): a row for the
+    # facts their chip gives (family, compute capability), the name left to pci.ids
+    devices = sorted(named | set(nvidia_chip_gpus(pci)))
     rows: list[Row] = []
     for dev in devices:
         subs = sorted(s for d, s in names if d == dev and s != "*")
         for sub in ["*", *subs]:
             rows.append(_nvidia_row(dev, sub, names, pci, ccs, cur))
+            if dev in named:
+                if not MOBILE_CHIP.match(pci.get(dev, "")):
+                    _wikipedia_fill(rows[-1], wiki)
+            else:
+                rows[-1]["name"] = ""
+                rows[-1]["source"] = rows[-1]["source"].replace(
+                    "name: pci.ids (not in the driver's lists)", "name: pci.ids at run time"
+                )
     return rows
+
+
+# a mobile chip (TU116M): the driver may name it as the desktop product ("GeForce GTX 1660 Ti"),
+# whose figures in the list are the desktop board's
+MOBILE_CHIP = re.compile(r"[A-Z]+\d+[A-Z]*M\b")
+
+
+def _wikipedia_fill(row: Row, wiki: dict[str, tuple[str, str]]) -> None:
+    """Memory and SM count Wikipedia's list gives the row's product, where no curated
+    value is (a curated one is what NVML reported, or a count the sources agree on)."""
+    memory, sms = wiki.get(_norm(row["name"]), ("", ""))
+    used = []
+    if memory and not row["memory_mib"]:
+        row["memory_mib"] = memory
+        used.append("memory")
+    if sms and not row["sm_count"]:
+        row["sm_count"] = sms
+        used.append("SM count")
+    if used:
+        row["source"] += f"; {' and '.join(used)}: Wikipedia's list (nvidia-wikipedia.tsv)"
 
 
 def _nvidia_generic_name(
@@ -221,7 +290,11 @@ def _nvidia_row(
     if c.get("source") and sub == "*":
         notes.append("curated: " + c["source"])
     major, minor = cc.split(".") if cc else (c.get("compute_major", ""), c.get("compute_minor", ""))
-    family = arch_family(cc) if cc else c.get("family", "")
+    family = arch_family(cc) if cc else chip_family(chip) or c.get("family", "")
+    if cc and chip_family(chip) not in ("", family):
+        raise SystemExit(f"{dev}: chip {chip} is {chip_family(chip)} by its prefix, CC {cc}")
+    if not cc and chip_family(chip):
+        notes.append("family: chip prefix (nvidia-chip-architectures.tsv)")
     return {
         "device_id": dev,
         "subsystem": sub,
@@ -414,6 +487,28 @@ HEADERS = {
 
 
 PCI_NAMES = "nvidia-pci-names.tsv"
+TEGRA = "tegra.tsv"
+
+
+def render_tegra() -> str:
+    """nfd_gpu/data/tegra.tsv: each NVIDIA SoC's integrated GPU (tegra-socs.tsv): its CUDA
+    name, compute capability and family (GFD's getArchFamily of the cc; the architecture
+    NVIDIA names where GFD has none, 11.x)."""
+    lines = []
+    for r in tsv("tegra-socs.tsv"):
+        gfd = arch_family(r["cc"])
+        if gfd and gfd != r["architecture"]:
+            raise ValueError(
+                f"tegra-socs.tsv {r['soc']}: {r['architecture']} but cc {r['cc']} is {gfd}"
+            )
+        major, minor = r["cc"].split(".")
+        lines.append("\t".join([r["soc"], r["cuda_name"], major, minor, r["architecture"]]))
+    return (
+        "# NVIDIA SoC (device-tree compatible nvidia,<soc>) -> its integrated GPU.\n"
+        "# GENERATED by scripts/gen_tables.py from tests/data/ids/tegra-socs.tsv (see its header"
+        " for the sources): do not edit.\nsoc\tname\tcompute_major\tcompute_minor\tfamily\n"
+        + "".join(ln + "\n" for ln in lines)
+    )
 
 
 def render_pci_names() -> str:
@@ -439,7 +534,8 @@ def main(argv: list[str]) -> int:
     check = "--check" in argv
     stale = []
     outputs = [(render(v), DATA / f"{v}.tsv") for v in ("nvidia", "amd", "intel")]
-    for text, path in [*outputs, (render_pci_names(), DATA / PCI_NAMES)]:
+    extra = [(render_pci_names(), DATA / PCI_NAMES), (render_tegra(), DATA / TEGRA)]
+    for text, path in [*outputs, *extra]:
         if check:
             if path.read_text("utf-8") != text:
                 stale.append(str(path))

@@ -11,7 +11,13 @@ ids of the architectures current drivers support:
 * Intel (8086): ids the kernel's i915 / xe lists (pciids.h) give a Gen9 or newer platform.
 
 Identified = the table has a product name and a family (and, for NVIDIA, a compute
-capability). Every id that is not is printed with the reason.
+capability). Every id that is not is printed with the reason. Then:
+
+* NVIDIA family: of the pci.ids NVIDIA GPU ids above with the chip-code-only ones, and of
+  every id whose name begins with a chip code (any architecture from Tesla's G80 on), how many
+  the table gives a family (from the code's prefix: ids/nvidia-chip-architectures.tsv);
+* fill rate: per vendor, how many named table rows carry a memory size and an SM / CU /
+  Xe-core count.
 
     python scripts/id_coverage.py
 """
@@ -83,6 +89,33 @@ def report(vendor: str) -> tuple[int, int, list[str], list[str]]:
     return total - len(lines), total, lines, apart
 
 
+def nvidia_family(ids: dict[str, str]) -> tuple[int, int, list[str]]:
+    """(with a family, counted, those without) over NVIDIA GPU ids (id -> pci.ids name)."""
+    lacking = [f"  {d}  {n}" for d, n in sorted(ids.items()) if not _family("nvidia", d)]
+    return len(ids) - len(lacking), len(ids), lacking
+
+
+def _family(vendor: str, device: str) -> str | None:
+    info = tables.lookup(vendor, device)
+    return info.family if info else None
+
+
+UNITS = {"nvidia": "sm_count", "amd": "compute_units", "intel": "xe_cores"}
+
+
+def fill_rate(vendor: str) -> str:
+    """Named rows of the vendor's table with a memory size / a unit count."""
+    text = (tables.DATA / f"{vendor}.tsv").read_text("utf-8")
+    lines = [ln.split("\t") for ln in text.splitlines() if ln and not ln.startswith("#")]
+    head, rows = lines[0], [r for r in lines[1:] if r[lines[0].index("name")]]
+    mem = sum(1 for r in rows if r[head.index("memory_mib")])
+    units = sum(1 for r in rows if r[head.index(UNITS[vendor])])
+    return (
+        f"{vendor}: memory {mem}/{len(rows)} = {100 * mem / len(rows):.1f}%, "
+        f"{UNITS[vendor]} {units}/{len(rows)} = {100 * units / len(rows):.1f}%"
+    )
+
+
 def main() -> int:
     print("GPU device ids of pci.ids 2026.10.24 (Debian pci.ids 0.0~2026.10.24-1) identified")
     print("by nfd_gpu/data/*.tsv (product + family, + compute capability for NVIDIA):")
@@ -93,6 +126,17 @@ def main() -> int:
         if apart:
             print(f"  not counted ({len(apart)}):")
             print("\n".join(apart))
+    pci = gen.pciids("10de")
+    for what, ids in (
+        ("Maxwell and newer, chip-code-only ids included", gen.nvidia_pci_gpus(pci)),
+        ("every chip-coded id, G80 on", gen.nvidia_chip_gpus(pci)),
+    ):
+        ok, total, lacking = nvidia_family(ids)
+        print(f"nvidia family, pci.ids GPU ids ({what}): {ok}/{total} = {100 * ok / total:.1f}%")
+        print("\n".join(lacking) if lacking else "  (no exception)")
+    print("fill rate of the named table rows (memory, units):")
+    for vendor in ("nvidia", "amd", "intel"):
+        print("  " + fill_rate(vendor))
     return 0
 
 

@@ -11,10 +11,12 @@ version it was read from. tests/data/ids/README.md records each run.
     python scripts/ids_extract.py intel-pciids pciids.h "strongtz/i915-sriov-dkms 2421d3f ..."
     python scripts/ids_extract.py compute-runtime devices_base.inl "intel/compute-runtime e37c60b"
     python scripts/ids_extract.py pciids pci.ids "Debian pci.ids 0.0~2026.10.24-1"
+    python scripts/ids_extract.py wikipedia-gpus gpu.json "voidful/gpu-info-api gpu-data 03a6b34"
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Callable, Iterable
@@ -74,12 +76,56 @@ def pciids(text: str) -> Iterable[tuple[str, ...]]:
             yield vendor, line[1:5], line[7:].strip()
 
 
+_MEMORY_UNITS = (("Memory Size (GiB)", 1024), ("Memory Size (GB)", 1024), ("Memory Size (MiB)", 1))
+
+
+def _one_number(value: object) -> float | None:
+    """A cell holding one number (``24``, ``"16"``); None for ``"40 or 80"``, ``"2 4"``, ``?``."""
+    text = str(value).strip()
+    return float(text) if re.fullmatch(r"\d+(?:\.\d+)?", text) else None
+
+
+# The list's core config from Pascal on: units joined by ':' then "(SMs) (GPCs)", e.g.
+# RTX 4090 "16384:512 :176:512:128 (128) (11)"
+_CORE_CONFIG = re.compile(r"^[\d: ]+\((\d+)\)\s*\(\d+\)$")
+
+
+def wikipedia_gpus(text: str) -> Iterable[tuple[str, ...]]:
+    """Wikipedia's "List of Nvidia graphics processing units" tables as gpu-info-api's
+    gpu.json holds them: model, code name, memory (MiB; the list's GB are GiB) and SM count
+    (its SM / SMX count column, else the core config's "(SMs) (GPCs)"), each empty unless
+    the row gives exactly one value."""
+    for row in json.loads(text).values():
+        if row.get("Vendor") != "NVIDIA":
+            continue
+        cells = {k: v for k, v in row.items() if v not in (None, "nan", "")}
+        model = next((str(cells[k]) for k in ("Model name", "Model") if k in cells), "")
+        if not model:
+            continue
+        memory = ""
+        for key, mib in _MEMORY_UNITS:
+            if key in cells:
+                size = _one_number(cells[key])
+                memory = str(round(size * mib)) if size else ""
+                break
+        sms = [_one_number(cells[k]) for k in ("SM count", "SMX count") if k in cells]
+        config = _CORE_CONFIG.match(str(cells.get("Core config", "")))
+        sm = str(int(sms[0])) if sms and sms[0] else (config.group(1) if config else "")
+        code = str(cells.get("Code name", "")).replace("\t", " ")
+        yield model.replace("\t", " "), code, memory, sm
+
+
 EXTRACTORS: dict[str, tuple[Callable[[str], Iterable[tuple[str, ...]]], str, str]] = {
     "open-readme": (open_readme, "nvidia-open-readme.tsv", "device_id\tsubsystem\tname"),
     "amdgpu-drv": (amdgpu_drv, "amdgpu-pciidlist.tsv", "device_id\tchip\tflags"),
     "intel-pciids": (intel_pciids, "intel-pciids.tsv", "device_id\tmacro"),
     "compute-runtime": (compute_runtime, "intel-compute-runtime.tsv", "device_id\thwconfig\tname"),
     "pciids": (pciids, "pci.ids.tsv", "vendor\tdevice_id\tname"),
+    "wikipedia-gpus": (
+        wikipedia_gpus,
+        "nvidia-wikipedia.tsv",
+        "model\tcode_name\tmemory_mib\tsm_count",
+    ),
 }
 
 

@@ -7,7 +7,7 @@ Anything else it reports is dead: delete it (a name used only by tests is dead t
 """
 
 # ruff: noqa: B018
-from nfd_gpu import cli, metrics, model, rules, scan
+from nfd_gpu import cli, health_signals, metrics, model, rules, scan
 from nfd_gpu.cli import rules as rules_cli
 from nfd_gpu.discovery.nvidia import replay as nvml_replay
 from nfd_gpu.labels import amd, intel, neutral, nvidia
@@ -52,3 +52,5 @@ nvidia.documented
 model.DataclassInstance
 # click's Option attribute, read by typer's help formatter (run --help names NFD_GPU_*)
 cli.options.TyperOption.show_envvar
+# the signal table's text, read by scripts/health_docs.py into docs/health.md
+health_signals.Signal.meaning

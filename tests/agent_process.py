@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 
 def agent_env(**extra: str) -> dict[str, str]:
@@ -45,3 +47,15 @@ def sigterm(proc: subprocess.Popen[str], timeout: float = 10) -> tuple[str, floa
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=timeout)
     return err, time.monotonic() - sent
+
+
+def console_argv() -> list[str]:
+    """The ``nfd-gpu`` console script pyproject.toml declares, run as pip's wrapper runs it."""
+    m = re.search(
+        r'^nfd-gpu = "([\w.]+):(\w+)"$',
+        (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(),
+        re.M,
+    )
+    assert m, "pyproject.toml: no nfd-gpu console script"
+    mod, fn = m.groups()
+    return [sys.executable, "-c", f"import sys; from {mod} import {fn}; sys.exit({fn}())"]

@@ -133,6 +133,25 @@ def test_config_runs_nfd_gpu_as_non_root(image: dict[str, Any]) -> None:
     assert "nfd-gpu:x:65532:65532:" in passwd
 
 
+def test_entrypoint_handles_sigterm_from_its_first_instruction(image: dict[str, Any]) -> None:
+    """The Entrypoint's ``nfd-gpu`` is the console script pyproject declares, which starts in
+    nfd_gpu/entry.py (SIGTERM handled before the heavy imports: the agent is PID 1)."""
+    env = dict(e.split("=", 1) for e in image["config"]["process"]["env"])
+    found = [
+        d / "nfd-gpu"
+        for d in (image["rootfs"] / p.lstrip("/") for p in env["PATH"].split(":"))
+        if (d / "nfd-gpu").is_file()
+    ]
+    assert found, f"no nfd-gpu on the image's PATH {env['PATH']}"
+    assert "from nfd_gpu.entry import console" in found[0].read_text()
+
+
+def test_rule_engines_import(image: dict[str, Any]) -> None:
+    """google-re2 (InRegexp, the template regex functions) is installed and loads."""
+    p = _in_image(image, "python3", "-c", "import re2; print(re2.search('a+', 'baa').group())")
+    assert (p.returncode, p.stdout) == (0, "aa\n"), p.stderr
+
+
 # What nfd-gpu never runs: build tools, pip, shells, package
 # managers, perl, the setuid programs' names.
 NOT_IN_IMAGE = (

@@ -19,6 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "nfd_gpu"
 # Highest first: (components, independent). A component is a module or a package prefix;
 # the longest matching component wins.
 LAYERS: list[tuple[tuple[str, ...], bool]] = [
+    (("nfd_gpu.entry",), False),  # the process: signal handlers, then the command line
     (("nfd_gpu.cli",), False),
     (
         (
@@ -26,19 +27,21 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
             "nfd_gpu.config",
             "nfd_gpu.settings",
             "nfd_gpu.sinks",
+            "nfd_gpu.inventory",  # reads the cluster through sinks/kubeclient.py
             "nfd_gpu.metrics",
             "nfd_gpu.capture",
             "nfd_gpu.sharing_config",
         ),
         False,
     ),
-    (("nfd_gpu.scan",), True),
+    (("nfd_gpu.scan", "nfd_gpu.dra"), True),  # dra: the devices DRA drivers would publish
     (("nfd_gpu.discovery", "nfd_gpu.labels", "nfd_gpu.featuremap", "nfd_gpu.rules"), True),
     (("nfd_gpu.summary",), True),  # the node summary that labels and features both read
     (
         (
             "nfd_gpu.model",
             "nfd_gpu.health",  # judging the health the model records: a leaf library
+            "nfd_gpu.health_signals",  # the health signal table health.py judges with
             "nfd_gpu.hostroot",
             "nfd_gpu.features",
             "nfd_gpu.tables",

@@ -29,6 +29,13 @@ def test_committed_table_is_the_generator_output(vendor: str) -> None:
     assert committed == gen.render(vendor), "run: python scripts/gen_tables.py"
 
 
+def test_committed_tegra_table_is_the_generator_output() -> None:
+    gen = _script("gen_tables")
+    committed = (gen.DATA / gen.TEGRA).read_text("utf-8")
+    assert committed == gen.render_tegra(), "run: python scripts/gen_tables.py"
+    assert tables.tegra("tegra234") == ("Orin", 8, 7, "ampere")
+
+
 def test_committed_pci_names_are_the_generator_output() -> None:
     gen = _script("gen_tables")
     committed = (gen.DATA / gen.PCI_NAMES).read_text("utf-8")
@@ -88,3 +95,54 @@ def test_amd_gfx_targets() -> None:
     for (device, rev), gfx in cases.items():
         info = tables.lookup("amd", device, rev)
         assert info is not None and info.gfx == gfx, device
+
+
+@pytest.mark.parametrize(
+    ("device", "family"),
+    [
+        ("2080", "ampere"),  # GA100, a chip code only
+        ("1e3c", "turing"),  # TU102GL
+        ("2302", "hopper"),  # GH100
+        ("2900", "blackwell"),  # GB100 [Reserved Dev ID A]
+        ("29bc", "blackwell"),  # GB102 [B100]: no CUDA-table product on its chip
+        ("2b00", "blackwell"),  # GB10B [Jetson AGX Thor]
+        ("1004", "kepler"),  # GK110 [GeForce GTX 780]: no current driver lists it
+        ("100c", "kepler"),  # GK110B [GeForce GTX TITAN Black]
+        ("06c0", "fermi"),  # GF100 [GeForce GTX 480]
+        ("05e2", "tesla"),  # GT200 [GeForce GTX 260]
+    ],
+)
+def test_nvidia_family_from_the_chip_code(device: str, family: str) -> None:
+    info = tables.lookup("nvidia", device)
+    assert info is not None and info.family == family
+
+
+def test_every_chip_coded_nvidia_id_has_its_chip_prefix_family() -> None:
+    # the chip code's prefix gives the architecture; where the CUDA table gives the chip a
+    # compute capability, GFD's family of it is the same (gen_tables refuses a disagreement)
+    gen = _script("gen_tables")
+    ids = gen.nvidia_chip_gpus(gen.pciids("10de"))
+    assert len(ids) > 1000
+    for dev, name in ids.items():
+        info = tables.lookup("nvidia", dev)
+        assert info is not None, (dev, name)
+        assert info.family == gen.chip_family(gen.chip_code(name)) != "", (dev, name)
+        if info.compute_major is not None:
+            cc = f"{info.compute_major}.{info.compute_minor}"
+            assert gen.arch_family(cc) == info.family, (dev, name, cc)
+
+
+def test_nvidia_memory_and_sms_from_wikipedia_where_one_value() -> None:
+    gen = _script("gen_tables")
+    wiki = gen.wikipedia_facts()
+    assert wiki["gtx 680"] == ("", "8")  # 2 GB and 4 GB boards; 8 SMX
+    assert wiki["gtx 560 ti"][1] == ""  # GF114 (8 SMs) and GF110 (11) boards of one name
+    # the core config's "(SMs) (GPCs)": AD102's 128 of 144 SMs (NVIDIA's Ada whitepaper)
+    assert wiki["rtx 4090"] == ("24576", "128")
+    assert wiki["rtx 3080"] == ("", "")  # 10 GB / 68 SMs and 12 GB / 70 SMs
+    rtx5060 = tables.lookup("nvidia", "2d05")
+    assert rtx5060 is not None and rtx5060.name == "NVIDIA GeForce RTX 5060"
+    assert rtx5060.memory_mib == 8192
+    # a mobile chip the driver names like the desktop board keeps no desktop figure
+    mobile = tables.lookup("nvidia", "2191")  # TU116M, "NVIDIA GeForce GTX 1660 Ti"
+    assert mobile is not None and mobile.memory_mib is None

@@ -187,7 +187,7 @@ class Agent:
             kwargs["rules"] = self._rules.load(rules)
             kwargs["rule_outputs"] = self._rule_outputs
         result = self._scan(self.cfg.root, **kwargs)
-        self.health.after_scan(result)
+        self.health.after_scan(result, self._nvml.status if self._nvml is not None else "none")
         return result
 
     def _nvml_session(self) -> NvmlSession:

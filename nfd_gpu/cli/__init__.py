@@ -1,7 +1,7 @@
-"""``nfd-gpu`` command line: a thin typer layer over scan / snapshot / run / rules.
+"""``nfd-gpu`` command line: a thin typer layer over scan / snapshot / run / inventory / rules.
 
 One command group per module: ``scan.py``, ``capture.py`` (``snapshot``), ``run.py``,
-``rules.py``; their options come from the declaration of the settings
+``inventory.py``, ``rules.py``; their options come from the declaration of the settings
 (``nfd_gpu/settings.py``, through ``options.py``). ``main`` runs a command line; ``console``
 is the ``nfd-gpu`` process (``nfd_gpu.cli:console``, ``python -m nfd_gpu.cli``).
 """
@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from nfd_gpu import __version__
-from nfd_gpu.cli import capture, rules, run, scan
+from nfd_gpu.cli import capture, inventory, rules, run, scan
 from nfd_gpu.cli.options import SettingsCommand
 from nfd_gpu.cli.scan import SCAN_API_VERSION
 
@@ -81,6 +81,7 @@ def version() -> None:
 app.command(cls=SettingsCommand)(scan.scan)
 app.command()(capture.snapshot)
 app.command("run", cls=SettingsCommand)(run.run_command)
+app.command()(inventory.inventory)
 app.command()(version)
 app.add_typer(rules.rules_app, name="rules")
 

@@ -92,8 +92,9 @@ def test(
     rs = _load(rules)
     feats = _features(features, root)
     from nfd_gpu.rules.engine import evaluate  # lazy: the rules engine, not for --help
+    from nfd_gpu.rules.validate import OWN_NS  # lazy: as above
 
-    out = evaluate(rs, feats)
+    out = evaluate(rs, feats, own_ns=OWN_NS)  # nfd-gpu's own labels refused, as by the agent
     for rule, msg in out.errors:
         typer.echo(f"rule {rule}: {msg}", err=True)
     if fmt is OutputFormat.labels:

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 # ``scan --format json`` / ``yaml`` documents: nfd_gpu/data/scan-v1.schema.json.
 SCAN_API_VERSION = "nfd-gpu/v1"
+# ``scan --format dra-preview``: the devices each DRA driver would publish (docs/dra.md)
+DRA_PREVIEW_API_VERSION = "nfd-gpu/dra-preview-v1"
 
 
 class Format(str, enum.Enum):
@@ -26,6 +28,7 @@ class Format(str, enum.Enum):
     json = "json"
     yaml = "yaml"
     table = "table"
+    dra_preview = "dra-preview"
 
 
 def scan(
@@ -111,6 +114,14 @@ def _print(result: "ScanResult", fmt: Format) -> None:
     if not snap.gpus:  # else `--format labels` prints nothing at all: say why
         why = f"no GPU found under {snap.root} ({len(snap.pci)} PCI function(s) read)"
         print(f"nfd-gpu: {why}", file=sys.stderr)
+    if fmt is Format.dra_preview:
+        import json  # lazy: only the JSON formats need it
+
+        from nfd_gpu.dra.preview import preview_document  # lazy: only this format
+
+        preview = {"apiVersion": DRA_PREVIEW_API_VERSION, **preview_document(snap)}
+        typer.echo(json.dumps(preview, indent=2))
+        return
     if fmt is Format.labels:
         for k in sorted(result.labels):
             typer.echo(f"{k}={result.labels[k]}")

@@ -21,12 +21,10 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 
 from nfd_gpu import tables
+from nfd_gpu.discovery.passthrough import is_passthrough_driver
 from nfd_gpu.discovery.pciids import PciIds, marketing_part
 from nfd_gpu.discovery.source import Context, Source, Vendor
 from nfd_gpu.model import Gpu, PciDevice, Snapshot
-
-# Drivers that reserve the device for a VM (any vendor's).
-PASSTHROUGH_DRIVERS = frozenset({"vfio-pci", "pci-stub"})
 
 
 def is_gpu_function(dev: PciDevice, gpu_vendors: Mapping[str, Vendor]) -> bool:
@@ -64,13 +62,13 @@ def classify(
 def gpu_mode(
     vendor: Vendor, driver: str | None, numvfs: int | None, vf_drivers: Iterable[str]
 ) -> str | None:
-    """How the GPU can be used, from driver binding and VF status."""
-    vf_drivers = set(vf_drivers)
-    if driver in PASSTHROUGH_DRIVERS:
+    """How the GPU can be used, from driver binding and VF status (passthrough: any
+    vendor's device on a driver :func:`.passthrough.is_passthrough_driver` names)."""
+    if is_passthrough_driver(driver):
         return "pf-passthrough"
     if driver in vendor.sriov_host_drivers:
         return "vf-passthrough"
-    if numvfs and vf_drivers & PASSTHROUGH_DRIVERS:
+    if numvfs and any(is_passthrough_driver(d) for d in vf_drivers):
         return "vf-passthrough"
     if driver in vendor.drivers:
         return "container"

@@ -4,8 +4,13 @@
   one ``<error name> <count>`` line per error bit and a ``TOTAL_ERR_FATAL`` /
   ``TOTAL_ERR_NONFATAL`` / ``TOTAL_ERR_COR`` line; Linux
   Documentation/ABI/testing/sysfs-bus-pci-devices-aer-stats, since 4.19);
-* the negotiated link width below what both ends support (``PcieLink``; the speed is
-  not a fault: GPUs lower it when idle).
+* the negotiated link width below what both ends support (``PcieLink.lanes_lost``: the
+  GPU's and its upstream port's ``max_link_width``; the speed is not a fault: GPUs lower
+  it when idle);
+* a GPU with no driver bound (no ``driver`` link): ``no-driver``, neither ok nor failed.
+
+Every count is parsed strictly (:func:`parse_count`: ASCII digits, at most 20 of them, a
+64-bit counter); a bad one is a warning naming the file and the signal is not read.
 
 The vendors' own signals are read by their sources (NVML, ``amd/ras.py``,
 ``intel/sysfs.py``); :mod:`nfd_gpu.health` judges them all.
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from nfd_gpu.discovery.pciaddr import PciAddress
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu, HealthReason, Snapshot
@@ -26,12 +32,28 @@ AER_FILES: tuple[tuple[str, str, str], ...] = (
 )
 
 
+MAX_DIGITS = 20  # a 64-bit counter: 18446744073709551615
+
+
+class BadCount(ValueError):
+    """A count that is not 1 to MAX_DIGITS ASCII digits."""
+
+
+def parse_count(text: str) -> int:
+    """A kernel counter: ASCII digits only, at most :data:`MAX_DIGITS` (BadCount else)."""
+    t = text.strip()
+    if not t or len(t) > MAX_DIGITS or not (t.isascii() and t.isdigit()):
+        raise BadCount(f"not a count: {t[:24]!r}")
+    return int(t)
+
+
 def aer_total(text: str, total: str) -> int | None:
-    """The ``TOTAL_...`` count of an AER stats file; None when it has none."""
+    """The ``TOTAL_...`` count of an AER stats file; None when it has none (BadCount when
+    that line's count is not a count)."""
     for line in text.splitlines():
         name, _, count = line.strip().partition(" ")
-        if name == total and count.strip().isdigit():
-            return int(count.strip())
+        if name == total:
+            return parse_count(count)
     return None
 
 
@@ -39,8 +61,13 @@ def _aer(host: HostRoot, g: Gpu) -> Gpu:
     signals: list[str] = []
     faults: list[HealthReason] = []
     for name, total, reason in AER_FILES:
-        text = host.read_text(f"sys/bus/pci/devices/{g.address}/{name}")
-        n = aer_total(text, total) if text is not None else None
+        rel = f"sys/bus/pci/devices/{g.address}/{name}"
+        text = host.read_text(rel)
+        try:
+            n = aer_total(text, total) if text is not None else None
+        except BadCount as exc:
+            host.warn(f"/{rel}: {total}: {exc}")
+            continue
         if n is None:
             continue
         signals.append("sysfs.aer")
@@ -51,17 +78,26 @@ def _aer(host: HostRoot, g: Gpu) -> Gpu:
 
 def _link(g: Gpu) -> Gpu:
     lk = g.link
-    if lk is None or not lk.current_width or not lk.max_width:
+    if lk is None or not lk.current_width or not lk.width:
         return g
-    narrow = lk.current_width < lk.max_width
-    fault = (
-        (HealthReason("pcie-width", "sysfs", lk.max_width - lk.current_width),) if narrow else ()
-    )
+    lost = lk.lanes_lost
+    fault = (HealthReason("pcie-width", "sysfs", lost),) if lost > 0 else ()
     return dataclasses.replace(g, health=g.health.read(("sysfs.pcie-link",), fault))
 
 
+NO_DRIVER = HealthReason("no-driver", "sysfs")
+
+
+def _driver(g: Gpu) -> Gpu:
+    """No driver bound to the GPU's PCI function: the state says so (never ``ok``, never
+    ``failed`` for it). An integrated GPU that is no PCI function (Tegra) has no such link."""
+    if g.driver is not None or PciAddress.parse(g.address) is None:
+        return g
+    return dataclasses.replace(g, health=g.health.read(("sysfs.driver",), (NO_DRIVER,)))
+
+
 def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
-    gpus = tuple(_link(_aer(ctx.host, g)) for g in snap.gpus)
+    gpus = tuple(_driver(_link(_aer(ctx.host, g))) for g in snap.gpus)
     return dataclasses.replace(snap, gpus=gpus)
 
 

@@ -16,6 +16,7 @@ import functools
 import re
 from collections.abc import Collection
 
+from nfd_gpu.discovery.passthrough import is_vfio_driver
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import PciDevice, PcieLink, Snapshot
@@ -44,14 +45,25 @@ def parse_link_speed(text: str | None) -> int | None:
 
 
 def parse_link_width(text: str | None) -> int | None:
-    """Lanes; 0 and values above x32 (e.g. 255 on non-PCIe functions) are unknown."""
-    if not text:
+    """Lanes (ASCII digits); 0 and values above x32 (e.g. 255 on non-PCIe functions) are
+    unknown."""
+    word = (text or "").split()[:1]
+    if not word or len(word[0]) > 3 or not (word[0].isascii() and word[0].isdigit()):
         return None
-    try:
-        w = int(text.split()[0])
-    except (ValueError, IndexError):
-        return None
+    w = int(word[0])
     return w if 1 <= w <= 32 else None
+
+
+def upstream_port(host: HostRoot, base: str) -> str | None:
+    """``sys/bus/pci/devices/<port>`` of the bridge above the function at ``base`` (the
+    parent directory of its ``sys/devices/...`` path), None when the parent is no PCI
+    function (a root bus: a root complex integrated endpoint, or a VM's flat bus)."""
+    target = host.readlink(base)
+    if target is None:
+        return None
+    parent = target.rstrip("/").rsplit("/", 2)
+    name = parent[-2] if len(parent) >= 2 else ""
+    return f"{PCI_DEVICES}/{name}" if _ADDR_RE.match(name) else None
 
 
 _HEX_DIGITS = "0123456789abcdefABCDEF"
@@ -247,11 +259,18 @@ def _with_gpu_attributes(host: HostRoot, base: str, basic: PciDevice) -> PciDevi
     link = None
     cur_speed = host.read_text(f"{base}/current_link_speed")
     if cur_speed is not None:
+        port = upstream_port(host, base)
         link = PcieLink(
             current_gen=parse_link_speed(cur_speed),
             current_width=parse_link_width(host.read_text(f"{base}/current_link_width")),
             max_gen=parse_link_speed(host.read_text(f"{base}/max_link_speed")),
             max_width=parse_link_width(host.read_text(f"{base}/max_link_width")),
+            port_max_gen=parse_link_speed(host.read_text(f"{port}/max_link_speed"))
+            if port
+            else None,
+            port_max_width=parse_link_width(host.read_text(f"{port}/max_link_width"))
+            if port
+            else None,
         )
     drm: tuple[str, ...] = ()
     if basic.class_id[:2] in ("03", "12"):
@@ -264,14 +283,14 @@ def _with_gpu_attributes(host: HostRoot, base: str, basic: PciDevice) -> PciDevi
         physfn=basic.physfn or host.readlink_name(f"{base}/physfn"),
         link=link,
         drm=drm,
-        bars=_bars(host, base) if basic.driver == "vfio-pci" else (),
+        bars=_bars(host, base) if is_vfio_driver(basic.driver) else (),
     )
 
 
 def _bars(host: HostRoot, base: str) -> tuple[tuple[int, int, int], ...]:
     """(index, size in bytes, flags) of the memory windows in the first six lines of
-    ``resource`` (the BARs; Documentation/PCI/sysfs-pci.rst): read for functions bound to
-    vfio-pci only, whose windows are what GFD's vfio strategy reports as memory. A missing
+    ``resource`` (the BARs; Documentation/PCI/sysfs-pci.rst): read for functions bound to a
+    VFIO driver only (GFD's vfio strategy reports those of vfio-pci's as memory). A missing
     file or a line that is not three hex values (a window lost) is a warning."""
     out: list[tuple[int, int, int]] = []
     rel = f"{base}/resource"

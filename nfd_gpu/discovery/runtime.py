@@ -37,6 +37,7 @@ import dataclasses
 import re
 import stat
 
+from nfd_gpu.discovery.passthrough import is_vfio_driver
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import DeviceNode, Gpu, PciDevice, Runtime, Snapshot
@@ -94,10 +95,6 @@ def parse_rocm_version(text: str | None) -> str | None:
 _DRM_NODE = re.compile(r"^(card|renderD)[0-9]+$")
 
 
-def _is_vfio_driver(name: str | None) -> bool:
-    return name is not None and (name == "vfio-pci" or name.endswith(("_vfio_pci", "-vfio-pci")))
-
-
 def _stat(host: HostRoot, rel: str) -> DeviceNode | None:
     st = host.stat(rel)
     if st is None:
@@ -132,7 +129,7 @@ def derived_device_nodes(
     if host.is_dir("sys/class/kfd/kfd"):
         names.append("dev/kfd")
     for d in pci:
-        if _is_vfio_driver(d.driver):
+        if is_vfio_driver(d.driver):
             group = d.iommu_group or _iommu_group(host, d.address, read)
             if group:
                 names.append(f"dev/vfio/{group}")

@@ -16,16 +16,26 @@ def gpu_modules(vendors: Iterable[Vendor]) -> tuple[str, ...]:
 
 
 def loaded_modules(host: HostRoot) -> tuple[str, ...]:
-    """Names of loaded modules from ``proc/modules`` (as NFD's kernel source reads them)."""
+    """Names of loaded modules: ``proc/modules`` (as NFD's kernel source reads it).
+
+    Where that file is not there (a pod mounts ``/proc/driver`` and ``/sys`` only; a kernel
+    without module support has none), the loadable modules whose ``sys/module/<name>/initstate``
+    is ``live`` (Documentation/ABI/testing/sysfs-module): the same set."""
     text = host.read_text("proc/modules")
-    if not text:
-        return ()
+    if text is None:
+        lines = [m for m in host.listdir("sys/module") if _live(host, m)]
+    else:
+        lines = text.splitlines()
     names = set()
-    for line in text.splitlines():
+    for line in lines:
         name = line.split(" ", 1)[0].strip()
         if name and name.replace("_", "").replace("-", "").isalnum():
             names.add(name)
     return tuple(sorted(names))
+
+
+def _live(host: HostRoot, module: str) -> bool:
+    return (host.read_text(f"sys/module/{module}/initstate") or "").strip() == "live"
 
 
 def builtin_modules(

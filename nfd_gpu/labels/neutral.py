@@ -29,8 +29,10 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "architecture or `mixed`",
         # {families}: every value of the vocabulary, filled in by render_docs (reading
         # all model tables at import cost every scan ~20 ms: families.vocabulary)
-        "{families}. From the model table, else derived (NVIDIA: from the compute capability as "
-        "GFD's `getArchFamily`; AMD: from the ISA target). `mixed` when the GPUs' families "
+        "{families}. From the model table (NVIDIA: the compute capability as GFD's "
+        "`getArchFamily`, else the pci.ids chip code's prefix, `GA` ampere, `GK` kepler, for "
+        "every chip-coded id), else derived (NVIDIA: from the compute capability; AMD: from "
+        "the ISA target). `mixed` when the GPUs' families "
         "differ or their vendors do (even with one family unknown); omitted when a "
         "single-vendor node has a GPU of unknown family (`scan` then warns with its ids).",
     ),
@@ -44,17 +46,30 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
     LabelDoc("amd.gfx", "e.g. `gfx942` or `mixed`", "AMD ISA target."),
     LabelDoc("compute-units", "integer", "Smallest SM / CU / Xe-core count, when known for all."),
     LabelDoc(
+        "integrated",
+        "`true`",
+        "A GPU is a SoC's (Jetson, IGX; a platform device found from the device tree, not a "
+        "PCI function), sharing the host's memory: its `memory-mib` is the host's `MemTotal` "
+        "(what CUDA answers there), its `nvidia.driver.version` the L4T release under the "
+        '`nvgpu` driver (docs/nvidia.md, "Jetson").',
+    ),
+    LabelDoc(
         "driver",
         "`nvidia` `amdgpu` `i915` `xe` `vfio-pci` `none` `mixed` ...",
         "Kernel driver bound to the GPUs.",
     ),
-    LabelDoc("<vendor>.driver.version", "e.g. `550.54.15`", "Kernel module version."),
+    LabelDoc(
+        "<vendor>.driver.version",
+        "e.g. `550.54.15`",
+        "Kernel module version (`nvgpu`, a Jetson's: the L4T release, `36.4.3`).",
+    ),
     LabelDoc("<vendor>.driver.major", "integer", "Kernel module major version."),
     LabelDoc(
         "mode",
         "`container` `pf-passthrough` `vf-passthrough` `vgpu-host` `vgpu-guest` `mixed`",
         "How the GPUs can be used: by containers through the vendor driver, passed "
-        "through whole (vfio-pci), or as SR-IOV VFs handed to VMs.",
+        "through whole (`vfio-pci`, a `*_vfio_pci` variant such as Grace's "
+        "`nvgrace_gpu_vfio_pci`, `pci-stub`), or as SR-IOV VFs handed to VMs.",
     ),
     LabelDoc(
         "virtualization",
@@ -90,6 +105,13 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "see docs/nvidia.md).",
     ),
     LabelDoc("nvidia.cuda.minor", "integer", "CUDA driver API version minor (as major)."),
+    LabelDoc(
+        "nvidia.l4t.version",
+        "e.g. `36.4.3`",
+        "A Jetson's L4T (Jetson Linux) release, `etc/nv_tegra_release` (`# R36 (release), "
+        "REVISION: 4.3`); JetPack 6 is L4T 36, JetPack 7 is 38 and newer.",
+    ),
+    LabelDoc("nvidia.l4t.major", "integer", "The L4T release's major (`36`)."),
     LabelDoc("sriov.capable", "`true` `false`", "Any GPU PF supports SR-IOV."),
     LabelDoc("sriov.vfs", "integer", "VFs enabled on GPU PFs (when SR-IOV capable)."),
     LabelDoc("interconnect.nvswitch", "`true`", "NVSwitch bridges present."),
@@ -105,9 +127,14 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "`nps1` `nps2` `nps4` `nps8` or `mixed`",
         "AMD memory partition mode (`current_memory_partition`).",
     ),
-    LabelDoc("pcie.gen", "integer", "Lowest negotiated PCIe generation over the GPUs."),
-    LabelDoc("pcie.width", "integer", "Lowest negotiated PCIe link width over the GPUs."),
-    LabelDoc("pcie.degraded", "`true`", "Some GPU link trained below its maximum."),
+    LabelDoc(
+        "pcie.gen",
+        "integer",
+        "Lowest PCIe generation the GPUs' links can do (the lower of the GPU's and its "
+        "port's maximum; an idle link's lower speed does not change it).",
+    ),
+    LabelDoc("pcie.width", "integer", "Lowest PCIe link width the GPUs' links can do (as above)."),
+    LabelDoc("pcie.degraded", "`true`", "Some GPU link trained narrower than both ends support."),
     LabelDoc("machine", "sanitised DMI product name", "`sys/class/dmi/id/product_name`."),
     LabelDoc(
         "devices.ready",
@@ -131,21 +158,33 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
     LabelDoc("runtime.level-zero", "`true`", "The Level Zero loader `libze_loader.so` found."),
     LabelDoc(
         "health",
-        "`ok` `degraded` `failed`",
+        "`ok` `no-driver` `degraded` `failed`",
         "The worst GPU's health (docs/health.md): `failed` (an uncorrectable memory error, a "
-        "pending row remap or page retirement, a fatal XID, a fatal PCIe error, a GPU not "
-        "answering...), `degraded` (hardware clock slowdown, NVLink down, ...), `ok` (every "
-        "signal read is clear). Omitted when no health signal could be read on any GPU. Per "
-        "GPU: the `gpu.device` attributes `health` and `health.reasons`.",
+        "pending row remap or page retirement, a fatal XID, a fatal PCIe error, a GPU the "
+        "driver has but cannot use, a GPU lost...), `degraded` (hardware clock slowdown, "
+        "NVLink down, ...), `no-driver` (a GPU with no driver bound), `ok` (a signal of the "
+        "GPU itself was read and every signal read is clear). Omitted when nothing of any GPU "
+        "could be read. Per GPU: the `gpu.device` attributes `health` and `health.reasons`.",
     ),
     LabelDoc("health.failed.count", "integer", "GPUs whose health is `failed` (when not 0)."),
     LabelDoc("health.degraded.count", "integer", "GPUs whose health is `degraded` (when not 0)."),
     LabelDoc(
+        "health.no-driver.count",
+        "integer",
+        "GPUs with no driver bound (when not 0): the shipped taint rule does not fire then.",
+    ),
+    LabelDoc(
         "health.lost.count",
         "integer",
-        "GPUs of the agent's first pass that are gone from the node (fell off the bus), "
-        "until they return or the agent restarts; counted in `health.failed.count` "
-        "(agent only; when not 0).",
+        "GPUs of the agent's first complete pass that are gone from the node (fell off the "
+        "bus), until they return or the agent restarts; counted in `health.failed.count` "
+        "(agent only; when not 0). Written, with `health`, even when every GPU is gone.",
+    ),
+    LabelDoc(
+        "health.all-failed",
+        "`true`",
+        "Every GPU of the node is `failed` or lost: none is left to use (what the shipped "
+        "taint rule taints on; docs/health.md).",
     ),
 )
 

@@ -7,7 +7,8 @@ labels are small labelers merged in order (:data:`LABELERS`).
 GPUs: those NVML enumerates (bound to ``nvidia``, answered by NVML). As GFD, nothing is
 emitted when NVML does not answer (no driver, a vfio-only host: GFD exits with
 ``--fail-on-init-error``) or when one NVML GPU fails (a lost GPU fails GFD's pass). GFD's
-``vfio`` strategy (``NvidiaOptions.discovery``): those bound to vfio-pci (:mod:`.nvidia_vfio`).
+``vfio`` strategy (``NvidiaOptions.discovery``): those bound to vfio-pci (:mod:`.nvidia_vfio`);
+``tegra`` (and ``auto`` on a Jetson): the integrated GPU as CUDA answers (:mod:`.nvidia_tegra`).
 
 Product on mixed nodes (GFD ``newGPULabelers``): GFD writes the labels of every model, the
 MIG-enabled models first and the full-GPU models last, so a full GPU's model wins over a
@@ -48,10 +49,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nfd_gpu.families import nvidia_family
-from nfd_gpu.labels import nvidia_vfio
+from nfd_gpu.labels import nvidia_tegra, nvidia_vfio
 from nfd_gpu.labels.nvidia_options import GFD_MIG_STRATEGIES as GFD_MIG_STRATEGIES  # re-exported
 from nfd_gpu.labels.nvidia_options import MIG_STRATEGIES as MIG_STRATEGIES  # re-exported
 from nfd_gpu.labels.nvidia_options import NvidiaOptions as NvidiaOptions  # re-exported
+from nfd_gpu.labels.nvidia_vgpu import vgpu_labels
 from nfd_gpu.labels.profile import LabelDoc, Profile, in_table, table_rows
 from nfd_gpu.model import Gpu, Partition, Snapshot
 
@@ -140,33 +142,6 @@ def clique(gpus: list[Gpu], warnings: list[str] | None = None) -> str | None:
     return None
 
 
-def vgpu_labels(gpus: list[Gpu]) -> dict[str, str] | None:
-    """``vgpu.*`` as GFD's vGPU labeler writes them (``internal/lm/vgpu.go``), from the PCI
-    vendor capability of the NVIDIA GPUs (``gpus``: all of them, any driver, as GFD lists
-    every NVIDIA PCI function).
-
-    Where every NVIDIA function's whole config space was read: ``vgpu.present`` is
-    ``true`` when a GPU carries the vGPU capability, else ``false``; host driver version /
-    branch from the capability, the last vGPU winning. A vGPU capability without its host
-    driver record fails GFD's labelling pass: None (no ``nvidia.com`` label). Where a config
-    space is short (an unprivileged reader gets 64 bytes) GFD writes no ``vgpu.*`` label;
-    nfd-gpu writes none either, except ``vgpu.present=true`` when NVML reports a vGPU guest
-    (virtualization mode VGPU; the value GFD writes when it can read the capability).
-    """
-    out: dict[str, str] = {}
-    if gpus and all(g.nvidia.vgpu_capability is not None for g in gpus):
-        guests = [g for g in gpus if g.nvidia.vgpu_capability and g.mode == "vgpu-guest"]
-        out["vgpu.present"] = "true" if guests else "false"
-        for g in guests:
-            if g.nvidia.vgpu_host_driver_version is None:
-                return None
-            out["vgpu.host-driver-version"] = g.nvidia.vgpu_host_driver_version
-            out["vgpu.host-driver-branch"] = g.nvidia.vgpu_host_driver_branch or ""
-    elif any(g.mode == "vgpu-guest" for g in gpus):
-        out["vgpu.present"] = "true"
-    return out
-
-
 def gfd_gpus(snap: Snapshot, warnings: list[str] | None = None) -> list[Gpu]:
     """The GPUs GFD labels: those bound to the ``nvidia`` driver (NVML's) but a DGX Display
     (:data:`GFD_SKIPPED_NAMES`). Empty when none is, when NVML answered for some GPUs and
@@ -226,6 +201,7 @@ class _LabelerInputs:
     parts: list[Partition]  # the MIG devices of those GPUs
     strategy: str  # the MIG strategy, auto resolved
     bar_memory: dict[str, int] | None = None  # vfio strategy: BAR memory (bytes) by address
+    tegra: bool = False  # tegra strategy: the GPUs are CUDA's (nvidia_tegra)
 
 
 class _Refused(Exception):
@@ -237,7 +213,8 @@ def _timestamp(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
 
 
 def _vgpu(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
-    vgpu = vgpu_labels([g for g in p.snap.gpus if g.vendor == "nvidia"])
+    pci = [g for g in p.snap.gpus if g.vendor == "nvidia" and not g.integrated]
+    vgpu = (nvidia_tegra.vgpu_labels(pci) if p.tegra else None) or vgpu_labels(pci)
     if vgpu is None:
         raise _Refused(
             "a vGPU capability without its host driver record: no nvidia.com labels "
@@ -250,6 +227,8 @@ def _versions(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
     """``cuda.driver*`` (the driver version) and ``cuda.runtime*`` (CUDA driver API)."""
     if p.bar_memory is not None:
         return nvidia_vfio.version_labels()
+    if p.tegra:
+        return nvidia_tegra.version_labels(p.snap.driver_versions.get("cuda", ""))
     driver = p.snap.driver_versions.get("nvidia", "")
     out = _version_labels("cuda.driver", driver, "rev")
     out.update(_version_labels("cuda.driver-version", driver, "revision"))
@@ -383,7 +362,12 @@ def nvidia_labels(
     opts = opts or NvidiaOptions()
     warnings = [] if warnings is None else warnings
     bars = None
-    if opts.discovery == "vfio":
+    tegra = opts.discovery == "tegra" or (
+        opts.discovery == "auto" and nvidia_tegra.is_tegra_host(snap)
+    )
+    if tegra:
+        gpus = nvidia_tegra.cuda_gpus(snap)
+    elif opts.discovery == "vfio":
         try:
             gpus, bars = nvidia_vfio.vfio_gpus(snap)
         except nvidia_vfio.VfioRefused as exc:
@@ -393,7 +377,14 @@ def nvidia_labels(
         gpus = gfd_gpus(snap, warnings)
     labelers = LABELERS
     if not gpus:
-        if bars is None and (opts.fail_on_init_error or nvml_init_error(snap) is None):
+        if tegra and opts.fail_on_init_error:
+            warnings.append("nvidia: tegra strategy: CUDA does not answer: no labels (GFD fails)")
+            return {}
+        if (
+            not tegra
+            and bars is None
+            and (opts.fail_on_init_error or nvml_init_error(snap) is None)
+        ):
             return {}
         # GFD with failOnInitError false (its null resource manager), or vfio without a
         # vfio-pci GPU: only the labelers that need no device (internal/lm/nvml.go:49)
@@ -402,7 +393,7 @@ def nvidia_labels(
     parts = [p for p in snap.partitions if p.kind == "mig" and p.parent in addrs]
     strat = opts.mig_strategy if opts.mig_strategy != "auto" else strategy(gpus, parts)
     model = product_model(gpus) if gpus else ""
-    labelling = _LabelerInputs(snap, opts, gpus, model, parts, strat, bars)
+    labelling = _LabelerInputs(snap, opts, gpus, model, parts, strat, bars, tegra)
     out: dict[str, str] = {}
     try:
         for labeler in labelers:

@@ -31,6 +31,7 @@ class NvidiaOptions:
     # GFD's flags.failOnInitError: False labels a node whose nvmlInit fails with
     # gfd.timestamp and vgpu.* only (GFD's default, True: no label)
     fail_on_init_error: bool = True
-    # GFD's flags.deviceDiscoveryStrategy: auto / nvml (NVML's GPUs) or vfio (GPUs bound to
-    # vfio-pci, from PCI: nfd_gpu.labels.nvidia_vfio)
+    # GFD's flags.deviceDiscoveryStrategy: auto / nvml (NVML's GPUs), vfio (GPUs bound to
+    # vfio-pci, from PCI: nfd_gpu.labels.nvidia_vfio) or tegra (a Jetson's, CUDA's:
+    # nfd_gpu.labels.nvidia_tegra; also auto on a Tegra host)
     discovery: str = "auto"

@@ -33,6 +33,7 @@ from nfd_gpu.rules.validate import (
     check_annotation,
     check_extended_resource,
     check_label,
+    check_not_own,
     check_taint,
 )
 
@@ -359,8 +360,11 @@ def evaluate(
     features: Features,
     *,
     extra_label_ns: Collection[str] = (),
+    own_ns: str | None = None,
 ) -> RuleOutput:
-    """Evaluate every rule like nfd-master does for one node."""
+    """Evaluate every rule like nfd-master does for one node; ``own_ns``: the namespace of
+    nfd-gpu's own labels, whose health and counts no rule may write (an error naming the
+    rule; nfd-master itself has no such check)."""
     feats = _working_copy(features)
     errors: list[tuple[str, str]] = []
     got = _run_rules(rules, feats, errors)
@@ -370,6 +374,8 @@ def evaluate(
         problem = _label_problem(k, v, extra_ns)
         if problem is not None:
             raise ValidationError(problem)
+        if own_ns is not None:
+            check_not_own(k, own_ns)
 
     out_labels = _filtered("label", got.labels, got.label_src, check_label_cached, errors, feats)
     out_ann = _filtered("annotation", got.annotations, got.ann_src, check_annotation, errors, None)

@@ -111,9 +111,12 @@ def parse_version(s: str) -> tuple[int, int, int]:
 def compile_go_regexp(pattern: str) -> Any:
     """Compile a Go regexp with RE2 itself (``google-re2``; cached): matching is linear
     in the input, whatever the pattern (no backtracking), and what RE2 rejects
-    (lookaround, backreferences, ``\\Z``) raises ExpressionError, as NFD does."""
-    import re2  # lazy: the RE2 extension (~6 ms) only for rules with regexps
-
+    (lookaround, backreferences, ``\\Z``) raises ExpressionError, as NFD does; so does an
+    RE2 that cannot load (the rule with the regexp is dropped, not the scan)."""
+    try:
+        import re2  # lazy: the RE2 extension (~6 ms) only for rules with regexps
+    except ImportError as e:
+        raise ExpressionError(f"regexp engine unavailable (google-re2: {e})") from None
     try:
         return re2.compile(pattern, _RE2_OPTIONS())
     except re2.error as e:

@@ -34,6 +34,7 @@ from nfd_gpu.rules.validate import (
     check_annotation,
     check_extended_resource,
     check_label,
+    check_not_own,
     check_taint,
 )
 
@@ -175,6 +176,7 @@ def _check_names(rule: Rule, where: str) -> None:
     for k, v in add_namespace(rule.labels).items():
         try:
             check_label(k, "0" if v.startswith("@") else v)
+            check_not_own(k)
         except ValidationError as e:
             raise _Problem(f"{where}labels", str(e)) from None
     for k, v in add_namespace(rule.annotations).items():

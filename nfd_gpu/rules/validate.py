@@ -70,6 +70,40 @@ def namespace(name: str) -> str:
     return name.rpartition("/")[0]
 
 
+# nfd-gpu's own labels that no rule may write (its health and its counts: a rule writing
+# ``health=ok`` over a failed GPU would hide it from the taint rule). The keys are the
+# neutral profile's health and count keys (tests/rules/test_own_labels.py checks they match
+# docs/labels.md); ``<vendor>`` is one name (a rule's ``intel.datacenter.count`` is its own).
+OWN_NS = f"gpu.{FEATURE_NS}"
+OWN_KEYS = ("count", "<vendor>.count", "product.<product>.count", "mig.<profile>.count",
+            "health", "health.<state>")  # fmt: skip
+
+
+def _own_re(keys: tuple[str, ...]) -> re.Pattern[str]:
+    """The keys as one pattern: ``<vendor>`` one name, any other ``<...>`` one or more."""
+
+    def one(key: str) -> str:
+        parts = re.split(r"(<[^>]+>)", key)
+        return "".join(
+            "[a-z0-9-]+" if p == "<vendor>" else ".+" if p.startswith("<") else re.escape(p)
+            for p in parts
+        )
+
+    return re.compile("^(?:" + "|".join(one(k) for k in keys) + ")$")
+
+
+_OWN_RE = _own_re(OWN_KEYS)
+
+
+def check_not_own(name: str, own_ns: str = OWN_NS) -> None:
+    """A rule may not write nfd-gpu's own health or count labels (:data:`OWN_KEYS`)."""
+    prefix, _, base = name.rpartition("/")
+    if prefix == own_ns and _OWN_RE.match(base):
+        raise ValidationError(
+            f"label {name!r} is nfd-gpu's own (its health and counts): a rule cannot replace it"
+        )
+
+
 def check_namespace(
     name: str, allowed: Collection[str] = NFD_NAMESPACES, extra: Collection[str] = ()
 ) -> None:

@@ -293,9 +293,16 @@ def _reason(e: Any) -> str:
         return str(getattr(e, "reason", ""))
 
 
-def get_raw(api_client: Any, path: str, path_params: dict[str, str], timeout: float) -> bytes:
-    """GET ``path`` through ``api_client`` (its host, TLS, token, proxy) and return the
-    body, undecoded; a non-2xx answer raises ``ApiException`` like the generated APIs do.
+def get_raw(
+    api_client: Any,
+    path: str,
+    path_params: dict[str, str],
+    timeout: float,
+    query: dict[str, str] | None = None,
+) -> bytes:
+    """GET ``path`` (with ``query``) through ``api_client`` (its host, TLS, token, proxy)
+    and return the body, undecoded; a non-2xx answer raises ``ApiException`` like the
+    generated APIs do.
 
     Used for the own Pod instead of ``CoreV1Api.read_namespaced_pod``: kubernetes >= 35
     builds pydantic validators for every method of an API class when its module is
@@ -312,6 +319,7 @@ def get_raw(api_client: Any, path: str, path_params: dict[str, str], timeout: fl
             "GET",
             path,
             path_params=path_params,
+            query_params=list((query or {}).items()),
             header_params=headers,
             auth_settings=["BearerToken"],
         )
@@ -326,7 +334,7 @@ def get_raw(api_client: Any, path: str, path_params: dict[str, str], timeout: fl
         path,
         "GET",
         path_params,
-        [],
+        list((query or {}).items()),
         headers,
         auth_settings=["BearerToken"],
         _return_http_data_only=True,

@@ -41,6 +41,7 @@ NOT_FOR_SCAN = (
     "nfd_gpu.rules",
     "nfd_gpu.agent",
     "nfd_gpu.sinks",
+    "nfd_gpu.inventory",
     "nfd_gpu.metrics",
     "nfd_gpu.config",
     "nfd_gpu.yamlfile",

@@ -143,7 +143,7 @@ def build(fixture: Path, pod: PodSpec, container_root: Path) -> None:
             _copy(src, dst)
         elif m.host_type in ("", "DirectoryOrCreate", "Directory"):
             # The kubelet (or the runtime) creates a missing directory; a real host always
-            # has the "Directory" ones (/sys, /proc/driver, /usr/share, /usr/lib; the
+            # has the "Directory" ones (/sys, /proc, /usr/share, /usr/lib; the
             # host-runtime-config component's where it is used), a fixture may omit them.
             dst.mkdir(parents=True, exist_ok=True)
         elif m.host_type == "FileOrCreate":

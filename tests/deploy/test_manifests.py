@@ -228,7 +228,7 @@ def test_daemonset_least_privilege(overlay: str) -> None:
         assert [m["name"] for m in init["volumeMounts"]] == ["features-d"]
         assert init["image"] == c["image"]
     host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
-    assert {"/sys", "/proc/driver", "/proc/modules", "/usr/share", "/usr/lib"} <= set(host.values())
+    assert {"/sys", "/proc", "/usr/share", "/usr/lib"} <= set(host.values())
     # nothing is created on the host (only the feature file's own directory),
     # and not the whole /usr (its /usr/bin holds the host's shells)
     assert all(
@@ -416,23 +416,7 @@ def test_dockerfile() -> None:
     final = text[text.rindex("\nFROM ") :]
     assert "pip uninstall -y pip" in final and "pip install" not in final
     assert "COPY --from=build /opt/nfd-gpu /opt/nfd-gpu" in final
-    for lock in ("image/requirements.lock", "image/build.lock"):
-        body = (REPO / lock).read_text()
-        pins = re.findall(r"^([A-Za-z0-9_.-]+)==\S+", body, re.M)
-        assert pins and body.count("--hash=sha256:") >= len(pins), lock
-    locked = {
-        n.lower().replace("_", "-")
-        for n in re.findall(
-            r"^([A-Za-z0-9_.-]+)==", (REPO / "image/requirements.lock").read_text(), re.M
-        )
-    }
-    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
-    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
-    for dep in deps:
-        name = re.match(r"[A-Za-z0-9_.-]+", dep).group(0).lower().replace("_", "-")  # type: ignore[union-attr]
-        assert name in locked, (
-            f"{name} missing from image/requirements.lock: bash scripts/lock-image.sh"
-        )
+    # the locks themselves: tests/test_locks.py
     ignore = (REPO / ".dockerignore").read_text().split()
     assert "rules" not in ignore
     for entry in (".venv", ".git", "tests/fixtures"):

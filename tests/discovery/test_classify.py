@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nfd_gpu.discovery.gpus import classify, gpu_mode, is_gpu_function
+from nfd_gpu.discovery.passthrough import is_passthrough_driver, is_vfio_driver
 from nfd_gpu.discovery.registry import VENDORS, by_pci_id
 from nfd_gpu.model import PciDevice
 
@@ -89,3 +90,34 @@ def test_mode(
     mode: str | None,
 ) -> None:
     assert gpu_mode(GPU_VENDORS[vendor], driver, numvfs, vf_drivers) == mode
+
+
+@pytest.mark.parametrize(
+    ("driver", "vfio", "passthrough"),
+    [
+        ("vfio-pci", True, True),
+        ("nvgrace_gpu_vfio_pci", True, True),  # Grace Hopper / Grace Blackwell GPU
+        ("mlx5_vfio_pci", True, True),
+        ("hisi_acc_vfio_pci", True, True),
+        ("pds_vfio_pci", True, True),
+        ("virtio_vfio_pci", True, True),
+        ("xe_vfio_pci", True, True),
+        ("pci-stub", False, True),  # no VFIO group
+        ("nvidia", False, False),
+        ("nvidia_vgpu_vfio", False, False),  # an mdev driver, not a PCI one
+        ("vfio", False, False),
+        ("vfio_pci", False, False),  # the module's name; the driver calls itself vfio-pci
+        (None, False, False),
+    ],
+)
+def test_passthrough_driver_rule(driver: str | None, vfio: bool, passthrough: bool) -> None:
+    assert is_vfio_driver(driver) is vfio
+    assert is_passthrough_driver(driver) is passthrough
+
+
+@pytest.mark.parametrize("driver", ["vfio-pci", "nvgrace_gpu_vfio_pci", "pci-stub"])
+def test_mode_of_every_passthrough_driver(driver: str) -> None:
+    # a Grace superchip's GPU on nvgrace_gpu_vfio_pci is passed through like one on vfio-pci
+    nvidia = GPU_VENDORS["10de"]
+    assert gpu_mode(nvidia, driver, None, ()) == "pf-passthrough"
+    assert gpu_mode(GPU_VENDORS["8086"], "i915", 4, (driver,)) == "vf-passthrough"

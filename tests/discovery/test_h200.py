@@ -29,7 +29,8 @@ CAPTURE = DATA / "captures" / "h200-vm"
 ADDED = {f"{G}/virtualization": "passthrough", f"{G}/health": "ok"}
 # Not knowable from procfs/sysfs on that machine (no MIG mode, no virtualization mode
 # outside NVML): absent without NVML, never a different value.
-NVML_ONLY = {f"{G}/mig.enabled", f"{G}/virtualization"}
+# health: without NVML only the PCIe link is read, which says nothing of the GPU itself
+NVML_ONLY = {f"{G}/mig.enabled", f"{G}/virtualization", f"{G}/health"}
 
 
 def read_labels(path: Path) -> dict[str, str]:

@@ -109,10 +109,13 @@ def test_attribute_files_used_without_uevent(tmp_path: Path) -> None:
 def test_degraded_link() -> None:
     from nfd_gpu.model import PcieLink
 
-    assert PcieLink(3, 8, 4, 16).degraded
+    assert PcieLink(3, 8, 4, 16).degraded  # lanes lost
     assert PcieLink(4, 8, 4, 16).degraded
     assert not PcieLink(4, 16, 4, 16).degraded
+    assert not PcieLink(1, 16, 4, 16).degraded  # an idle link's speed is no loss
+    assert not PcieLink(4, 8, 4, 16, 4, 8).degraded  # the port has 8 lanes
     assert not PcieLink(None, None, 4, 16).degraded
+    assert (PcieLink(1, 8, 5, 16, 4, 8).gen, PcieLink(1, 8, 5, 16, 4, 8).width) == (4, 8)
 
 
 def _retarget(root: Path, address: str, device: str) -> None:
@@ -123,17 +126,18 @@ def _retarget(root: Path, address: str, device: str) -> None:
     (d / "uevent").write_text(ue)
 
 
-def test_product_from_pci_ids_when_the_table_lacks_the_device(tmp_path: Path) -> None:
+def test_product_from_pci_ids_when_no_driver_list_names_the_device(tmp_path: Path) -> None:
     from nfd_gpu.scan import run_scan
 
     root = tmp_path / "root"
     shutil.copytree(fixture_root("hgx-h100"), root, symlinks=True)
-    # GK110 [GeForce GTX 780]: Kepler, in pci.ids, not the table (current drivers dropped it)
+    # GK110 [GeForce GTX 780]: Kepler, in pci.ids, named by no driver list (current drivers
+    # dropped it): the name from pci.ids, the family from its chip code GK110
     _retarget(root, "0000:18:00.0", "1004")
     gpu = {g.address: g for g in run_scan(root).snapshot.gpus}["0000:18:00.0"]
     assert gpu.product == "NVIDIA GeForce GTX 780"
     assert gpu.provenance["product"] == "pci.ids"
-    assert gpu.family is None  # pci.ids knows no architecture
+    assert (gpu.family, gpu.provenance["family"]) == ("kepler", "table")
 
 
 def test_product_without_any_name_source(tmp_path: Path) -> None:
@@ -142,10 +146,10 @@ def test_product_without_any_name_source(tmp_path: Path) -> None:
     root = tmp_path / "root"
     shutil.copytree(fixture_root("hgx-h100"), root, symlinks=True)
     (root / "usr/share/misc/pci.ids").unlink()
-    _retarget(root, "0000:18:00.0", "1004")  # Kepler: not in the table
+    _retarget(root, "0000:18:00.0", "0040")  # NV40 (GeForce 6800 Ultra): not in the table
     r = run_scan(root)
     gpu = {g.address: g for g in r.snapshot.gpus}["0000:18:00.0"]
-    assert gpu.product == "NVIDIA Device 1004"
+    assert gpu.product == "NVIDIA Device 0040"
     assert r.labels["gpu.feature.node.kubernetes.io/product"] == "mixed"
     # A GPU of unknown family makes the summary unknown rather than wrong.
     assert "gpu.feature.node.kubernetes.io/family" not in r.labels

@@ -19,6 +19,28 @@ command -v go >/dev/null || { echo "build-gfd.sh: go not found on PATH" >&2; exi
 # libnvidia-ml: a C compiler is needed (Debian: gcc libc6-dev).
 command -v "${CC:-gcc}" >/dev/null || { echo "build-gfd.sh: no C compiler (gcc) for go-nvml's cgo" >&2; exit 1; }
 
+# The fake libcuda.so.1 GFD's tegra strategy loads (tests/e2e/gfd/fakecuda/fakecuda.c).
+fake="$bin/fakecuda/libcuda.so.1"
+if [ ! -e "$fake" ] || [ "$here/gfd/fakecuda/fakecuda.c" -nt "$fake" ]; then
+  mkdir -p "$bin/fakecuda"
+  "${CC:-gcc}" -shared -fPIC -O2 -Wall -Wextra -Werror -o "$fake.tmp" "$here/gfd/fakecuda/fakecuda.c"
+  mv -f "$fake.tmp" "$fake"
+fi
+# GFD_SRC=DIR: the harness over another k8s-device-plugin tree (the newest GFD, a fetched
+# checkout of its main) into bin/gfd-judge-newest; local only (CI reaches only the module
+# proxy). Its vendor/ lacks go-nvml's mock package: built with -mod=mod (module proxy).
+if [ -n "${GFD_SRC:-}" ]; then
+  src="$bin/gfd-src-newest"
+  rm -rf "$src"
+  cp -R "$GFD_SRC" "$src"
+  chmod -R u+w "$src"
+  mkdir -p "$src/cmd/gfd-judge"
+  cp "$here"/gfd/*.go "$src/cmd/gfd-judge/"
+  (cd "$src" && CGO_ENABLED=1 GOFLAGS=-mod=mod go build -trimpath -o "$bin/gfd-judge-newest" ./cmd/gfd-judge)
+  printf '%s\n' "${GFD_SRC_VERSION:-$GFD_SRC}" >"$bin/gfd-judge-newest.version"
+  echo "build-gfd.sh: gfd-judge-newest built from $GFD_SRC (run with GFD_JUDGE=$bin/gfd-judge-newest)"
+  exit 0
+fi
 if [ -e "$out" ] && [ -z "$(find "$here/gfd" "$here/build-gfd.sh" -type f -newer "$out" -print -quit)" ]; then
   echo "build-gfd.sh: gfd-judge up to date"
   exit 0

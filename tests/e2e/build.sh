@@ -3,7 +3,8 @@
 # tests/e2e/go: kube-apiserver and kubectl (k8s.io/kubernetes), nfd-master and nfd-worker
 # (sigs.k8s.io/node-feature-discovery), etcd (go.etcd.io/etcd/server/v3 at the
 # version k8s.io/kubernetes requires; Debian 12's etcd-server 3.4 is too old for
-# kube-apiserver v1.35, see cmd/etcd/main.go), nfd-oracle (ours, when present),
+# kube-apiserver v1.35, see cmd/etcd/main.go), nfd-oracle (ours, when present), dra-cel
+# (ours: DRA selectors through k8s.io/dynamic-resource-allocation/cel),
 # and NFD's CRDs, deployment manifests and Helm chart plus the Prometheus Operator
 # PodMonitor CRD as data files.
 #
@@ -27,6 +28,7 @@ targets=(
   "nfd-master sigs.k8s.io/node-feature-discovery/cmd/nfd-master"
   "nfd-worker sigs.k8s.io/node-feature-discovery/cmd/nfd-worker"
   "etcd ./cmd/etcd"
+  "dra-cel ./cmd/dra-cel"
 )
 if [ -d "$gomod/cmd/nfd-oracle" ]; then
   targets+=("nfd-oracle ./cmd/nfd-oracle")

@@ -1,6 +1,7 @@
 """GPU Feature Discovery's own code as a judge (``tests/e2e/bin/gfd-judge``, built by
 ``bash tests/e2e/build-gfd.sh`` from NVIDIA/k8s-device-plugin v0.19.0): GFD's labelers over a
-fixture's NVML recording (``nvml.json``), its sysfs reads served the fixture's ``sys/`` on
+fixture's NVML recording (``nvml.json``) and CUDA recording (``cuda.json``, answered by a fake
+``libcuda.so.1``: the tegra strategy), its sysfs reads served the fixture's ``sys/`` on
 ``/sys`` in a private mount namespace (``unshare -m``: root only; CI runs as root). In that
 namespace GFD finds no pci.ids (its vfio strategy names GPUs from the first of
 :data:`PCI_IDS` it can read, else from go-nvlib's built-in copy): GFD's image
@@ -23,12 +24,21 @@ from pathlib import Path
 import pytest
 
 E2E = Path(__file__).resolve().parent
-JUDGE = E2E / "bin" / "gfd-judge"
+# GFD_JUDGE: another build of the harness, e.g. over the newest GFD tree (`GFD_SRC=DIR bash
+# tests/e2e/build-gfd.sh`, local only: CI reaches only the module proxy's v0.19.0)
+JUDGE = Path(os.environ.get("GFD_JUDGE") or E2E / "bin" / "gfd-judge")
+FAKE_CUDA = E2E / "bin" / "fakecuda"  # libcuda.so.1 answering a cuda.json (build-gfd.sh)
 TIMESTAMP = "nvidia.com/gfd.timestamp"
 REPEAT = 64  # runs per case: a two-model node shows each winner (one wins ~1 in 4)
 # go-nvlib pkg/pciids/pciids.go:177-182: where it looks for pci.ids before its own copy
 PCI_IDS = ("/usr/share/misc/pci.ids", "/usr/local/share/pci.ids", "/usr/share/hwdata/pci.ids",
            "/usr/share/pci.ids")  # fmt: skip
+
+
+def version() -> str:
+    """The GFD the judge was built from (``<judge>.version``, written by build-gfd.sh)."""
+    path = JUDGE.with_name(JUDGE.name + ".version")
+    return path.read_text().strip() if path.is_file() else "unknown"
 
 
 def judge() -> Path:
@@ -87,9 +97,15 @@ def gfd_labels(
     order)."""
     if repeat is None:
         repeat = repeats(root, nvml)
-    cmd = [str(judge()), f"--repeat={repeat}", *args]
+    cmd = [str(judge()), f"--repeat={repeat}", f"--root={root}", *args]
     if nvml and (root / "nvml.json").exists():
         cmd.append(f"--nvml={root / 'nvml.json'}")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GOGC": "400"}
+    if (root / "cuda.json").exists():  # GFD's tegra strategy loads libcuda.so.1: the fake
+        if not (FAKE_CUDA / "libcuda.so.1").is_file():
+            raise RuntimeError(f"{FAKE_CUDA}/libcuda.so.1 not built: bash tests/e2e/build-gfd.sh")
+        cmd.append(f"--cuda={root / 'cuda.json'}")
+        env["LD_LIBRARY_PATH"] = str(FAKE_CUDA)
     hide = [f"mount -t tmpfs none {os.path.dirname(p)}" for p in PCI_IDS if os.path.exists(p)]
     if any(os.path.dirname(p) == "/usr/share" for p in PCI_IDS if os.path.exists(p)):
         raise RuntimeError("/usr/share/pci.ids exists: the GFD judge cannot hide it")
@@ -102,7 +118,7 @@ def gfd_labels(
         timeout=120,
         # GOGC: Go's collector runs a quarter as often (GFD allocates ~25 MB a pass, 64
         # passes a case: the collector was ~30% of the judge's CPU); labels are unchanged
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GOGC": "400"},
+        env=env,
     )
     if res.returncode != 0:
         raise RuntimeError(f"gfd-judge failed ({res.returncode}): {res.stderr[-2000:]}")

@@ -1,8 +1,9 @@
 """GFD's own code judges the nvidia profile: for every NVIDIA fixture × MIG strategy ×
 sharing config, ``nfd-gpu scan --profile nvidia`` with the flags GFD was given must print
-the labels GFD v0.19.0's labelers write (tests/e2e/gfd_judge.py; ``gfd.timestamp``'s value
-is not compared, its presence is). Fixtures whose NVIDIA GPUs are driver-bound but have no
-NVML recording are not judged: GFD needs NVML answers (docs/migration.md)."""
+the labels GFD v0.19.0's labelers write (tests/e2e/gfd_judge.py; Jetsons: its tegra strategy
+over a fake libcuda.so.1; ``gfd.timestamp``'s value is not compared, its presence is).
+Fixtures whose NVIDIA GPUs are driver-bound but have no NVML recording are not judged: GFD
+needs NVML answers (docs/migration.md)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from tests.e2e.gfd_judge import (
     gfd_labels,
     models,
     repeats,
+    version,
     without_timestamp,
 )
 from tests.e2e.oracle import SUMMARY
@@ -30,6 +32,7 @@ from tests.e2e.oracle import SUMMARY
 SHARING = sorted((FIXTURES.parent / "sharing").glob("*.yaml"))
 STRATEGIES = ("none", "single", "mixed")
 COUNTS = {"cases": 0, "same": 0, "keys": 0}
+TEGRA_COUNTS = {"cases": 0, "same": 0, "keys": 0}  # the tegra strategy's cases, also in COUNTS
 
 
 def _has_nvidia(root: Path) -> bool:
@@ -73,13 +76,15 @@ def judge_case(
     our_args: list[str],
     nvml: bool = True,
     repeat: int | None = None,
+    counts: tuple[dict[str, int], ...] = (COUNTS,),
 ) -> None:
     verdict = gfd_labels(root, gfd_args, nvml, repeat)
     mine = ours(root, our_args, rejected="unable to load config" in verdict.error)
     same, keys, theirs = closest(mine, verdict)
-    COUNTS["cases"] += 1
-    COUNTS["same"] += same
-    COUNTS["keys"] += keys
+    for count in counts:
+        count["cases"] += 1
+        count["same"] += same
+        count["keys"] += keys
     mine, theirs = without_timestamp(mine), without_timestamp(theirs)
     diff = {k: (mine.get(k), theirs.get(k)) for k in sorted(set(mine) | set(theirs))
             if mine.get(k) != theirs.get(k)}  # fmt: skip
@@ -278,6 +283,35 @@ def test_gfd_judges_vfio_domain_order(tmp_path: Path) -> None:
     assert labels["nvidia.com/gpu.memory"] == str(32 << 30)
 
 
+def test_gfd_judges_vfio_variant_driver(tmp_path: Path) -> None:
+    # real-gb200-vfio's GB200s are on Grace's VFIO variant driver nvgrace_gpu_vfio_pci: a
+    # passthrough GPU for the neutral mode, but GFD's vfio strategy lists only GPUs whose
+    # driver is exactly vfio-pci (internal/resource/sysfs-lib.go:56, v0.19.0 and main
+    # 1b826ac). One of them rebound to vfio-pci: GFD labels that one alone
+    root = tmp_path / "real-gb200-vfio"
+    shutil.copytree(fixture_root("real-gb200-vfio"), root, symlinks=True)
+    addr = "0008:01:00.0"
+    dev = root / "sys/devices/pci0008:01" / addr
+    (dev / "driver").unlink()
+    (root / "sys/bus/pci/drivers/vfio-pci").mkdir(parents=True)
+    (dev / "driver").symlink_to("../../../bus/pci/drivers/vfio-pci")
+    (root / "sys/bus/pci/drivers/vfio-pci" / addr).symlink_to(
+        f"../../../../devices/pci0008:01/{addr}"
+    )
+    (root / "sys/bus/pci/drivers/nvgrace_gpu_vfio_pci" / addr).unlink()
+    uevent = (dev / "uevent").read_text()
+    (dev / "uevent").write_text(uevent.replace("DRIVER=nvgrace_gpu_vfio_pci", "DRIVER=vfio-pci"))
+    cfg = _with_vfio(tmp_path, None)
+    for host in (fixture_root("real-gb200-vfio"), root):
+        judge_case(host, [f"--config-file={cfg}"], ["--sharing-config", str(cfg)], repeat=1)
+    labels = ours(root, ["--sharing-config", str(cfg)], False)
+    assert labels["nvidia.com/gpu.count"] == "1"
+    assert labels["nvidia.com/gpu.product"] == "GB100-HGX-GB200"  # its pci.ids name
+    assert "nvidia.com/gpu.count" not in ours(
+        fixture_root("real-gb200-vfio"), ["--sharing-config", str(cfg)], False
+    )
+
+
 @pytest.mark.parametrize("name", NVIDIA)
 def test_gfd_judges_a_capture_as_the_host(tmp_path: Path, name: str) -> None:
     # `nfd-gpu snapshot` keeps what GFD's nvpci reads (capture.PEER_PCI_FILES,
@@ -296,12 +330,66 @@ def test_gfd_judges_a_capture_as_the_host(tmp_path: Path, name: str) -> None:
     ]
 
 
+# Jetsons (tests/fixtures/specs/tegra.py): GFD's tegra strategy over the fixture's CUDA
+# recording (a fake libcuda.so.1 answers it), and auto on a Tegra host
+TEGRA_CUDA = [n for n in ALL_FIXTURES if (fixture_root(n) / "cuda.json").exists()]
+TEGRA_RELEASE = [n for n in ALL_FIXTURES if (fixture_root(n) / "etc/nv_tegra_release").exists()]
+
+
+def _with_discovery(tmp_path: Path, sharing: Path | None, discovery: str, fail: bool) -> Path:
+    doc = yaml.safe_load(sharing.read_text()) if sharing else {"version": "v1"}
+    doc.setdefault("flags", {}).update(deviceDiscoveryStrategy=discovery, failOnInitError=fail)
+    cfg = tmp_path / f"{discovery}.yaml"
+    cfg.write_text(json.dumps(doc))
+    return cfg
+
+
+@pytest.mark.parametrize("sharing", [None, *SHARING], ids=lambda p: p.stem if p else "no-config")
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("name", TEGRA_CUDA)
+def test_gfd_judges_tegra_strategy(
+    tmp_path: Path, name: str, strategy: str, sharing: Path | None
+) -> None:
+    cfg = _with_discovery(tmp_path, sharing, "tegra", True)
+    gfd, mine = _flags(strategy, cfg)
+    judge_case(fixture_root(name), gfd, mine, repeat=1, counts=(COUNTS, TEGRA_COUNTS))
+    assert ours(fixture_root(name), mine, False)["nvidia.com/gpu.count"] == "1"
+
+
+@pytest.mark.parametrize("fail", [True, False])
+@pytest.mark.parametrize("name", [*TEGRA_CUDA, *TEGRA_RELEASE])
+def test_gfd_judges_tegra_auto(tmp_path: Path, name: str, fail: bool) -> None:
+    # auto: tegra where /etc/nv_tegra_release is (go-nvlib HasTegraFiles) and NVML is
+    # absent; a fixture whose listing shows no release file gets one written here (L4T's
+    # line format, the release of tests/fixtures/sysfs/real-jetson-thor's)
+    root = tmp_path / name
+    shutil.copytree(fixture_root(name), root, symlinks=True)
+    release = root / "etc/nv_tegra_release"
+    if not release.exists():
+        release.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(fixture_root("real-jetson-thor") / "etc/nv_tegra_release", release)
+    cfg = _with_discovery(tmp_path, None, "auto", fail)
+    counts = (COUNTS, TEGRA_COUNTS)
+    judge_case(root, [f"--config-file={cfg}"], ["--sharing-config", str(cfg)], repeat=1,
+               counts=counts)  # fmt: skip
+    labels = ours(root, ["--sharing-config", str(cfg)], False)
+    if (root / "cuda.json").exists():  # CUDA answers: labelled as with tegra
+        assert labels["nvidia.com/gpu.count"] == "1"
+    else:  # no libcuda: GFD's init fails (no labels, or only the vGPU labeler's)
+        assert without_timestamp(labels) == ({} if fail else {"nvidia.com/vgpu.present": "false"})
+
+
 def test_gfd_judged_count() -> None:
     """Runs after the cases above (file order): the count, printed at the end of the run."""
     if COUNTS["cases"] == 0:
         pytest.skip("no GFD case ran")
     SUMMARY.append(
         f"GFD-judged keys identical: {COUNTS['same']}/{COUNTS['keys']} "
-        f"({COUNTS['cases']} cases, GFD v0.19.0's labelers)"
+        f"({COUNTS['cases']} cases, GFD {version()}'s labelers)"
     )
+    if TEGRA_COUNTS["cases"]:
+        SUMMARY.append(
+            f"GFD-judged keys identical, tegra strategy: {TEGRA_COUNTS['same']}/"
+            f"{TEGRA_COUNTS['keys']} ({TEGRA_COUNTS['cases']} Jetson cases)"
+        )
     assert COUNTS["same"] == COUNTS["keys"]

@@ -1,24 +1,34 @@
 """GPU health to taints on a real control plane: kube-apiserver + NFD's
-nfd-master started with ``-enable-taints`` and the shipped rules/gpu-health.yaml. A node
-whose GPU fails (a fatal PCIe AER error on a fixture copy) gets the NoSchedule taint from
-nfd-master; when the GPU recovers (the counter is clear again), the taint goes."""
+nfd-master started with ``-enable-taints`` and the shipped rules/gpu-health.yaml. One
+failed GPU of two does not taint the node (the device plugin stops handing it out); when
+the other fails too (fatal PCIe AER errors on a fixture copy) the node has no GPU left and
+gets the NoSchedule taint from nfd-master; when they recover the taint goes."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import REPO, fixture_root
-from tests.e2e.cluster import ApiError, Cluster, Obj, load_yaml_docs, nodefeature_oneshot_args
+from tests.e2e.cluster import (
+    ApiError,
+    Cluster,
+    Obj,
+    load_yaml_docs,
+    nodefeature_agent_args,
+    nodefeature_oneshot_args,
+)
 from tests.e2e.conftest import NS, Proc, wait_for
-from tests.e2e.test_cluster import nfd_gpu, node_labels
+from tests.e2e.test_cluster import Agent, nfd_gpu, node_labels
 
 G = "gpu.feature.node.kubernetes.io"
 TAINT = {"key": f"{G}/unhealthy", "value": "failed", "effect": "NoSchedule"}
-AER = "sys/devices/pci0000:18/0000:18:00.0/aer_dev_fatal"
+AERS = ("sys/devices/pci0000:18/0000:18:00.0/aer_dev_fatal",
+        "sys/devices/pci0000:2a/0000:2a:00.0/aer_dev_fatal")  # fmt: skip
 
 
 def _taints(cluster: Cluster, node: str) -> list[dict[str, str]]:
@@ -40,8 +50,9 @@ def test_failed_gpu_taints_node_and_recovery_removes_it(
     make_node(node)
     kube_cluster.apply(rule)
 
-    def publish(fatal: int) -> None:
-        (root / AER).write_text(f"Undefined 0\nSDES {fatal}\nTOTAL_ERR_FATAL {fatal}\n")
+    def publish(*fatal: int) -> None:
+        for aer, n in zip(AERS, fatal, strict=True):
+            (root / aer).write_text(f"Undefined 0\nSDES {n}\nTOTAL_ERR_FATAL {n}\n")
         # as the admin: the agent's service account stays for the tests that audit its requests
         nfd_gpu(*nodefeature_oneshot_args(str(root), node, NS, kube_cluster.admin_kubeconfig))
 
@@ -49,18 +60,82 @@ def test_failed_gpu_taints_node_and_recovery_removes_it(
         return f"taints: {_taints(kube_cluster, node)}\nnfd-master:\n{nfd_master.log()}"
 
     try:
-        publish(0)  # healthy first: labelled, not tainted
+        publish(0, 0)  # healthy first: labelled, not tainted
         wait_for(lambda: node_labels(kube_cluster, node).get(f"{G}/health") == "ok", 30, why)
         assert TAINT not in _taints(kube_cluster, node)
 
-        publish(1)  # the GPU fails
-        wait_for(lambda: TAINT in _taints(kube_cluster, node), 30, why)
-        assert node_labels(kube_cluster, node)[f"{G}/health"] == "failed"
+        publish(1, 0)  # one GPU fails: failed, not tainted (the other is still usable)
+        wait_for(lambda: node_labels(kube_cluster, node).get(f"{G}/health") == "failed", 30, why)
+        assert TAINT not in _taints(kube_cluster, node)
 
-        publish(0)  # it recovers: nfd-master takes its taint back
+        publish(1, 1)  # no GPU left: tainted
+        wait_for(lambda: TAINT in _taints(kube_cluster, node), 30, why)
+        assert node_labels(kube_cluster, node)[f"{G}/health.all-failed"] == "true"
+
+        publish(0, 0)  # they recover: nfd-master takes its taint back
         wait_for(lambda: TAINT not in _taints(kube_cluster, node), 30, why)
         assert node_labels(kube_cluster, node)[f"{G}/health"] == "ok"
     finally:
+        with contextlib.suppress(ApiError):
+            kube_cluster.request(
+                "DELETE",
+                f"/apis/nfd.k8s-sigs.io/v1alpha1/nodefeaturerules/{rule['metadata']['name']}",
+            )
+
+
+def test_agent_started_before_the_driver_catches_a_later_xid_48(
+    kube_cluster: Cluster,
+    nfd_master: Proc,
+    agent_sa: dict[str, Any],
+    make_node: Callable[[str], Obj],
+    tmp_path: Path,
+) -> None:
+    """A running agent (1 s passes) whose pod started before the driver: NVML answers
+    ``Driver Not Loaded`` at first, so no health is known; then the driver is up and both
+    GPUs report XID 48: the node is tainted within a few passes. After the GPUs are reset
+    the pod is restarted (XIDs are kept until then) and the taint goes."""
+    (rule,) = list(load_yaml_docs(REPO / "rules" / "gpu-health.yaml"))
+    root = tmp_path / "root"
+    shutil.copytree(fixture_root("h100-xid-48"), root, symlinks=True)
+    rec = json.loads((root / "nvml.json").read_text())
+    fired = dict(rec, events=[{"device": i, "type": 8, "data": 48} for i in (0, 1)])
+    (root / "nvml.json").write_text(json.dumps(dict(rec, nvmlInit={"error": "DriverNotLoaded"})))
+    node = "e2e-health-xid"
+    make_node(node)
+    kube_cluster.apply(rule)
+    args = nodefeature_agent_args(
+        str(root), kube_cluster.admin_kubeconfig, "--interval", "1", "--owner-refs", "",
+        "--node-name", node, "--namespace", NS,
+    )  # fmt: skip
+    agents: list[Agent] = []
+
+    def start() -> Agent:
+        agents.append(Agent(args, tmp_path / f"agent{len(agents)}.log", {}))
+        return agents[-1]
+
+    def why() -> str:
+        logs = "\n".join(a.log() for a in agents)
+        taints = _taints(kube_cluster, node)
+        return f"taints: {taints}\nagents:\n{logs}\nnfd-master:\n{nfd_master.log()}"
+
+    try:
+        start()  # before the driver: labelled, no health known, not tainted
+        wait_for(lambda: node_labels(kube_cluster, node).get(f"{G}/count") == "2", 30, why)
+        assert f"{G}/health" not in node_labels(kube_cluster, node)
+        assert TAINT not in _taints(kube_cluster, node)
+
+        (root / "nvml.json").write_text(json.dumps(fired))  # the driver is up; XID 48 x2
+        wait_for(lambda: TAINT in _taints(kube_cluster, node), 30, why)
+        assert node_labels(kube_cluster, node)[f"{G}/health.all-failed"] == "true"
+
+        agents[-1].stop()  # the GPUs were reset; the pod restarts
+        (root / "nvml.json").write_text(json.dumps(rec))
+        start()
+        wait_for(lambda: TAINT not in _taints(kube_cluster, node), 30, why)
+        assert node_labels(kube_cluster, node)[f"{G}/health"] == "ok"
+    finally:
+        for a in agents:
+            a.stop()
         with contextlib.suppress(ApiError):
             kube_cluster.request(
                 "DELETE",

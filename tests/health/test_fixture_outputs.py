@@ -23,6 +23,7 @@ H1, H2 = "0000:18:00.0", "0000:2a:00.0"
 CASES: dict[str, tuple[str, int, int, dict[str, str]]] = {
     "h100-ecc-uncorrectable": ("failed", 1, 0, {H2: "ecc-uncorrectable"}),
     "h100-remap-pending": ("failed", 1, 0, {H2: "row-remap-pending"}),
+    "h100-remap-pending-all": ("failed", 2, 0, {H1: "row-remap-pending", H2: "row-remap-pending"}),
     "h100-remap-failure": ("failed", 1, 0, {H2: "row-remap-failure"}),
     "h100-thermal-slowdown": ("degraded", 0, 1, {H2: "clock-hw-slowdown.clock-hw-thermal"}),
     "h100-nvlink-down": ("degraded", 0, 1, {H2: "nvlink-down"}),

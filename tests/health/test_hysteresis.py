@@ -4,6 +4,7 @@ pass never lets ``G/health`` back to ``ok``."""
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def test_toggling_fault_never_returns_to_ok_before_hold(tmp_path: Path) -> None:
 def test_worse_shows_at_once_and_unknown_keeps_state() -> None:
     t = HealthTracker(HealthOptions(hold_passes=2))
 
-    def snap(*reasons: HealthReason, signals: tuple[str, ...] = ("sysfs.aer",)) -> Snapshot:
+    def snap(*reasons: HealthReason, signals: tuple[str, ...] = ("sysfs.ras",)) -> Snapshot:
         g = Gpu(
             "0000:01:00.0",
             "amd",
@@ -100,3 +101,43 @@ def test_gpu_gone_from_the_bus_is_lost_until_it_returns(tmp_path: Path) -> None:
     link.symlink_to(target)  # back (reset, rescan)
     labels = agent.scan().labels
     assert labels[f"{G}/health"] == "ok" and f"{G}/health.lost.count" not in labels
+
+
+def _flapping(pattern: list[bool], hold: int = 3) -> list[str]:
+    """The states shown over a pass pattern (True: the fault reads on that pass)."""
+    t = HealthTracker(HealthOptions(hold_passes=hold))
+    out = []
+    for fault in pattern:
+        reasons = (HealthReason("aer-fatal", "sysfs", 1),) if fault else ()
+        g = Gpu("0000:01:00.0", "amd", "1002", "740f", "120000",
+                health=Health("unknown", reasons, ("sysfs.ras",)))  # fmt: skip
+        out.append(t.apply(Snapshot(root="/", gpus=(g,))).gpus[0].health.state)
+    return out
+
+
+def _flips(states: list[str]) -> int:
+    return sum(1 for a, b in itertools.pairwise(states) if a != b)
+
+
+def test_a_recurring_fault_is_held_down() -> None:
+    """A fault read one pass in six (e.g. 40 passes of 1 s): the state must not follow
+    it. On main: failed -> ok -> failed every six passes (26 flips in 80 passes)."""
+    pattern = [i % 6 == 0 for i in range(240)]
+    states = _flapping(pattern)
+    assert _flips(states) <= 3, states[:40]
+    assert states[-1] == "failed"
+    # once it stops recurring the GPU comes back, after a bounded backoff
+    calm = _flapping(pattern + [False] * 30)
+    assert calm[-1] == "ok"
+    back = calm.index("ok", 240)
+    assert back - 240 <= 3 * 8  # at most MAX_BACKOFF holds
+
+
+def test_a_single_fault_still_clears_after_one_hold() -> None:
+    states = _flapping([True] + [False] * 5)
+    assert states == ["failed", "failed", "failed", "ok", "ok", "ok"]
+
+
+def test_the_backoff_ends_after_a_calm_stretch() -> None:
+    pattern = [i % 6 == 0 for i in range(240)] + [False] * 200 + [True] + [False] * 5
+    assert _flapping(pattern)[-6:] == ["failed"] * 3 + ["ok"] * 3

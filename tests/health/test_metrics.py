@@ -34,8 +34,8 @@ def test_health_metrics_follow_the_gpus() -> None:
 
 def test_xid_counter_by_code() -> None:
     m = Metrics()
-    m.health.observe({}, {48: 1, 13: 2})
-    m.health.observe({}, {48: 3, 13: 2})  # counts since the watcher started
+    m.health.observe({}, {"48": 1, "13": 2})
+    m.health.observe({}, {"48": 3, "13": 2})  # counts since the watcher started
     text = _text(m)
     assert 'nfd_gpu_xid_events_total{xid="48"} 3.0' in text
     assert 'nfd_gpu_xid_events_total{xid="13"} 2.0' in text
@@ -48,8 +48,30 @@ def test_no_series_carries_a_node_label_of_its_own() -> None:
     root = fixture_root("h100-remap-pending")
     h = AgentHealth(config.load(env={}, flags={"root": str(root), "outputs": "hook"}))
     h.observe(m, run_scan(root))
-    m.health.observe({"0000:01:00.0": ("failed", {("xid-79", "nvml")})}, {79: 1})
+    m.health.observe({"0000:01:00.0": ("failed", {("xid-79", "nvml")})}, {"79": 1})
     families = list(m.registry.collect())
     assert any(f.name == "nfd_gpu_gpu_health" and f.samples for f in families)
     exported = {f.name for f in families for s in f.samples if "node" in s.labels}
     assert exported == set()
+
+
+def test_xid_series_are_bounded() -> None:
+    """10,000 distinct XID codes: one series per code NVIDIA names, one ``other`` for the
+    rest (on main: 10,000 series, /metrics 2 MB)."""
+    from nfd_gpu.discovery.nvidia import replay
+    from nfd_gpu.discovery.nvidia.events import XidWatcher
+    from nfd_gpu.health_signals import KNOWN_XIDS
+
+    root = fixture_root("h100-xid-79")
+    m = Metrics()
+    h = AgentHealth(config.load(env={}, flags={"root": str(root), "outputs": "hook"}))
+    w = XidWatcher(replay.load(str(root / "nvml.json")))
+    w.counts.update({code: 1 for code in range(10_000)})
+    h.watcher = w
+    h.observe(m, run_scan(root))
+    text = _text(m)
+    series = [ln for ln in text.splitlines() if ln.startswith("nfd_gpu_xid_events_total{")]
+    assert len(series) == len(KNOWN_XIDS) + 1
+    assert f'nfd_gpu_xid_events_total{{xid="other"}} {10_000 - len(KNOWN_XIDS)}.0' in text
+    assert 'nfd_gpu_xid_events_total{xid="79"} 1.0' in text
+    assert len(text) < 20_000

@@ -84,7 +84,7 @@ def test_agent_starts_watcher_and_stops_it_within_shutdown_time() -> None:
     root = fixture_root("h100-xid-79")
     cfg = config.load(env={}, flags={"root": str(root), "udev": False, "outputs": "hook"})
     h = AgentHealth(cfg)
-    h.after_scan(run_scan(root))
+    h.after_scan(run_scan(root), "replay")
     assert h.watcher is not None and h.tracker.watching
     h.stop()  # returns at once; the thread ends after its wait or with the process
     short = XidWatcher(replay.load(str(root / "nvml.json")), wait_ms=50)
@@ -94,7 +94,7 @@ def test_agent_starts_watcher_and_stops_it_within_shutdown_time() -> None:
     oneshot = AgentHealth(
         config.load(env={}, flags={"root": str(root), "oneshot": True, "outputs": "hook"})
     )
-    oneshot.after_scan(run_scan(root))
+    oneshot.after_scan(run_scan(root), "replay")
     assert oneshot.watcher is None  # one pass: nothing to watch between passes
 
 

@@ -79,8 +79,6 @@ def test_discovery_strategy(found: str, tmp_path: Path) -> None:
         # rejected as GFD does (device plugin api/config/v1/replicas.go)
         ("sharing: {mps: {resources: [{name: x, replicas: 1}]}}\n", "must be >= 2"),
         ("sharing: {timeSlicing: {resources: [{name: x}]}}\n", "no replicas specified"),
-        # GFD's flags: tegra (CUDA's device list, no sysfs facts) is refused
-        ("flags: {deviceDiscoveryStrategy: tegra}\n", "tegra is not supported"),
         ("flags: {deviceDiscoveryStrategy: pci}\n", "invalid option 'pci'"),
         ("flags: {failOnInitError: maybe}\n", "failOnInitError: expected true or false"),
         ("sharing: [\n", "not YAML"),

@@ -119,6 +119,7 @@ SHIPPED_EXPECTED: dict[str, dict[str, str]] = {
         for fault in (
             "ecc-uncorrectable",
             "remap-pending",
+            "remap-pending-all",
             "remap-failure",
             "thermal-slowdown",
             "nvlink-down",
@@ -187,6 +188,16 @@ SHIPPED_EXPECTED: dict[str, dict[str, str]] = {
     # 1x Tesla P100 16GB in a Hyper-V VM (pascal, 16384 MiB from NVML): below 24 GiB, small;
     # not MIG-capable
     "hyperv-p100-vm": {G + "class": "small"},
+    # 3x GB200 on nvgrace_gpu_vfio_pci (blackwell, MIG-capable): no memory in the listing
+    # or a one-size table row, so no tier
+    "real-gb200-vfio": {G + "mig-ready": "true"},
+    # Jetsons (unified memory: CUDA's total, MiB): Nano 3963 -> small; Xavier 31003 and
+    # Orin 54792 -> medium; the JetPack 7 listings show no memory figure, so no tier
+    "real-jetson-nano": {G + "class": "small"},
+    "real-jetson-xavier": {G + "class": "medium"},
+    "real-jetson-orin-jp6": {G + "class": "medium"},
+    "real-jetson-orin-jp7": {},
+    "real-jetson-thor": {},
 }
 
 

@@ -99,3 +99,58 @@ def test_cli_check_and_test_stay_strict(rules_dir: Path) -> None:
     assert len(res.stderr.strip().splitlines()) == 3
     res = runner.invoke(rules_app, ["test", str(rules_dir), "--root", str(FIXTURES / "hgx-h100")])
     assert res.exit_code == 2
+
+
+REGEXP_RULES = """\
+apiVersion: nfd.k8s-sigs.io/v1alpha1
+kind: NodeFeatureRule
+metadata: {name: regexp}
+spec:
+  rules:
+    - name: by-regexp
+      labels: {example.com/regexp: "true"}
+      matchFeatures:
+        - feature: gpu.node
+          matchExpressions:
+            vendor: {op: InRegexp, value: ["^nvi"]}
+    - name: plain
+      labels: {example.com/plain: "true"}
+      matchFeatures:
+        - feature: gpu.node
+          matchExpressions:
+            vendor: {op: In, value: [nvidia]}
+"""
+
+
+@pytest.mark.parametrize("command", ["run", "scan"])
+def test_rule_whose_regexp_engine_cannot_load_is_that_rules_error(
+    tmp_path: Path, subprocess_env: dict[str, str], command: str
+) -> None:
+    """`import re2` failing (an image without google-re2) drops the regexp rule with a
+    warning naming file and rule (the agent), or is a one-line error (`scan`, strict):
+    never a traceback or a failed scan."""
+    import subprocess
+
+    from tests.conftest import nfd_gpu_cmd
+
+    block = tmp_path / "block"
+    block.mkdir()
+    (block / "re2.py").write_text('raise ImportError("no RE2 here")\n')
+    rules = tmp_path / "regexp.yaml"
+    rules.write_text(REGEXP_RULES)
+    env = dict(subprocess_env, PYTHONPATH=f"{block}:{subprocess_env['PYTHONPATH']}")
+    args = ["--oneshot", "--output", "hook"] if command == "run" else []
+    root = str(FIXTURES / "hgx-h100")
+    p = subprocess.run(
+        [*nfd_gpu_cmd(), command, *args, "--root", root, "--rules", str(rules)],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert "Traceback" not in p.stderr, p.stderr
+    assert "regexp engine unavailable (google-re2: no RE2 here)" in p.stderr, p.stderr
+    assert f"{rules}: by-regexp: " in p.stderr, p.stderr
+    if command == "run":
+        assert p.returncode == 0, p.stderr
+        assert "example.com/plain=true" in p.stdout.splitlines()
+        assert "example.com/regexp=true" not in p.stdout
+    else:
+        assert p.returncode == 2 and len(p.stderr.splitlines()) == 1, p.stderr

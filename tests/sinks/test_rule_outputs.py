@@ -38,7 +38,7 @@ RULE_FILES = sorted(
 )
 # Fixtures where the shipped rules match (each file must match on at least one).
 ON = ["hgx-h100", "h100-mig-single", "mi300x-cpx-nps4", "mi210-8x", "flex170-sriov", "max1550-xe",
-      "h100-remap-pending"]  # fmt: skip
+      "h100-remap-pending-all"]  # fmt: skip
 NFD_OWN = ("pci.device", "kernel.loadedmodule", "kernel.enabledmodule")
 
 

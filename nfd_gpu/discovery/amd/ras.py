@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from nfd_gpu.discovery.health import BadCount, parse_count
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu, HealthReason, Snapshot
@@ -26,19 +27,20 @@ def parse_features(text: str) -> int | None:
     head, _, mask = text.strip().partition(":")
     if head.strip() != "feature mask":
         return None
-    try:
-        return int(mask.strip(), 16)
-    except ValueError:
-        return None
+    digits = mask.strip().removeprefix("0x")
+    if not 0 < len(digits) <= 16 or not all(c in "0123456789abcdefABCDEF" for c in digits):
+        return None  # ASCII hex of a 64-bit mask only (int() takes "_" and other digits)
+    return int(digits, 16)
 
 
 def parse_err_count(text: str) -> tuple[int, int] | None:
-    """(ue, ce) of an ``*_err_count`` file; None when it has neither."""
+    """(ue, ce) of an ``*_err_count`` file; None when it has neither (BadCount when one is
+    not a count)."""
     counts: dict[str, int] = {}
     for line in text.splitlines():
         key, _, value = line.partition(":")
-        if key.strip() in ("ue", "ce") and value.strip().isdigit():
-            counts[key.strip()] = int(value.strip())
+        if key.strip() in ("ue", "ce"):
+            counts[key.strip()] = parse_count(value)
     if not counts:
         return None
     return counts.get("ue", 0), counts.get("ce", 0)
@@ -63,7 +65,11 @@ def read_ras(host: HostRoot, address: str) -> tuple[tuple[str, ...], tuple[Healt
     signals: list[str] = []
     for name in sorted(host.listdir(base)):
         if name.endswith("_err_count"):
-            counts = parse_err_count(host.read_text(f"{base}/{name}") or "")
+            try:
+                counts = parse_err_count(host.read_text(f"{base}/{name}") or "")
+            except BadCount as exc:
+                host.warn(f"/{base}/{name}: {exc}")
+                continue
             if counts is not None:
                 ue, ce = ue + counts[0], ce + counts[1]
                 signals = ["sysfs.ras"]

@@ -6,19 +6,22 @@
 * ``replay.py`` / ``record.py``: NVML answers replayed from / recorded into ``nvml.json``;
 * ``facts.py``: the shape procfs and NVML both return;
 * ``driver.py``: the ``nvidia`` source, those facts merged into the GPU records;
-* ``vgpu.py``: the ``nvidia-vgpu`` source, the PCI vendor capability of vGPU guests.
+* ``vgpu.py``: the ``nvidia-vgpu`` source, the PCI vendor capability of vGPU guests;
+* ``tegra.py`` / ``cuda.py``: the ``nvidia-tegra`` source, the integrated GPU of a Jetson
+  (device tree, platform device, L4T release, CUDA's answers).
 """
 
 from __future__ import annotations
 
-from nfd_gpu.discovery.nvidia import driver, vgpu
+from nfd_gpu.discovery.nvidia import driver, tegra, vgpu
 from nfd_gpu.discovery.source import Vendor
 
 VENDOR = Vendor(
     name="nvidia",
     pci_id="10de",
     display="NVIDIA",
-    drivers=("nvidia", "nouveau"),
+    drivers=("nvidia", "nouveau", "nvgpu"),
     modules=("nvidia",),
-    sources=(driver.SOURCE, vgpu.SOURCE),
+    # nvidia-tegra first: it adds the integrated GPU the others then see
+    sources=(tegra.SOURCE, driver.SOURCE, vgpu.SOURCE),
 )

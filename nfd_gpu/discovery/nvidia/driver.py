@@ -192,16 +192,27 @@ def apply(
         for p in facts.partitions
         if (a := PciAddress.parse(p.parent)) in own
     )
-    with_table = tuple(table_facts(g) if g.vendor == "nvidia" else g for g in gpus)
+    # an integrated GPU's facts are the Tegra table's and CUDA's (nvidia-tegra), not PCI's
+    with_table = tuple(
+        table_facts(g) if g.vendor == "nvidia" and not g.integrated else g for g in gpus
+    )
     merged = merge(with_table, facts)
     if facts.nvml_init_error:
         merged = tuple(_init_failed(g, facts.nvml_init_error) for g in merged)
     return merged, parts, versions
 
 
+DRIVER_NOT_LOADED = "Driver Not Loaded"  # nvmlErrorString(NVML_ERROR_DRIVER_NOT_LOADED)
+
+
 def _init_failed(g: Gpu, why: str) -> Gpu:
+    """The init error on an NVIDIA GPU; bound to ``nvidia``, it is a GPU the driver has and
+    cannot use (``nvml-init-failed``), unless the driver is not loaded yet (NVML's
+    ``Driver Not Loaded``: the driver container is starting; not a fault)."""
     if g.vendor != "nvidia":
         return g
+    if g.driver == "nvidia" and DRIVER_NOT_LOADED not in why:
+        g = dataclasses.replace(g, health=g.health.read(("nvml.init",), (health.INIT_FAILED,)))
     return dataclasses.replace(g, nvidia=dataclasses.replace(g.nvidia, nvml_init_error=why))
 
 

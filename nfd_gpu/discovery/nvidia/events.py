@@ -7,8 +7,10 @@ until an event or the timeout (``NVMLError_Timeout``), so an idle watcher wakes 
 ``timeout_ms`` (benchmarks/xid_watch.py measures what that costs). Each event is the GPU's
 PCI address and its XID (``eventData``; a double-bit ECC event counts as XID 48, which is
 what the driver logs for it). :meth:`XidWatcher.drain` hands the events over to the pass;
-:meth:`XidWatcher.stop` tells the thread to end after its current wait; the thread is
-a daemon, so the agent exits at once (within its STOP_GRACE) whatever NVML is doing.
+:meth:`XidWatcher.stop` tells the thread to end after its current wait; three failed
+waits in a row (not timeouts: the driver went away) end it too (:meth:`XidWatcher.running`
+turns False, and the agent starts a new one when NVML is back); the thread is a daemon,
+so the agent exits at once (within its STOP_GRACE) whatever NVML is doing.
 
 The library is the NVML the agent asks: ``<root>/nvml.json`` when the root has a recording
 (its ``"events"`` are replayed, replay.py), else pynvml (:func:`library`).
@@ -34,6 +36,8 @@ XID_DOUBLE_BIT_ECC = 48  # the XID the driver logs for a double-bit ECC error
 # progress never holds the agent's exit up (stop() does not wait for it).
 WAIT_MS = 30_000
 MAX_PENDING = 10_000  # events kept between two passes at most (a storm never grows memory)
+MAX_FAILURES = 3  # failed waits in a row that end the watcher (the agent starts a new one)
+RETRY_MS = 1_000  # the pause after a failed wait
 
 
 def library(root: str) -> ModuleType | None:
@@ -62,6 +66,7 @@ class XidWatcher:
         self._stop = threading.Event()
         self._set: Any = None
         self._inited = False
+        self._failures = 0  # failed waits in a row
         self._thread: threading.Thread | None = None
 
     def open(self) -> bool:
@@ -97,9 +102,17 @@ class XidWatcher:
         try:
             data = lib.nvmlEventSetWait(self._set, wait_ms)
         except lib.NVMLError as exc:
-            if type(exc).__name__ != "NVMLError_Timeout":
-                self._stop.wait(wait_ms / 1000)  # GPU lost etc.: no busy loop
+            if type(exc).__name__ == "NVMLError_Timeout":
+                self._failures = 0
+                return False
+            self._failures += 1
+            if self._failures >= MAX_FAILURES:  # the set is dead (driver gone): end
+                self.error = f"nvmlEventSetWait: {exc}"
+                self._stop.set()
+            else:
+                self._stop.wait(min(wait_ms, RETRY_MS) / 1000)  # GPU lost etc.: no busy loop
             return False
+        self._failures = 0
         kind = int(data.eventType)
         xid = XID_DOUBLE_BIT_ECC if kind & EVENT_DOUBLE_BIT_ECC else int(data.eventData)
         try:
@@ -134,6 +147,10 @@ class XidWatcher:
                 self.poll(self.wait_ms)
         finally:
             self.close()
+
+    def running(self) -> bool:
+        """True while the thread watches (False once it ended: ``error`` says why)."""
+        return self._thread is not None and self._thread.is_alive() and not self._stop.is_set()
 
     def stop(self, timeout: float = 0.5) -> bool:
         """Tell the thread to end after its current wait; True when it ended within

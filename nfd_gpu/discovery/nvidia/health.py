@@ -103,6 +103,7 @@ def _nvlink(r: _Reader) -> None:
 
 
 NOT_ANSWERING = HealthReason("not-answering", "nvml")
+INIT_FAILED = HealthReason("nvml-init-failed", "nvml")  # nvmlInit failed, GPU bound to nvidia
 
 
 def read(lib: ModuleType, h: Any) -> tuple[tuple[str, ...], tuple[HealthReason, ...]]:

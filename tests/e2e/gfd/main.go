@@ -11,6 +11,9 @@
 // caller runs this in a mount namespace with the fixture's sys/ on /sys.
 //
 // Harness flags: --nvml FILE (the recording; absent: no NVML library on the node),
+// --cuda FILE (a CUDA recording, answered by the fake libcuda.so.1 the caller puts on
+// LD_LIBRARY_PATH: cuda.go), --root DIR (the fixture: where go-nvlib's own Tegra
+// detection looks for etc/nv_tegra_release and sys/devices/soc0/family),
 // --repeat N (label N times; GFD picks among GPU models in Go map order, so one node can
 // get different labels: every distinct result is printed).
 //
@@ -97,7 +100,16 @@ func label(c *cli.Context, flags []cli.Flag) (map[string]string, error) {
 		lib.setFuncs()
 	}
 	devicelib := device.New(lib)
-	real := nvinfo.New(nvinfo.WithNvmlLib(lib), nvinfo.WithDeviceLib(devicelib))
+	if path := c.String("cuda"); path != "" {
+		answers, err := cudaAnswers(path)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.Setenv("FAKE_CUDA_ANSWERS", answers); err != nil {
+			return nil, err
+		}
+	}
+	real := nvinfo.New(nvinfo.WithNvmlLib(lib), nvinfo.WithDeviceLib(devicelib), nvinfo.WithRoot(c.String("root")))
 	infolib := nvinfo.New(
 		nvinfo.WithNvmlLib(lib),
 		nvinfo.WithDeviceLib(devicelib),
@@ -132,6 +144,8 @@ func untimed(labels map[string]string) map[string]string {
 func main() {
 	flags := append(gfdFlags(),
 		&cli.StringFlag{Name: "nvml"},
+		&cli.StringFlag{Name: "cuda"},
+		&cli.StringFlag{Name: "root", Value: "/"},
 		&cli.IntFlag{Name: "repeat", Value: 1},
 	)
 	app := cli.NewApp()

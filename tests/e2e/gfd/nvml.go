@@ -17,6 +17,14 @@ import (
 
 type record map[string]json.RawMessage
 
+// cString copies s into a C char array: go-nvml v0.13.0's are uint8, v0.13.3's int8
+// (the newest GFD's), so the harness builds against either.
+func cString[T ~int8 | ~uint8](dst []T, s string) {
+	for i := 0; i < len(s) && i < len(dst); i++ {
+		dst[i] = T(s[i])
+	}
+}
+
 // errorCodes maps the recording's error names (pynvml's NVMLError_<Name>) to NVML's codes.
 var errorCodes = map[string]nvml.Return{
 	"Uninitialized":        nvml.ERROR_UNINITIALIZED,
@@ -290,12 +298,12 @@ func (d *fakeDevice) setFuncs(s *server) {
 			return v, ret
 		}
 		ret := d.rec.answer("nvmlDeviceGetPciInfo", &rec)
-		copy(v.BusId[:len(v.BusId)-1], rec.BusID)
+		cString(v.BusId[:len(v.BusId)-1], rec.BusID)
 		legacy := rec.BusID
 		if len(legacy) > 4 { // the legacy id has a 4-digit domain: 0000:07:00.0
 			legacy = legacy[4:]
 		}
-		copy(v.BusIdLegacy[:len(v.BusIdLegacy)-1], legacy)
+		cString(v.BusIdLegacy[:len(v.BusIdLegacy)-1], legacy)
 		return v, ret
 	}
 	d.GetGpuFabricInfoFunc = func() (nvml.GpuFabricInfo, nvml.Return) {

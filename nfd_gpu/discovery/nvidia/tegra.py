@@ -1,0 +1,140 @@
+"""The ``nvidia-tegra`` source: the integrated GPU of an NVIDIA SoC (Jetson, IGX, DRIVE), a
+platform device rather than a PCI function, found from the device tree.
+
+- The SoC: the ``nvidia,tegra<N>`` entry of ``proc/device-tree/compatible`` (NUL-separated;
+  ``sys/firmware/devicetree/base/compatible`` where procfs is not mounted). A SoC in
+  ``data/tegra.tsv`` (generated from NVIDIA's CUDA GPU pages, tests/data/ids/tegra-socs.tsv)
+  has one GPU: its CUDA name, compute capability and family come from there.
+- The platform device: a device bound to a Tegra GPU driver
+  (``sys/bus/platform/drivers/<driver>/<unit-address>.<name>``: ``nvgpu`` up to L4T 36,
+  ``nvidia`` from JetPack 7's unified driver); its name is the GPU's address, else the SoC's.
+- What CUDA answers (:mod:`.cuda`: a ``cuda.json`` recording, or the host's libcuda) is
+  what GFD's ``tegra`` strategy labels: the device name, total memory, compute capability
+  and the CUDA driver version replace the table's.
+- Memory: the GPU addresses the host's memory (unified memory); without CUDA it is
+  ``MemTotal`` of ``proc/meminfo`` (what ``cuDeviceTotalMem`` answers there: the kernel's
+  RAM, not the module's nominal size). In MiB, rounded down as GFD's ``gpu.memory``.
+- The L4T release (``etc/nv_tegra_release``: ``# R36 (release), REVISION: 4.3`` -> ``36.4.3``)
+  is the ``nvgpu`` driver's version (the module ships with L4T and has no version of its own).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from nfd_gpu import families, tables
+from nfd_gpu.discovery.nvidia import cuda
+from nfd_gpu.discovery.source import Context, Source
+from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.model import Gpu, NvidiaGpu, Snapshot
+
+COMPATIBLE = ("proc/device-tree/compatible", "sys/firmware/devicetree/base/compatible")
+GPU_DRIVERS = ("nvgpu", "nvidia")  # platform drivers of Tegra GPUs (L4T; JetPack 7)
+L4T_RELEASE = "etc/nv_tegra_release"
+_RELEASE = re.compile(r"#\s*R(\d+)\s*\(release\),\s*REVISION:\s*(\d+(?:\.\d+)*)")
+_PLATFORM_DEVICE = re.compile(r"^[0-9a-f]+\.[A-Za-z0-9_-]+$")  # <unit address>.<node name>
+_MEMTOTAL = re.compile(r"^MemTotal:\s+(\d+)\s+kB$", re.MULTILINE)
+
+
+def soc(host: HostRoot) -> str | None:
+    """The SoC of an NVIDIA device tree (``tegra234``), None elsewhere."""
+    for path in COMPATIBLE:
+        data = host.read_bytes(path)
+        if data is not None:
+            for entry in data.decode("ascii", "replace").split("\0"):
+                if entry.startswith("nvidia,tegra"):
+                    return entry.removeprefix("nvidia,")
+            return None
+    return None
+
+
+def l4t_release(host: HostRoot) -> str | None:
+    """The L4T release of ``etc/nv_tegra_release`` (``36.4.3``), None without one."""
+    text = host.read_text(L4T_RELEASE)
+    m = _RELEASE.match(text or "")
+    if text and not m:
+        host.warn(f"/{L4T_RELEASE}: unexpected content {text[:40]!r}")
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+def platform_device(host: HostRoot) -> tuple[str, str] | None:
+    """(device name, driver) of the GPU's platform device bound to a Tegra GPU driver."""
+    for driver in GPU_DRIVERS:
+        for name in host.listdir(f"sys/bus/platform/drivers/{driver}"):
+            if _PLATFORM_DEVICE.match(name):
+                return name, driver
+    return None
+
+
+def mem_total_mib(host: HostRoot) -> int | None:
+    """``MemTotal`` of ``proc/meminfo`` in MiB (rounded down)."""
+    m = _MEMTOTAL.search(host.read_text("proc/meminfo") or "")
+    return int(m.group(1)) // 1024 if m else None
+
+
+def integrated_gpu(host: HostRoot, chip: str, facts: cuda.CudaFacts | None) -> Gpu | None:
+    """The SoC's GPU record: the table's facts, CUDA's answers over them."""
+    known = tables.tegra(chip)
+    if known is None:
+        host.warn(f"NVIDIA SoC {chip}: not in the Tegra table, its GPU is not labelled")
+        return None
+    name, major, minor, family = known
+    prov = {"product": "table", "compute_capability": "table", "family": "table"}
+    memory, prov["memory_mib"] = mem_total_mib(host), "meminfo"
+    dev = facts.devices[0] if facts and facts.devices else None
+    if dev is not None:
+        if dev.name:
+            name, prov["product"] = dev.name, "cuda"
+        if dev.total_mem is not None:
+            memory, prov["memory_mib"] = dev.total_mem >> 20, "cuda"
+        if dev.compute_major is not None and dev.compute_minor is not None:
+            major, minor, prov["compute_capability"] = dev.compute_major, dev.compute_minor, "cuda"
+            family = families.nvidia_family(major, minor) or family
+    if memory is None:
+        del prov["memory_mib"]
+    found = platform_device(host)
+    address, driver = found or (chip, None)
+    return Gpu(
+        address=address,
+        vendor="nvidia",
+        vendor_id="",
+        device_id="",
+        class_id="",
+        product=name or f"NVIDIA {chip}",
+        family=family,
+        memory_mib=memory,
+        driver=driver,
+        mode="container" if driver else None,
+        integrated=True,
+        nvidia=NvidiaGpu(
+            compute_major=major,
+            compute_minor=minor,
+            mig_capable=False,
+            cuda_answered=prov["product"] == "cuda",
+        ),
+        provenance=prov,
+    )
+
+
+def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
+    host = ctx.host
+    chip = soc(host)
+    if chip is None:
+        return snap
+    facts = cuda.query(host)
+    gpu = integrated_gpu(host, chip, facts)
+    if gpu is None:
+        return snap
+    versions = dict(snap.driver_versions)
+    release = l4t_release(host)
+    if release:
+        versions["l4t"] = release
+        if gpu.driver == "nvgpu":
+            versions["nvgpu"] = release
+    if facts is not None and facts.version:
+        versions["cuda"] = facts.version
+    return dataclasses.replace(snap, gpus=(*snap.gpus, gpu), driver_versions=versions)
+
+
+SOURCE = Source("nvidia-tegra", _discover)
