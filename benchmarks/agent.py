@@ -13,10 +13,12 @@ each round (benchmarks/rounds.py), after one warm-up pass each:
   (each agent owns its reuse), i.e. what a pass costs when the features or the rules changed.
 
 Then the resident set size (``/proc/self/statm``) of one fresh process per setup after
-``--passes`` passes (feature file only; NodeFeature; NodeFeature with the rules),
+``--passes`` passes (feature file only; feature file as the Helm chart ships it, with the
+start-up check for a stale NodeFeature, ``retire_outputs``; NodeFeature; NodeFeature with
+the rules),
 ``--rss-rounds`` processes each, interleaved: median and range.
 
-    python benchmarks/agent.py [--rounds 200] [--rules 1000] [--passes 100]
+    python benchmarks/agent.py [--rounds 200] [--rules 1000] [--passes 100] [--rss-only]
 
 ``--owner-refs`` is the agent's option (default ``pod,ds``, as deployed): the sink reads its
 own Pod from the test API server once for the DaemonSet owner reference.
@@ -42,7 +44,21 @@ if importlib.util.find_spec("nfd_gpu") is None:  # not installed: the source tre
 
 import rounds  # noqa: E402
 
-SETUPS = ("featurefile", "nodefeature", "nodefeature+rules")
+# featurefile+stale-check: the chart's default agent, a feature file output with the pod's
+# credentials, so it checks once at start for a NodeFeature an earlier output left
+SETUPS = ("featurefile", "featurefile+stale-check", "nodefeature", "nodefeature+rules")
+
+
+def kubeconfig_for(url: str) -> dict[str, Any]:
+    """A kubeconfig for the test API server at ``url``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "bench", "cluster": {"server": url}}],
+        "users": [{"name": "bench", "user": {"token": "bench"}}],
+        "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "bench"}}],
+        "current-context": "bench",
+    }
 
 
 def rss_bytes() -> int:
@@ -214,9 +230,19 @@ def _p95(cpu: list[float]) -> str:
 
 def child(args: argparse.Namespace) -> int:
     """One setup in this (fresh) process: ``--passes`` passes, then print the RSS."""
-    api = None if args.child == "featurefile" else Api(args.url)
+    api = None if args.child.startswith("featurefile") else Api(args.url)
     rules = args.rules_file if args.child == "nodefeature+rules" else None
     agent = make_agent("hgx-h100", "rss", rules=rules, api=api, **_common(args))
+    if args.child == "featurefile+stale-check":
+        from nfd_gpu.agent.startup import retire_outputs
+        from nfd_gpu.config import Config
+
+        kubeconfig = os.path.join(args.tmp, "kubeconfig")
+        with open(kubeconfig, "w", encoding="utf-8") as f:
+            json.dump(kubeconfig_for(args.url), f)  # JSON is YAML
+        cfg = Config(outputs=("featurefile",), node_name="rss", namespace="nfd-gpu",
+                     kubeconfig=kubeconfig)  # fmt: skip
+        retire_outputs(cfg)
     for _ in range(args.passes + 1):
         assert agent.run_pass()
     print(json.dumps({"rss": rss_bytes()}))
@@ -229,7 +255,8 @@ def memory(args: argparse.Namespace, rules: str) -> None:
     python = args.python or sys.executable
     try:
         for r in range(args.rss_rounds):
-            for s in SETUPS[r % 3 :] + SETUPS[: r % 3]:
+            k = r % len(SETUPS)
+            for s in SETUPS[k:] + SETUPS[:k]:
                 cmd = [python, __file__, "--child", s, "--rules-file", rules, "--url", server.url]
                 cmd += ["--passes", str(args.passes), "--owner-refs", args.owner_refs]
                 cmd += ["--tmp", args.tmp]
@@ -256,6 +283,7 @@ def main() -> int:
     ap.add_argument("--rules", type=int, default=1000, help="NodeFeatureRule rules to apply")
     ap.add_argument("--passes", type=int, default=100, help="passes before RSS is read")
     ap.add_argument("--rss-rounds", type=int, default=3)
+    ap.add_argument("--rss-only", action="store_true", help="only the RSS table")
     ap.add_argument(
         "--owner-refs", default="pod,ds", help="owner references, as the agent's option"
     )
@@ -281,7 +309,8 @@ def main() -> int:
         args.tmp = tmp
         rules = rules_file(args.rules)
         try:
-            passes(args, rules)
+            if not args.rss_only:
+                passes(args, rules)
             memory(args, rules)
         finally:
             os.unlink(rules)

@@ -5,7 +5,10 @@ Usage: python benchmarks/rules.py [--runs N] [--rules N] [--gpus N] [--fixture N
 Prints the median evaluation time of N runs (target: under 50 ms) and, next to
 it, the median ``nfd_gpu.scan.run_scan`` time of a fixture root
 (``tests/fixtures/sysfs/hgx-h100`` by default), without and with the shipped
-``rules/``.
+``rules/``. Then a rule-file reload (what a ConfigMap edit costs every node): the
+agent's ``load_rule_file`` of the N rules as one YAML file, interleaved in rounds
+(benchmarks/rounds.py) beside its floors on the same file: PyYAML's own safe load
+(libyaml) and ``json.loads`` of the same rules as JSON.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import statistics
 import time
 from pathlib import Path
 from typing import Any
+
+import rounds
 
 from nfd_gpu.features import Features, add_attributes, add_flags, add_instances, empty
 from nfd_gpu.rules import evaluate, ruleset_from_documents
@@ -234,6 +239,51 @@ def _cell(t: tuple[float, float], target: str = "") -> str:
     return f"{t[0]:.2f} ms wall, {t[1]:.2f} ms CPU{target}"
 
 
+def reload_table(n: int, runs: int) -> str:
+    """The interleaved reload table (module docstring) for ``n`` rules."""
+    import json
+    import tempfile
+
+    import yaml
+
+    from nfd_gpu.rules.loader import load_rule_file
+
+    doc = {
+        "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+        "kind": "NodeFeatureRule",
+        "metadata": {"name": "bench"},
+        "spec": {"rules": make_rules(n)},
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "rules.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        text, as_json = path.read_text(), json.dumps(doc)
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+        def agent_reload() -> None:
+            problems: list[str] = []
+            assert load_rule_file(path, True, problems, []) and not problems, problems[:3]
+
+        res = rounds.interleave(
+            {
+                "load_rule_file (the agent's reload)": rounds.in_process(agent_reload),
+                "yaml.load, CSafeLoader (PyYAML floor)": rounds.in_process(
+                    lambda: yaml.load(text, Loader=loader)
+                ),
+                "json.loads (the same rules as JSON)": rounds.in_process(
+                    lambda: json.loads(as_json)
+                ),
+            },
+            runs,
+        )
+    size = f"{len(text) / 1024:.0f} KiB"
+    head = rounds.header(res, f"reload of one rule file, {n} rules ({size} YAML)")
+    per = statistics.median(res.cpu("load_rule_file (the agent's reload)")) * 1000 / n * 1000
+    table = rounds.table(res, "yaml.load, CSafeLoader (PyYAML floor)")
+    target = f"agent reload: {per:.0f} ms CPU per 1,000 rules (median; target <= 50)"
+    return f"{head}\n\n{table}\n\n{target}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=21)
@@ -289,6 +339,8 @@ def main() -> None:
     print(f"{'-' * w}-+-{'-' * 40}")
     for k, v in rows:
         print(f"{k:<{w}} | {v}")
+    print()
+    print(reload_table(args.rules, args.runs))
 
 
 if __name__ == "__main__":

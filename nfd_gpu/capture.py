@@ -160,6 +160,7 @@ class _Copier:
         self.out = _Dest(dest)
         self.report = report
         self.done: set[tuple[str, bool]] = set()
+        self.files: set[str] = set()  # report.files, for lookups (linear in files copied)
 
     def close(self) -> None:
         self.host.close()
@@ -185,14 +186,22 @@ class _Copier:
         if rel.split("/", 1)[0] in MARKER_ONLY or not stat.S_ISREG(st.st_mode):
             self._marker(rel)
             return
+        if st.st_nlink > 1:
+            # a hard link may be any file of the same filesystem (/etc/shadow linked into a
+            # tree): nothing the kernel's sysfs or procfs has, so never copied
+            self.report.skipped.append(f"/{rel}: {st.st_nlink} hard links, not copied")
+            return
         seen = len(self.host.warnings)
         data = self.host.read_bytes(rel, limit=MAX_READ + 1)
         if data is None:
             why = self.host.warnings[seen:] or [f"/{rel}: cannot read"]
             self.report.skipped.append(why[-1])
             return
-        self.out.write(rel, data, replace=True)
-        if rel not in self.report.files:
+        # its permission bits as on the host (a root-only file stays root-only), no
+        # set-id or sticky bits
+        self.out.write(rel, data, stat.S_IMODE(st.st_mode) & 0o777, replace=True)
+        if rel not in self.files:
+            self.files.add(rel)
             self.report.files.append(rel)
             self.report.bytes += len(data)
 

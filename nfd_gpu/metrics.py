@@ -10,32 +10,23 @@ write (403, 401, an invalid object, a disk error), and while an incomplete scan 
 last good labels. The body of a 200 lists what is degraded: a transient publish failure,
 a configuration file kept at its last valid version (``nfd_gpu_config_stale{file}``).
 
-Served by a small, bounded stdlib HTTP server on ``--metrics-address``: at most
-``MAX_CONNECTIONS`` requests are handled at once (further connections are accepted and
-closed at once, so they hold no descriptor), each socket times out after
-``SOCKET_TIMEOUT`` seconds idle, one request per connection. Descriptors and threads it
-can hold are therefore bounded, whatever a client does, and a scan always has the
+Served on ``--metrics-address`` by ``httpserve.py``: one thread that sleeps while idle,
+a deadline per request, a bounded number of connections where a new one (a probe) always
+gets in, so slow clients and scrapes cannot starve the probes and a scan always has the
 descriptors it needs. Each Metrics object has its own registry.
 """
 
 from __future__ import annotations
 
-import logging
-import socket
 import threading
 import time
 from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from nfd_gpu import __version__
+from nfd_gpu import __version__, httpserve
 from nfd_gpu.sinks.registry import OUTPUTS
 
-log = logging.getLogger(__name__)
-
-MAX_CONNECTIONS = 8  # requests served at once (threads and sockets held)
-SOCKET_TIMEOUT = 5.0  # seconds a client may stay silent before it is dropped
-LISTEN_BACKLOG = 16
+TEXT = "text/plain; charset=utf-8"
 
 NVML_SOURCES = ("nvml", "replay", "stale", "procfs", "off", "none")
 
@@ -84,7 +75,8 @@ class Metrics:
         self.warnings = pc.Gauge("nfd_gpu_warnings", "Warnings in the last scan", registry=r)
         self.http_rejected = pc.Counter(
             "nfd_gpu_http_rejected_connections_total",
-            "Metrics-port connections closed unserved (all MAX_CONNECTIONS slots busy)",
+            "Metrics-port connections closed unserved (the oldest, when every slot is held; "
+            "past the request deadline; a request head too large)",
             registry=r,
         )
         self.nvml_stale = pc.Gauge(
@@ -189,6 +181,13 @@ class Metrics:
         self.publish_failing.labels(sink=sink).set(0)
         self.notes.pop(f"sink {sink}", None)
 
+    def set_degraded(self, sink: str, reason: str | None) -> None:
+        """``reason``: why ``sink`` works less well than it should (a ``/readyz`` line)."""
+        if reason is None:
+            self.notes.pop(f"degraded {sink}", None)
+        else:
+            self.notes[f"degraded {sink}"] = f"{sink}: {reason}"
+
     def observe_repair(self, output: str) -> None:
         self.repairs.labels(output=output).inc()
 
@@ -224,38 +223,6 @@ class Metrics:
 
     def healthy(self) -> bool:
         return time.monotonic() - self.heartbeat < self.liveness_timeout
-
-
-class _BoundedServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = LISTEN_BACKLOG
-
-    def __init__(self, address: tuple[str, int], handler: Any, metrics: Metrics) -> None:
-        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        self.metrics = metrics
-        super().__init__(address, handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.slots.acquire(blocking=False):
-            # every slot busy: drop this connection now instead of queueing a thread
-            self.metrics.http_rejected.inc()
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self.slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # a client that vanished or timed out: one log line, never a raw traceback
-        log.debug("metrics: connection from %s ended early", client_address, exc_info=True)
 
 
 class HealthMetrics:
@@ -318,55 +285,31 @@ class HealthMetrics:
 
 
 class MetricsServer:
-    """``/metrics``, ``/healthz``, ``/readyz`` on a background thread."""
+    """``/metrics``, ``/healthz``, ``/readyz`` on a background thread (``httpserve.py``)."""
 
     def __init__(self, metrics: Metrics, host: str, port: int) -> None:
-        m = metrics
+        self.metrics = metrics
+        self.server = httpserve.Server((host, port), self.route, metrics.http_rejected.inc)
 
-        class Handler(BaseHTTPRequestHandler):
-            timeout = SOCKET_TIMEOUT  # applied to the socket: idle clients are dropped
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-            def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                ctype = "text/plain; charset=utf-8"
-                if path == "/metrics":
-                    code, body, ctype = 200, m.exposition(), m.content_type
-                elif path == "/healthz":
-                    ok = m.healthy()
-                    code, body = (200, b"ok\n") if ok else (503, b"agent loop stalled\n")
-                elif path == "/readyz":
-                    code, body = m.readyz()
-                else:
-                    code, body = 404, b"not found\n"
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.send_header("Connection", "close")
-                self.end_headers()
-                self.wfile.write(body)
-
-        server_cls: Any = _BoundedServer
-        if ":" in host:  # an IPv6 address
-            server_cls = type(
-                "_BoundedServer6", (_BoundedServer,), {"address_family": socket.AF_INET6}
-            )
-        self.server = server_cls((host, port), Handler, metrics)
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
-        )
+    def route(self, path: str) -> tuple[int, str, bytes]:
+        m = self.metrics
+        if path == "/metrics":
+            return 200, m.content_type, m.exposition()
+        if path == "/healthz":
+            ok = m.healthy()
+            return (200, TEXT, b"ok\n") if ok else (503, TEXT, b"agent loop stalled\n")
+        if path == "/readyz":
+            code, body = m.readyz()
+            return code, TEXT, body
+        return 404, TEXT, b"not found\n"
 
     @property
     def address(self) -> tuple[str, int]:
-        host, port = self.server.server_address[:2]
-        return str(host), int(port)
+        return self.server.address
 
     def start(self) -> MetricsServer:
-        self.thread.start()
+        self.server.start()
         return self
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.stop()

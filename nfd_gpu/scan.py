@@ -39,6 +39,7 @@ class ScanResult:
     # failures that make the result incomplete (out of descriptors or memory, a listing
     # that failed): not a description of the host, never to be published
     errors: list[str] = field(default_factory=list)
+    rule_labels: int = 0  # how many of the labels the rules set
 
     @property
     def complete(self) -> bool:
@@ -163,6 +164,7 @@ def run_scan(
     feats = snapshot_features(snap)
     all_warnings = list(snap.warnings) + warnings
     rule_errors: list[tuple[str, str]] = []
+    rule_labels = 0
     if rules is None and rules_path is not None:
         from nfd_gpu.rules import load_rules  # lazy: only when rules are used
 
@@ -175,6 +177,7 @@ def run_scan(
         own = functools.partial(evaluate, own_ns=namespace)
         out = own(rules, feats) if rule_outputs is None else rule_outputs.output(rules, feats, own)
         labels.update(out.labels)
+        rule_labels = len(out.labels)
         rule_errors = [("load", p) for p in rules.problems] + list(out.errors)
         all_warnings += [f"rules: {p}" for p in rules.problems]
         all_warnings += [f"rule {name}: {msg}" for name, msg in out.errors]
@@ -185,4 +188,5 @@ def run_scan(
         warnings=all_warnings,
         rule_errors=rule_errors,
         errors=list(host.errors),
+        rule_labels=rule_labels,
     )

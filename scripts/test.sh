@@ -20,12 +20,13 @@ if [ "$#" -gt 0 ] || [ -n "${NFD_GPU_TEST_SERIAL:-}" ]; then
 fi
 # The whole suite as two pytest processes side by side, about even, so both cores stay busy:
 # tests/e2e (mostly waiting on kube-apiserver, etcd, nfd-master and the Go judges it starts)
-# with the pod-view tests (CPU-bound: 640 agent scans) beside everything else, the GFD
-# judge (CPU-bound, no cluster) included. The second process's output is printed after the
+# and tests/node (a real kubelet and containerd: waiting on pods) with the pod-view tests
+# (CPU-bound: 640 agent scans) beside everything else, the GFD judge (CPU-bound, no
+# cluster) included. The second process's output is printed after the
 # first's, whole. NFD_GPU_TEST_SERIAL=1 runs one process, as `pytest -q` would.
 judge=tests/e2e/test_gfd_judge.py
 beside=(tests/deploy/test_pod_view.py)
-for f in tests/e2e/test_*.py; do [ "$f" = "$judge" ] || beside+=("$f"); done
+for f in tests/e2e/test_*.py tests/node/test_*.py; do [ "$f" = "$judge" ] || beside+=("$f"); done
 ignore=()
 for f in "${beside[@]}"; do ignore+=("--ignore=$f"); done
 beside_log=$(mktemp)
@@ -36,9 +37,9 @@ pytest -q "${ignore[@]}"
 rest=$?
 wait "$beside_pid"
 second=$?
-echo "--- tests/e2e and tests/deploy/test_pod_view.py (run beside the rest) ---"
+echo "--- tests/e2e, tests/node and tests/deploy/test_pod_view.py (run beside the rest) ---"
 cat "$beside_log"
 ok=0
-verdict "$rest" "all but tests/e2e and the pod view" || ok=1
-verdict "$second" "tests/e2e and the pod view" || ok=1
+verdict "$rest" "all but tests/e2e, tests/node and the pod view" || ok=1
+verdict "$second" "tests/e2e, tests/node and the pod view" || ok=1
 exit $ok

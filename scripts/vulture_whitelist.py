@@ -7,7 +7,7 @@ Anything else it reports is dead: delete it (a name used only by tests is dead t
 """
 
 # ruff: noqa: B018
-from nfd_gpu import cli, health_signals, metrics, model, rules, scan
+from nfd_gpu import cli, health_signals, model, rules, scan
 from nfd_gpu.cli import rules as rules_cli
 from nfd_gpu.discovery.nvidia import replay as nvml_replay
 from nfd_gpu.labels import amd, intel, neutral, nvidia
@@ -19,12 +19,6 @@ cli._root
 rules_cli.test
 # PEP 562 module __getattr__ (nfd_gpu.rules imports its parts on first use)
 rules.__getattr__
-# http.server / socketserver hooks and class attributes they read
-metrics._BoundedServer.daemon_threads
-metrics._BoundedServer.request_queue_size
-metrics._BoundedServer.handle_error
-metrics.MetricsServer.log_message  # BaseHTTPRequestHandler hooks (a local Handler class)
-metrics.MetricsServer.do_GET
 # kubernetes / urllib3 configuration attributes set for the library to read
 kubeclient.build_api_client.retries
 kubeclient.track_sockets.pool_classes_by_scheme

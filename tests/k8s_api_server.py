@@ -80,6 +80,8 @@ class FakeKubeAPI:
         self.cuts: collections.Counter[str] = collections.Counter()
         self.validator = jsonschema.Draft7Validator(nodefeature_schema())
         self.rejected: list[str] = []
+        self.messages: dict[str, str] = {}  # verb -> the message of its injected failures
+        self.auth: list[str] = []  # each request's Authorization header
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.changed = threading.Condition(self.lock)
@@ -102,9 +104,11 @@ class FakeKubeAPI:
     def allow(self, verb: str) -> None:
         self.denied.discard(verb)
 
-    def fail(self, verb: str, status: int = 500, count: int = 1) -> None:
+    def fail(self, verb: str, status: int = 500, count: int = 1, message: str = "") -> None:
         with self.lock:
             self.failures[verb].extend([status] * count)
+            if message:
+                self.messages[verb] = message
 
     def delay(self, verb: str, seconds: float, count: int = 1) -> None:
         with self.lock:
@@ -336,7 +340,8 @@ class FakeKubeAPI:
         if verb in self.denied:
             return 403, _status(403, "Forbidden", f"nodefeatures is forbidden: cannot {verb}")
         if failure:
-            return failure, _status(failure, "InternalError", "injected failure")
+            msg = self.messages.get(verb, "injected failure")
+            return failure, _status(failure, "InternalError", msg)
         with self.lock:
             return self._dispatch(verb, key, body)
 
@@ -479,6 +484,7 @@ class _Handler(BaseHTTPRequestHandler):
         return True
 
     def _serve(self) -> None:
+        self.server_api.auth.append(self.headers.get("Authorization") or "")
         if self._watch():
             return
         length = int(self.headers.get("Content-Length") or 0)

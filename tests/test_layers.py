@@ -29,6 +29,7 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
             "nfd_gpu.sinks",
             "nfd_gpu.inventory",  # reads the cluster through sinks/kubeclient.py
             "nfd_gpu.metrics",
+            "nfd_gpu.httpserve",
             "nfd_gpu.capture",
             "nfd_gpu.sharing_config",
         ),
@@ -49,6 +50,7 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
             "nfd_gpu.names",
             "nfd_gpu.yamlfile",
             "nfd_gpu.boundedfile",
+            "nfd_gpu.text",
             "nfd_gpu",
         ),
         False,

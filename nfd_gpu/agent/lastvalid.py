@@ -6,6 +6,12 @@ Each such file is *stale* until it is valid again: one warning when it becomes s
 its problem changes (not one per pass), ``nfd_gpu_config_stale{file}`` 1, and the reason
 in ``/readyz``'s body (still 200: the agent scans and publishes, with the last valid
 configuration). A valid change is honoured and logged with what it changed.
+
+A file broken with *no* valid version (broken at start, or a new rule file broken from
+its first read) is *unusable*: the agent publishes nothing new while one is (at start,
+what the Node already carries stays untouched; a restart never replaces the labels with
+ones built without that file), and ``/readyz`` is 503 with the reason, so a rollout stops
+at ``maxUnavailable``.
 """
 
 from __future__ import annotations
@@ -26,24 +32,45 @@ class StaleFiles:
     def __init__(self, metrics: Any = None) -> None:
         self.metrics = metrics
         self.reasons: dict[str, str] = {}
+        self.unusable: dict[str, str] = {}  # stale with no valid version: file -> reason
 
     def stale(self, file: str, reason: str, *, kept: bool = True) -> None:
         """``file`` is unreadable or invalid (``kept``: its last valid version is used;
         else there is none and it is ignored)."""
-        if self.reasons.get(file) == reason:
+        if self.reasons.get(file) == reason and (file in self.unusable) == (not kept):
             return
         self.reasons[file] = reason
-        what = "keeping its last valid version" if kept else "ignored (no valid version yet)"
+        if kept:
+            self.unusable.pop(file, None)
+            what = "keeping its last valid version"
+        else:
+            self.unusable[file] = reason
+            what = "no valid version yet: publishing nothing new until it is valid"
         log.warning("%s: %s; %s", file, reason, what)
         if self.metrics is not None:
             self.metrics.set_config_stale(file, reason)
 
     def valid(self, file: str) -> None:
+        self.unusable.pop(file, None)
         if self.reasons.pop(file, None) is None:
             return
         log.info("%s: valid again", file)
         if self.metrics is not None:
             self.metrics.set_config_stale(file, None)
+
+    def forget(self, file: str) -> None:
+        """``file`` is no longer configured: neither stale nor unusable."""
+        self.unusable.pop(file, None)
+        if self.reasons.pop(file, None) is not None and self.metrics is not None:
+            self.metrics.set_config_stale(file, None)
+
+    def blocking(self) -> str | None:
+        """Why nothing new may be published (an unusable file), or None."""
+        if not self.unusable:
+            return None
+        file = min(self.unusable)
+        more = f" (and {len(self.unusable) - 1} more files)" if len(self.unusable) > 1 else ""
+        return f"{file}: {self.unusable[file]}; no valid version yet{more}"
 
 
 def changes(old: Any, new: Any) -> str:
@@ -69,6 +96,8 @@ class LastValid(Generic[T]):
         """``load()``'s value; when it raises ValueError, the last valid one (or
         ``fallback`` when there is none yet)."""
         if file != self._file:
+            if self._file is not None:
+                self.stale.forget(self._file)
             self._file, self._value = file, None
         try:
             value = load()

@@ -10,6 +10,8 @@ import threading
 from types import TracebackType
 from typing import Any
 
+from nfd_gpu.text import shown
+
 log = logging.getLogger("nfd_gpu.agent")  # one logger for the agent's lines (docs/operations.md)
 
 
@@ -26,21 +28,12 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(doc, ensure_ascii=False)
 
 
-# C0 controls and DEL, written escaped: a value with a newline (a file name from a hostile
-# tree, an environment variable) cannot start a forged line, nor a terminal escape run.
-_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)} | {
-    ord("\n"): "\\n",
-    ord("\r"): "\\r",
-    ord("\t"): "\\t",
-}
-
-
 class TextFormatter(logging.Formatter):
     """``<time> <LEVEL> <logger>: <message>``, one line whatever the message holds
     (a traceback still follows on its own lines)."""
 
     def formatMessage(self, record: logging.LogRecord) -> str:
-        return super().formatMessage(record).translate(_ESCAPES)
+        return shown(super().formatMessage(record))  # one line: controls, bidi escaped
 
 
 def setup_logging(fmt: str = "text", level: str = "info") -> None:

@@ -28,7 +28,7 @@ from nfd_gpu.agent.health import AgentHealth
 from nfd_gpu.agent.lastvalid import LastValid, StaleFiles, changes
 from nfd_gpu.agent.logs import one_line, setup_logging
 from nfd_gpu.agent.outputs import build_sinks, sink_settings
-from nfd_gpu.agent.publish import Publisher, RepairPacer
+from nfd_gpu.agent.publish import Publisher, RepairPacer, too_large
 from nfd_gpu.agent.rulefiles import RuleFiles
 from nfd_gpu.agent.startup import (
     DEFAULT_RULES_DIR,
@@ -77,6 +77,7 @@ class Agent:
         self.started = int(time.time())
         self.publisher = Publisher(sinks if sinks is not None else build_sinks(cfg), metrics)
         self._reload_fn = reload
+        self._sink_key = sink_settings(cfg)  # what the sinks were built from
         self.metrics = metrics
         self.stop_event = threading.Event()
         self._wake = threading.Event()
@@ -94,6 +95,7 @@ class Agent:
         self._nvml: NvmlSession | None = None  # kept across passes (built on first use)
         self._nvml_state: tuple[str, str | None] = ("none", None)
         self._drift = threading.Event()  # a sink's published object changed: repair it
+        self._too_large: str | None = None  # the last result over the size limit, said once
         # last valid configuration wins (lastvalid.py): rules, sharing config, config file
         self.stale = StaleFiles(metrics)
         self._rules = RuleFiles(self.stale)
@@ -272,6 +274,8 @@ class Agent:
                 warnings=len(result.warnings),
                 rule_errors=len(result.rule_errors),
             )
+        if (blocked := self._blocked(result)) is not None:
+            return self._keep_last_good(blocked)
         pub = Publication(dict(result.labels), result.features)
         self._last_good = pub
         ok = self._publish(pub)
@@ -291,6 +295,15 @@ class Agent:
                 self.metrics.mark_ready()
             self.metrics.beat()
         return ok
+
+    def _blocked(self, result: ScanResult) -> str | None:
+        """Why a complete scan's result must not be published: a configuration file with no
+        valid version (lastvalid.py), labels over the size limit (said once per reason)."""
+        big = too_large(result.labels, result.rule_labels)
+        if big != self._too_large and big is not None:
+            log.error("scan: %s", big)
+        self._too_large = big
+        return self.stale.blocking() or big
 
     def _keep_last_good(self, reason: str) -> bool:
         """Hand the last good publication to the sinks again; the pass still fails."""
@@ -323,7 +336,8 @@ class Agent:
         except Exception as e:  # ConfigError, SinkError from a new kubeconfig
             self.stale.stale(where, f"reload failed: {str(e).removeprefix(where + ': ')}")
             return
-        if sink_settings(new) != sink_settings(self.cfg):
+        key = sink_settings(new)
+        if key != self._sink_key:
             try:
                 sinks = build_sinks(new)
             except SinkError as e:
@@ -333,6 +347,7 @@ class Agent:
                 gone.detach()  # its watch; what it published stays for the new sinks
             self.publisher.sinks = sinks
             self._attach(sinks)
+            self._sink_key = key
         old, self.cfg = self.cfg, new
         if self.metrics is not None:
             self.metrics.liveness_timeout = liveness_timeout(new)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
+from nfd_gpu import boundedfile
 from nfd_gpu.config import Config
 from nfd_gpu.sinks import Sink
 from nfd_gpu.sinks.registry import OUTPUTS, SETTINGS
@@ -11,8 +13,24 @@ from nfd_gpu.sinks.registry import OUTPUTS, SETTINGS
 
 def sink_settings(cfg: Config) -> tuple[Any, ...]:
     """The settings that shape the sinks (the outputs, every output's own settings, the dry
-    run): a reload rebuilds them only when these change."""
-    return (cfg.outputs, *(getattr(cfg, key) for key in SETTINGS), cfg.dry_run)
+    run, the kubeconfig's contents): a reload rebuilds them only when these change, so
+    credentials rotated in place (same path) are picked up on SIGHUP."""
+    return (
+        cfg.outputs,
+        *(getattr(cfg, key) for key in SETTINGS),
+        cfg.dry_run,
+        _digest(cfg.kubeconfig),
+    )
+
+
+def _digest(path: str | None) -> str | None:
+    """A fingerprint of the file's contents (None: no file, or unreadable)."""
+    if not path:
+        return None
+    try:
+        return hashlib.sha256(boundedfile.read(path)).hexdigest()
+    except OSError:
+        return None
 
 
 def build_sinks(cfg: Config) -> list[Sink]:

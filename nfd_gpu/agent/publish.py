@@ -21,6 +21,32 @@ from nfd_gpu.sinks import Publication, Sink, SinkError
 log = logging.getLogger("nfd_gpu.agent")  # one logger for the agent's lines (docs/operations.md)
 
 
+# What one node may carry: every Node watcher (kubelet, scheduler, each controller) gets
+# every label in every event of that Node. At most MAX_LABELS labels (more than 10x what the
+# profiles and the shipped rules write together) and MAX_LABEL_BYTES of keys and values
+# (Kubernetes' own limit on an object's annotations, TotalAnnotationSizeLimitB: 256 KiB).
+MAX_LABELS = 1000
+MAX_LABEL_BYTES = 256 * 1024
+
+
+def too_large(labels: dict[str, str], rule_labels: int) -> str | None:
+    """Why ``labels`` are too many or too large to publish (naming who set most of them),
+    or None."""
+    n = len(labels)
+    size = sum(len(k) + len(v) for k, v in labels.items())
+    if n <= MAX_LABELS and size <= MAX_LABEL_BYTES:
+        return None
+    who = (
+        f"the rules set {rule_labels} of them"
+        if rule_labels * 2 >= n
+        else f"the profiles set {n - rule_labels} of them"
+    )
+    return (
+        f"{n} labels, {size} bytes: more than a node may carry (at most {MAX_LABELS} "
+        f"labels and {MAX_LABEL_BYTES} bytes; {who}); publishing nothing new"
+    )
+
+
 def label_changes(old: dict[str, str] | None, new: dict[str, str]) -> tuple[int, int, int]:
     """(added, removed, changed) label counts from ``old`` (None: nothing published) to
     ``new``."""
@@ -71,6 +97,7 @@ class Publisher:
             if self.metrics is not None:
                 self.metrics.observe_publish(sink.name, "written" if wrote else "unchanged")
                 self.metrics.publish_ok(sink.name)
+                self.metrics.set_degraded(sink.name, sink.degraded())
             if wrote:
                 written.append(sink.name)
                 self._note_repair(sink)

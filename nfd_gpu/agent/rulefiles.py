@@ -8,8 +8,10 @@ valid again. The ``--rules`` path itself deleted, or a file replaced by a direct
 back), is stale too. A valid change is honoured and logged: a file's rules changed, a file
 removed from the directory (its rules no longer apply), an empty directory (no rules).
 
-A file that is broken before any valid version was seen is loaded tolerantly, as
-``load_rules(tolerant=True)`` does: its valid rules apply, the broken ones are problems.
+A file that is broken before any valid version was seen (the ``--rules`` path missing,
+too) is *unusable* (:meth:`StaleFiles.stale` with ``kept=False``): the agent publishes
+nothing new until it is valid or removed, so a restart with a broken ConfigMap never
+replaces the labels on the Node with ones built without its rules.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ class RuleFiles:
 
     def load(self, path: str) -> RuleSet:
         if path != self._path:
+            for name in [*self._files, *([self._path] if self._path else [])]:
+                self.stale.forget(name)
             self._path, self._is_dir, self._files, self._ruleset = path, None, {}, None
         p = Path(path)
         is_dir = p.is_dir()
@@ -75,6 +79,8 @@ class RuleFiles:
             self._path_stale = True
             return self._ruleset
         if gone:
+            self.stale.stale(path, "no such file or directory", kept=False)
+            self._path_stale = True
             return RuleSet(problems=(f"{p}: no such file or directory",))
         try:
             files = rule_files(p)
@@ -125,8 +131,7 @@ class RuleFiles:
                 self.stale.stale(name, first + more)
                 old.stamp = stamp
                 return False
-            for prob in problems:
-                log.warning("skipping invalid rule input: %s", prob)
+            self.stale.stale(name, first + more, kept=False)
             self._files[name] = _File(stamp, objs, False, tuple(problems), tuple(warnings))
             return True
         self.stale.valid(name)

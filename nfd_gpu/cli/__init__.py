@@ -11,13 +11,13 @@ is the ``nfd-gpu`` process (``nfd_gpu.cli:console``, ``python -m nfd_gpu.cli``).
 
 import gc
 import importlib
-import sys
 from typing import Annotated
 
 import typer
 
 from nfd_gpu import __version__
 from nfd_gpu.cli import capture, inventory, rules, run, scan
+from nfd_gpu.cli.common import say
 from nfd_gpu.cli.options import SettingsCommand
 from nfd_gpu.cli.scan import SCAN_API_VERSION
 
@@ -95,12 +95,12 @@ def main(argv: list[str] | None = None) -> int:
         where = getattr(ctx, "command_path", None) or "nfd-gpu"
         message = " ".join(str(exc.format_message()).split())  # type: ignore[attr-defined]
         if message:
-            print(f"{where}: error: {message}", file=sys.stderr)
+            say(f"{where}: error: {message}", err=True)
         return 2
     except typer.Exit as exc:
         return int(exc.exit_code)
     except typer.Abort:
-        print("nfd-gpu: aborted", file=sys.stderr)
+        say("nfd-gpu: aborted", err=True)
         return 1
     except BrokenPipeError:
         return 0

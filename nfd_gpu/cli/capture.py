@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from nfd_gpu.cli.common import check_root, fail
+from nfd_gpu.cli.common import check_root, fail, say
 from nfd_gpu.cli.options import RootOption
 from nfd_gpu.settings import Config
 
@@ -32,7 +32,7 @@ def snapshot(
         raise fail(str(exc)) from None
     except OSError as exc:
         raise fail(f"{dest}: {exc.strerror or exc}") from None
-    typer.echo(
+    say(
         f"{report.dest}: {len(report.files)} file(s), {len(report.links)} link(s), "
         f"{len(report.markers)} marker(s), {report.bytes} bytes, nvml {report.nvml}"
         + (f", {len(report.skipped)} skipped" if report.skipped else "")

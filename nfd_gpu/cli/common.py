@@ -1,15 +1,30 @@
-"""What the commands share: the one-line error and the ``--root`` check."""
+"""What the commands share: the one line printed (escaped), the one-line error and the
+``--root`` check."""
 
 from __future__ import annotations
 
 import os
+import sys
 
 import typer
+
+from nfd_gpu.text import shown
+
+
+def say(line: str, *, err: bool = False) -> None:
+    """Print one line of the CLI's output, escaped (:func:`shown`)."""
+    print(shown(line), file=sys.stderr if err else sys.stdout)
+
+
+def say_lines(text: str) -> None:
+    """Print a rendered block (a table), each line escaped."""
+    for line in text.splitlines():
+        say(line)
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print a one-line error and return the Exit to raise."""
-    typer.echo(f"nfd-gpu: error: {message}", err=True)
+    say(f"nfd-gpu: error: {message}", err=True)
     return typer.Exit(code)
 
 

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from nfd_gpu.cli.common import fail
+from nfd_gpu.cli.common import fail, say_lines
 
 
 class Format(str, enum.Enum):
@@ -62,6 +62,9 @@ def inventory(
         text = {"table": render.table, "csv": render.csv_text, "json": render.json_text}[fmt.value](
             inv
         )
+    if output is None and fmt.value == "table":
+        say_lines(text)  # a terminal's: each line escaped (values come from the cluster)
+        return
     if output is None:
         typer.echo(text, nl=False)
         return

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from nfd_gpu.cli.common import say
+
 if TYPE_CHECKING:
     from nfd_gpu.features import Features
     from nfd_gpu.rules.model import RuleSet
@@ -27,7 +29,7 @@ class OutputFormat(str, Enum):
 
 
 def _fail(msg: str) -> typer.Exit:
-    typer.echo(msg, err=True)
+    say(msg, err=True)
     return typer.Exit(EXIT_INPUT)
 
 
@@ -39,10 +41,10 @@ def _load(path: Path) -> "RuleSet":
         rs = load_rules(path)
     except RuleError as e:
         for line in e.problems:
-            typer.echo(line, err=True)
+            say(line, err=True)
         raise typer.Exit(EXIT_INPUT) from None
     for w in rs.warnings:
-        typer.echo(f"warning: {w}", err=True)
+        say(f"warning: {w}", err=True)
     return rs
 
 
@@ -70,7 +72,7 @@ def check(
 ) -> None:
     """Validate rule files: exit 0 when valid, 2 with `file: rule: message` lines."""
     rs = _load(path)
-    typer.echo(f"{path}: OK ({len(rs.objects)} objects, {rs.rule_count} rules)")
+    say(f"{path}: OK ({len(rs.objects)} objects, {rs.rule_count} rules)")
 
 
 @rules_app.command("test")
@@ -96,10 +98,10 @@ def test(
 
     out = evaluate(rs, feats, own_ns=OWN_NS)  # nfd-gpu's own labels refused, as by the agent
     for rule, msg in out.errors:
-        typer.echo(f"rule {rule}: {msg}", err=True)
+        say(f"rule {rule}: {msg}", err=True)
     if fmt is OutputFormat.labels:
         for k, v in sorted(out.labels.items()):
-            typer.echo(f"{k}={v}")
+            say(f"{k}={v}")
     else:
         import json  # lazy: only this format needs it
 

@@ -4,13 +4,12 @@
 
 import enum
 import os
-import sys
 import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from nfd_gpu.cli.common import check_root, fail
+from nfd_gpu.cli.common import check_root, fail, say, say_lines
 from nfd_gpu.cli.options import RootOption, scan_option
 from nfd_gpu.settings import Config, choices, words
 
@@ -97,14 +96,14 @@ def _rule_error(exc: Exception) -> None:
     if isinstance(exc, RuleError):
         lines = str(exc).splitlines() or ["invalid rules"]
         for line in lines[:-1]:
-            typer.echo(f"nfd-gpu: error: {line}", err=True)
+            say(f"nfd-gpu: error: {line}", err=True)
         raise fail(lines[-1]) from None
 
 
 def _print(result: "ScanResult", fmt: Format) -> None:
     for w in result.warnings:
         # Warnings go to stderr so `--format labels` stays a clean key=value stream.
-        print(f"warning: {w}", file=sys.stderr)
+        say(f"warning: {w}", err=True)
     if result.errors:
         # an incomplete scan describes this process (out of descriptors, memory), not
         # the host: print no labels a hook could publish
@@ -113,7 +112,7 @@ def _print(result: "ScanResult", fmt: Format) -> None:
     snap = result.snapshot
     if not snap.gpus:  # else `--format labels` prints nothing at all: say why
         why = f"no GPU found under {snap.root} ({len(snap.pci)} PCI function(s) read)"
-        print(f"nfd-gpu: {why}", file=sys.stderr)
+        say(f"nfd-gpu: {why}", err=True)
     if fmt is Format.dra_preview:
         import json  # lazy: only the JSON formats need it
 
@@ -124,7 +123,7 @@ def _print(result: "ScanResult", fmt: Format) -> None:
         return
     if fmt is Format.labels:
         for k in sorted(result.labels):
-            typer.echo(f"{k}={result.labels[k]}")
+            say(f"{k}={result.labels[k]}")
         return
     doc: dict[str, Any] = {
         "apiVersion": SCAN_API_VERSION,
@@ -142,7 +141,7 @@ def _print(result: "ScanResult", fmt: Format) -> None:
 
         typer.echo(yaml.safe_dump(doc, sort_keys=True), nl=False)
     else:
-        typer.echo(render_table(result), nl=False)
+        say_lines(render_table(result))
 
 
 def _nvidia_options(

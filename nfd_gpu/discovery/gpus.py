@@ -18,7 +18,7 @@ A GPU is a PCI *physical function* of a GPU vendor whose class is display
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from nfd_gpu import tables
 from nfd_gpu.discovery.passthrough import is_passthrough_driver
@@ -75,9 +75,26 @@ def gpu_mode(
     return None
 
 
-def build_gpu(dev: PciDevice, vfs: list[PciDevice], pciids: PciIds, vendor: Vendor) -> Gpu:
-    """A :class:`Gpu` from its PCI function, the model table and pci.ids: the facts every
-    vendor has (the vendor's own sources add theirs, table facts included)."""
+def vfs_by_pf(vfs: list[PciDevice]) -> Callable[[PciDevice], list[PciDevice]]:
+    """The host-side VFs of a PF, in scan order: those whose ``physfn`` is the PF, else
+    those its ``virtfnN`` links name. Indexed once, so a node's GPUs cost O(GPUs + VFs)."""
+    by_pf: dict[str | None, list[PciDevice]] = {}
+    position = {v.address: i for i, v in enumerate(vfs)}
+    for v in vfs:
+        by_pf.setdefault(v.physfn, []).append(v)
+
+    def of(dev: PciDevice) -> list[PciDevice]:
+        if own := by_pf.get(dev.address):
+            return own
+        return [vfs[i] for i in sorted(position[a] for a in set(dev.virtfns) if a in position)]
+
+    return of
+
+
+def build_gpu(dev: PciDevice, my_vfs: list[PciDevice], pciids: PciIds, vendor: Vendor) -> Gpu:
+    """A :class:`Gpu` from its PCI function (``my_vfs``: its host-side VFs), the model table
+    and pci.ids: the facts every vendor has (the vendor's own sources add theirs, table
+    facts included)."""
     sub = f"{dev.subsystem_vendor}:{dev.subsystem_device}" if dev.subsystem_device else ""
     info = tables.lookup(vendor.name, dev.device, dev.revision, sub)
     product, provenance = _product(dev, vendor, info, pciids)
@@ -88,9 +105,6 @@ def build_gpu(dev: PciDevice, vfs: list[PciDevice], pciids: PciIds, vendor: Vend
         if value is not None:
             provenance[name] = "table"
 
-    my_vfs = [v for v in vfs if v.physfn == dev.address] or [
-        v for v in vfs if v.address in dev.virtfns
-    ]
     vf_drivers = tuple(sorted({v.driver or "none" for v in my_vfs}))
     numvfs = dev.sriov_numvfs
     if numvfs is None and dev.sriov_totalvfs is not None:
@@ -144,7 +158,8 @@ def source(gpu_vendors: Mapping[str, Vendor]) -> Source:
     def run(ctx: Context, snap: Snapshot) -> Snapshot:
         gpu_fns, vfs, switches = classify(snap.pci, gpu_vendors)
         ids = PciIds(ctx.host)
-        gpus = tuple(build_gpu(d, vfs, ids, gpu_vendors[d.vendor]) for d in gpu_fns)
+        vfs_of = vfs_by_pf(vfs)
+        gpus = tuple(build_gpu(d, vfs_of(d), ids, gpu_vendors[d.vendor]) for d in gpu_fns)
         return dataclasses.replace(snap, gpus=gpus, nvswitches=tuple(switches))
 
     return Source("gpus", run)

@@ -283,6 +283,7 @@ PROFILE = Profile(
     LABEL_TABLE,
     "docs/labels-amd.md",
     render_docs,
+    (PREFIX, BETA),
 )
 
 

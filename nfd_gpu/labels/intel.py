@@ -133,6 +133,7 @@ PROFILE = Profile(
     LABEL_TABLE,
     "docs/labels-intel.md",
     render_docs,
+    (PREFIX, FEATURE_LABEL.split("/", 1)[0]),
 )
 
 

@@ -247,6 +247,7 @@ PROFILE = Profile(
     LABEL_TABLE,
     "docs/labels.md",
     render_docs,
+    (NAMESPACE,),
 )
 
 

@@ -578,6 +578,7 @@ PROFILE = Profile(
     LABEL_TABLE,
     "docs/labels-nvidia.md",
     render_docs,
+    (PREFIX,),
 )
 
 

@@ -62,3 +62,6 @@ class Profile:
     table: tuple[LabelDoc, ...]
     docs: str  # the generated page, relative to the repository
     render_docs: Callable[[], str]
+    # the label namespaces (key prefixes) it writes by default: what the admission policy
+    # under deploy/ allows the agent's NodeFeature to carry (registry.label_namespaces)
+    namespaces: tuple[str, ...] = ()

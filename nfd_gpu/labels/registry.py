@@ -7,6 +7,7 @@ start-up), and ``nfd-gpu --help`` lists the names without loading any."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from nfd_gpu.labels.profile import Profile
@@ -83,3 +84,13 @@ def known() -> str:
 def unknown(names: Iterable[str]) -> str | None:
     """The first name that is not a profile, or None when all are."""
     return next((n for n in names if n not in PROFILES), None)
+
+
+@functools.cache
+def label_namespaces() -> tuple[str, ...]:
+    """Every label namespace the profiles write by default, in profile order: what the
+    admission policy under deploy/ lets the agent publish (tests/deploy checks it)."""
+    seen: dict[str, None] = {}
+    for profile in PROFILES.values():
+        seen.update(dict.fromkeys(profile.namespaces))
+    return tuple(seen)

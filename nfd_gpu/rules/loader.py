@@ -54,7 +54,30 @@ ALIAS_EXPANSION_RATIO = 10
 
 # libyaml's safe loader when PyYAML was built with it (10,000 rules: 10.2 s -> 4.5 s);
 # the same safe constructors as yaml.SafeLoader.
-YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_SAFE_LOADER):  # type: ignore[misc]
+    """The safe loader with its tag resolution remembered per file: a rule file repeats a
+    few hundred distinct scalars (``op``, ``In``, ``pci.device`` ...) thousands of times,
+    and each node's implicit tag is a Python regexp match (a fifth of a parse). The tag
+    depends only on the node kind, value and implicit flags: the safe loader has no path
+    resolvers (``yaml_path_resolvers`` is empty), which is checked below."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._tags: dict[tuple[Any, Any, Any], str] = {}
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        key = (kind, value, implicit)
+        tag = self._tags.get(key)
+        if tag is None:
+            tag = self._tags[key] = super().resolve(kind, value, implicit)
+        return tag
+
+
+assert not _SAFE_LOADER.yaml_path_resolvers, "tags would depend on the node's path"
+YAML_LOADER: Any = _Loader
 
 _RULE_FIELDS = {
     "name",
@@ -382,13 +405,15 @@ def load_yaml_documents(text: str) -> list[Any]:
     (raises yaml.YAMLError with problem ``excessive aliasing``)."""
     loader = YAML_LOADER(text)
     docs: list[Any] = []
+    aliased = "&" in text and "*" in text  # an alias names an anchor: neither, no alias
     try:
         while loader.check_node():
             node = loader.get_node()
             if node is None:
                 continue
             try:
-                _expanded_size(node)
+                if aliased:
+                    _expanded_size(node)
             except _Aliasing as e:
                 err = yaml.YAMLError()
                 err.problem = (  # type: ignore[attr-defined]
@@ -415,7 +440,10 @@ def _compacted(docs: list[Any]) -> list[Any]:
     _share_strings(docs)
     blob = pickle.dumps(docs, protocol=pickle.HIGHEST_PROTOCOL)
     del docs[:]
-    gc.collect()  # the loader's reference cycles
+    # A full collection here also empties the interpreter's free lists before the copy is
+    # made (1,000 rules: 8 MB less RSS, measured); it costs ~0.25 ms in the agent, whose
+    # start-up objects are frozen (gc.freeze), as the documents are gone by now.
+    gc.collect()
     out: list[Any] = pickle.loads(blob)  # only the bytes written just above
     _trim_heap()
     return out
@@ -498,14 +526,14 @@ def rule_files(path: Path) -> list[Path]:
     """The rule files ``load_rules`` reads for ``path`` (sorted, no hidden files). Every
     entry with a rule suffix counts, whatever its type: a FIFO, a directory or a dangling
     link named ``*.yaml`` is a problem the reader reports, not a file silently skipped.
-    A directory that cannot be listed raises :class:`RuleError` (one line)."""
-    if path.is_dir():
-        try:
-            names = list(path.iterdir())
-        except OSError as e:
-            raise RuleError([f"{path}: cannot list the directory: {e.strerror or e}"]) from None
-        return sorted(p for p in names if not p.name.startswith(".") and p.suffix in RULE_SUFFIXES)
-    return [path]
+    An unlistable directory raises :class:`RuleError` (one line)."""
+    if not path.is_dir():
+        return [path]
+    try:
+        names = list(path.iterdir())
+    except OSError as e:
+        raise RuleError([f"{path}: cannot list the directory: {e.strerror or e}"]) from None
+    return sorted(p for p in names if not p.name.startswith(".") and p.suffix in RULE_SUFFIXES)
 
 
 def load_rule_file(
@@ -538,19 +566,17 @@ def load_rules(path: str | Path, strict: bool = True, *, tolerant: bool = False)
     is returned in ``RuleSet.problems``, and every valid rule is kept.
     """
     p = Path(path)
-    if not p.exists():
-        if tolerant:
-            return RuleSet(problems=(f"{p}: no such file or directory",))
-        raise RuleError([f"{p}: no such file or directory"])
-    problems: list[str] = []
-    warnings: list[str] = []
-    objs: list[RuleObject] = []
     try:
+        if not p.exists():
+            raise RuleError([f"{p}: no such file or directory"])
         files = rule_files(p)
     except RuleError as e:
         if tolerant:
             return RuleSet(problems=tuple(e.problems))
         raise
+    problems: list[str] = []
+    warnings: list[str] = []
+    objs: list[RuleObject] = []
     for f in files:
         objs.extend(load_rule_file(f, strict, problems, warnings))
     for w in warnings:

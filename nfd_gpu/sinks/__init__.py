@@ -55,6 +55,10 @@ class Sink(ABC):
         nothing."""
         return None
 
+    def degraded(self) -> str | None:
+        """Why the sink works but less well than it should (a ``/readyz`` line), or None."""
+        return None
+
     def abort(self) -> None:
         """Stop now (SIGTERM, any thread): cut what is in flight; later calls fail at once."""
         return None

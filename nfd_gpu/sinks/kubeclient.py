@@ -38,6 +38,9 @@ NODE_NAME_MAX = PREFIX_MAX - len(OBJECT_PREFIX)
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 SA_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 NAMESPACE_FILE_MAX = 4096  # a namespace name is at most 63 characters
+# The largest NodeFeature sent: etcd refuses a request over 1.5 MiB (--max-request-bytes'
+# default); 1 MiB leaves room for what the server adds (managedFields, metadata)
+MAX_OBJECT_BYTES = 1024 * 1024
 
 Obj = dict[str, Any]
 
@@ -85,6 +88,11 @@ def build_api_client(kubeconfig: str | None = None) -> Any:
         raise SinkError(f"{where}: cannot load Kubernetes client configuration: {e}") from None
     cfg.retries = 0
     return kubernetes.client.ApiClient(cfg)
+
+
+class TooLarge(SinkError):
+    """The object is too large for the server (or for ``MAX_OBJECT_BYTES``): the same
+    object is not sent again."""
 
 
 class ApiStatus(Exception):
@@ -147,7 +155,9 @@ class ObjectClient:
         import kubernetes  # lazy: with the sink
 
         self.connect()
-        return kubernetes.client.ApiClient(self._api_client.configuration)
+        client = kubernetes.client.ApiClient(self._api_client.configuration)
+        keepalive(client)
+        return client
 
     def _stopping(self, verb: str) -> SinkError:
         return SinkError(f"{verb} {self.namespace}/{self.name}: stopping")
@@ -205,6 +215,10 @@ class ObjectClient:
             )
         if status == 401:
             return SinkError(f"unauthorized: API server rejected the credentials ({verb})")
+        if status == 413 or "request is too large" in _message(e):
+            # kube-apiserver's body limit (413) or etcd's (500 "etcdserver: request is too
+            # large"): the same object will be refused again, never a transient failure
+            return TooLarge(f"API server refused {verb} {where} as too large: {_message(e)}")
         if status >= 500 or status == 429:
             return SinkError(
                 f"API server error {status} on {verb} {where}: {_message(e)}", transient=True
@@ -342,6 +356,30 @@ def get_raw(
         _request_timeout=timeout,
     )
     return bytes(raw.data)
+
+
+# TCP keepalive as client-go's dialer asks the kernel for it (30 s idle; Go's own probe
+# interval and count, 15 s and 9): a peer gone without a FIN or RST (a lost host, a
+# partition) ends the connection after about 3 minutes of silence
+KEEPALIVE = ((socket.SO_KEEPALIVE, 1), ("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 15),
+             ("TCP_KEEPCNT", 9))  # fmt: skip
+
+
+def keepalive(api_client: Any) -> None:
+    """TCP keepalive on every connection ``api_client``'s pools open (urllib3's
+    ``socket_options``, with its default ``TCP_NODELAY`` kept)."""
+    import urllib3  # lazy: comes with kubernetes
+
+    pm = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+    if pm is None:
+        return
+    opts = list(urllib3.connection.HTTPConnection.default_socket_options)
+    for name, value in KEEPALIVE:
+        if isinstance(name, int):
+            opts.append((socket.SOL_SOCKET, name, value))
+        elif hasattr(socket, name):  # Linux; macOS lacks some
+            opts.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    pm.connection_pool_kw["socket_options"] = opts
 
 
 def track_sockets(api_client: Any, sockets: weakref.WeakSet[socket.socket]) -> None:

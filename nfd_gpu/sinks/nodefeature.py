@@ -28,6 +28,7 @@ back to one GET per resync period (jittered +/-10 %). The sink never deletes the
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import random
 import socket
@@ -37,17 +38,20 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 from nfd_gpu.features import owned
+from nfd_gpu.labels.registry import label_namespaces
 from nfd_gpu.names import is_dns1123_subdomain
 from nfd_gpu.sinks import Output, OutputSettings, Publication, Sink, SinkError
 from nfd_gpu.sinks.dryrun import DryRunSink
 from nfd_gpu.sinks.kubeclient import (
     GROUP,
+    MAX_OBJECT_BYTES,
     NODE_NAME_LABEL,
     NODE_NAME_MAX,
     PLURAL,
     VERSION,
     ApiStatus,
     ObjectClient,
+    TooLarge,
     build_api_client,
     is_object,
     namespace_fallback,
@@ -73,6 +77,12 @@ log = logging.getLogger(__name__)
 DRY_RUN_NAMESPACE = "nfd-gpu"  # the namespace deploy/ installs into
 
 Obj = dict[str, Any]
+
+
+def _policy_allows(key: str) -> bool:
+    """The shipped admission policy lets the agent publish ``key`` (its namespace is one
+    the profiles write)."""
+    return any(key.startswith(ns + "/") for ns in label_namespaces())
 
 
 def _owner_key(refs: Sequence[Obj]) -> list[tuple[str, str, str, str]]:
@@ -132,6 +142,8 @@ class NodeFeatureSink(Sink):
         self._obj: Obj | None = None  # last object seen from / written to the server
         self._known = False  # _obj reflects the server (None + known = absent)
         self._next_resync = 0.0
+        self._too_large: tuple[Obj, SinkError] | None = None  # (spec, the server's refusal)
+        self._outside: list[str] = []  # labels the admission policy refuses, said once
         self._owner_refs: list[Obj] | None = None
         # the watch on the own object, and the state it shares with publish()
         self.watch_enabled = watch
@@ -231,8 +243,12 @@ class NodeFeatureSink(Sink):
         self._next_resync = self.clock() + self.resync_interval * self.rng.uniform(0.9, 1.1)
 
     def _watching(self) -> bool:
+        """The watch runs, is allowed and was heard from within a resync interval (else
+        the resync GET is due as a safety net)."""
         w = self._watch
-        return w is not None and w.running and not w.forbidden
+        return (
+            w is not None and w.running and not w.forbidden and w.quiet_for() < self.resync_interval
+        )
 
     def _read_server(self) -> None:
         """GET the object into ``_obj``; a difference from what was confirmed is drift."""
@@ -273,6 +289,15 @@ class NodeFeatureSink(Sink):
         callback = self.on_drift
         if wake and callback is not None:
             callback()
+
+    def degraded(self) -> str | None:
+        w = self._watch
+        if w is None or not w.forbidden:
+            return None
+        return (
+            "watch forbidden (the Role needs verb 'watch' on nodefeatures): a change behind "
+            f"the agent's back is found only by the re-read every {self.resync_interval:g} s"
+        )
 
     def take_repair(self) -> str | None:
         """What the last write restored (drift found by the watch or a re-read), once."""
@@ -324,6 +349,7 @@ class NodeFeatureSink(Sink):
 
     def publish(self, pub: Publication) -> bool:
         want = self.desired(pub)
+        self._check_size(want)
         with self._lock:
             self._want = want
             known = self._known
@@ -334,9 +360,35 @@ class NodeFeatureSink(Sink):
         if current is not None and self._matches(current, want):
             self._confirm(None, basis)
             return False
-        answer, basis = self._write(want)
+        try:
+            answer, basis = self._write(want)
+        except TooLarge as e:
+            self._too_large = (want["spec"], e)
+            raise
         self._confirm(answer, basis)
         return answer is not None
+
+    def _check_size(self, want: Obj) -> None:
+        """Refuse, before any request, an object over ``MAX_OBJECT_BYTES`` or one the
+        server refused as too large (the same spec is not sent again)."""
+        refused = self._too_large
+        if refused is not None and refused[0] == want["spec"]:
+            raise refused[1]
+        outside = sorted(k for k in want["spec"]["labels"] if not _policy_allows(k))
+        if outside and outside != self._outside:
+            log.warning(
+                "NodeFeature %s/%s: %d labels outside the namespaces the shipped admission "
+                "policy allows (%s), which refuses the whole object: %s",
+                self.namespace, self.object_name, len(outside), ", ".join(label_namespaces()),
+                ", ".join(outside[:5]) + (" ..." if len(outside) > 5 else ""),
+            )  # fmt: skip
+        self._outside = outside
+        size = len(json.dumps(want, separators=(",", ":")))
+        if size > MAX_OBJECT_BYTES:
+            raise TooLarge(
+                f"NodeFeature {self.namespace}/{self.object_name} would be {size} bytes "
+                f"({len(want['spec']['labels'])} labels), over {MAX_OBJECT_BYTES}: not sent"
+            )
 
     def _write(self, want: Obj) -> tuple[Obj | None, tuple[Obj | None, int, str | None]]:
         """Create or replace until the server holds ``want``; its answer (None: a re-read

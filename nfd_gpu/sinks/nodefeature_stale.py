@@ -1,12 +1,20 @@
 """The removal of a NodeFeature an earlier ``nodefeature`` output left: the ``retire`` of
 that output (``nodefeature.py``). Not the sink's own path: the sink never deletes its
 object, and its Role has no ``delete`` (the chart's ``nodeFeatureCleanup`` Role grants
-``get`` and ``delete`` for this alone; ``tests/deploy`` checks the sink's verbs)."""
+``get`` and ``delete`` for this alone; ``tests/deploy`` checks the sink's verbs).
+
+The requests run in a short child process (``python -m nfd_gpu.sinks.nodefeature_stale``):
+the agent that calls this has no ``nodefeature`` output, and importing the Kubernetes
+client for two requests would keep ~20 MB of RSS for the agent's life. The child prints
+its log lines as ``LEVEL message``; the agent logs them as its own.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 from typing import Any
 
 from nfd_gpu.sinks import OutputSettings, SinkError
@@ -31,8 +39,9 @@ def remove_stale(cfg: OutputSettings) -> None:
     nfd-master would keep its labels. Tried once at start, and only with cluster credentials
     (the pod's token, or ``--kubeconfig``); the object must carry this node's
     ``nfd.node.kubernetes.io/node-name`` label, and is deleted with its uid and
-    resourceVersion as preconditions. Never fatal: a failure is one log line. The agent
-    calls it when ``nodefeature`` is not an output and this is no dry run."""
+    resourceVersion as preconditions, by a child process (module docstring). Never fatal:
+    a failure is one log line. The agent calls it when ``nodefeature`` is not an output and
+    this is no dry run."""
     if not cfg.node_name:
         return
     if not cfg.kubeconfig and not os.path.isfile(SA_TOKEN_FILE):
@@ -40,7 +49,28 @@ def remove_stale(cfg: OutputSettings) -> None:
     namespace = cfg.namespace or namespace_fallback()
     if not namespace:
         return
-    name = object_name(cfg.node_name)
+    where = f"NodeFeature {namespace}/{object_name(cfg.node_name)}"
+    argv = [sys.executable, "-m", __name__, namespace, cfg.node_name, cfg.kubeconfig or "",
+            repr(cfg.api_timeout)]  # fmt: skip
+    try:  # two requests of api_timeout each, after the client's import (seconds at a limit)
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=2 * cfg.api_timeout + 60)
+    except (OSError, subprocess.SubprocessError) as e:
+        log.warning("%s: not checked: %s", where, e)
+        return
+    for line in p.stdout.splitlines():
+        level, _, message = line.partition(" ")
+        log.log(logging.getLevelName(level) if level in _LEVELS else logging.INFO, "%s", message)
+    if p.returncode != 0:
+        last = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        log.warning("%s: not checked: the check exited %d: %s", where, p.returncode, last)
+
+
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _remove(namespace: str, node_name: str, kubeconfig: str | None, timeout: float) -> None:
+    """The check and delete, in the child (:func:`main`)."""
+    name = object_name(node_name)
     where = f"NodeFeature {namespace}/{name}"
     args = (GROUP, VERSION, namespace, PLURAL, name)
     try:
@@ -51,15 +81,15 @@ def remove_stale(cfg: OutputSettings) -> None:
         log.debug("%s: not checked (the kubernetes client is not installed)", where)
         return
     try:
-        api: Any = CustomObjectsApi(build_api_client(cfg.kubeconfig))
-        obj = api.get_namespaced_custom_object(*args, _request_timeout=cfg.api_timeout)
+        api: Any = CustomObjectsApi(build_api_client(kubeconfig))
+        obj = api.get_namespaced_custom_object(*args, _request_timeout=timeout)
         meta = obj.get("metadata") or {}
-        if (meta.get("labels") or {}).get(NODE_NAME_LABEL) != cfg.node_name:
-            log.warning("%s: no %s=%s label, not ours: left", where, NODE_NAME_LABEL, cfg.node_name)
+        if (meta.get("labels") or {}).get(NODE_NAME_LABEL) != node_name:
+            log.warning("%s: no %s=%s label, not ours: left", where, NODE_NAME_LABEL, node_name)
             return
         pre = {"uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")}
         api.delete_namespaced_custom_object(
-            *args, body={"preconditions": pre}, _request_timeout=cfg.api_timeout
+            *args, body={"preconditions": pre}, _request_timeout=timeout
         )
         log.info("removed %s: nodefeature is no longer an output, its labels leave the node", where)
     except ApiException as e:
@@ -72,3 +102,24 @@ def remove_stale(cfg: OutputSettings) -> None:
             )  # fmt: skip
     except (SinkError, OSError, ValueError, HTTPError) as e:
         log.warning("%s: not checked: %s", where, e)
+
+
+class _OneLine(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname} " + " ".join(record.getMessage().split())
+
+
+def main(argv: list[str]) -> int:
+    """The child: ``NAMESPACE NODE KUBECONFIG TIMEOUT`` (an empty KUBECONFIG: in-cluster)."""
+    namespace, node_name, kubeconfig, timeout = argv
+    out = logging.StreamHandler(sys.stdout)
+    out.setFormatter(_OneLine())
+    log.addHandler(out)
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
+    _remove(namespace, node_name, kubeconfig or None, float(timeout))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -11,9 +11,20 @@ from the last ``resourceVersion`` seen (an event's or a bookmark's), so a quiet 
 about one request per hour. When the server no longer has that version (``410 Gone``), the
 watch restarts at the most recent state and the sink re-reads the object once (a watch
 from "now" cannot say that an object is absent). Failures (connection refused, 5xx, a cut
-stream) reconnect with jittered exponential back-off, 0.5 s doubling up to
-``backoff_cap``. ``403`` (a Role without the ``watch`` verb) is logged once; the sink then
-falls back to its periodic re-read, and the watch is retried after one resync interval.
+or stalled stream, a 410 again) reconnect with jittered exponential back-off, 0.5 s
+doubling up to ``backoff_cap``; the first failure of a run is a warning, then every tenth,
+and the recovery is said. ``403`` (a Role without the ``watch`` verb) is logged once; the
+sink then falls back to its periodic re-read (and ``/readyz`` says so), and the watch is
+retried after one resync interval.
+
+A watch that is silently dead (a partition, a lost apiserver host, a conntrack drop: a
+half-open connection) is found as client-go finds it: TCP keepalive on the watch's
+connections (``kubeclient.watch_client``), and a deadline from the bookmarks: the server
+sends one about every minute (kube-apiserver's watch cache), so no byte for
+``STALL_BOOKMARKS`` times the gap between the bookmarks seen on this stream (before two
+are seen: ``DEFAULT_STALL``) ends the stream as a failure and the watch resumes on a new
+connection. ``quiet_for()`` tells the sink how long nothing was heard: its resync GET stays
+a safety net for a watch that is not heard from.
 
 The watch has its own connection pool (its own ``ApiClient`` on the same configuration):
 cutting a write's connections at its deadline never ends the watch, and stopping the
@@ -42,6 +53,11 @@ Obj = dict[str, Any]
 OnEvent = Callable[[str, "Obj | None"], None]
 
 BACKOFF_BASE = 0.5
+BOOKMARK_PERIOD = 60.0  # kube-apiserver's watch cache: a bookmark to each watcher per minute
+DEFAULT_STALL = 2 * BOOKMARK_PERIOD + 10.0  # silence that ends a stream before 2 bookmarks
+STALL_BOOKMARKS = 3.0  # then: silence of this many bookmark gaps
+MIN_STALL = 2.0
+WORKED = 60.0  # a stream that lasted this long (or 1/4 of its duration) was working
 MAX_LINE = 4 * 1024 * 1024  # one event: a NodeFeature is at most ~1.5 MiB in etcd
 
 
@@ -101,6 +117,12 @@ class OwnObjectWatch:
         self._lock = threading.RLock()
         self._thread: threading.Thread | None = None
         self._custom: Any = None
+        self.heard_at = time.monotonic()  # the last byte of a stream (or its start)
+        self._failing = 0  # failures in a row, for the log
+
+    def quiet_for(self) -> float:
+        """Seconds since the watch last heard from the server (a stream opened, a byte)."""
+        return time.monotonic() - self.heard_at
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self, resource_version: str | None) -> None:
@@ -135,23 +157,15 @@ class OwnObjectWatch:
                 ended_normally = self._watch_once()
             except WatchStop:
                 return
-            except Expired:
-                log.info("NodeFeature %s: watch history expired, restarting", self.name)
-                if self._stop.wait(self.rng.uniform(0.0, 0.5)):
-                    return
-                continue
-            except Exception as e:  # any failure: log, back off, reconnect
+            except Exception as e:  # any failure, a 410 too: log, back off, reconnect
                 if self._stop.is_set():
                     return
+                if self._worked(t0):  # a stream that lasted: this failure starts a run
+                    failures = 0
+                    self._recovered()
                 failures += 1
                 delay = self._backoff(failures)
-                if failures == 1 or failures % 10 == 0:
-                    log.warning(
-                        "NodeFeature %s: watch failed (%s), reconnecting in %.1f s",
-                        self.name,
-                        _one_line(e),
-                        delay,
-                    )
+                self._failed(e, delay)
                 if self._stop.wait(delay):
                     return
                 continue
@@ -160,16 +174,41 @@ class OwnObjectWatch:
                 if self._stop.wait(self.duration):
                     return
                 continue
-            # a watch the server ended early (< 1/4 of its duration) counts as a failure:
-            # a proxy that cuts idle streams must not turn this into a request loop
-            if ended_normally and time.monotonic() - t0 >= self.duration / 4:
+            # a watch the server ended early (< 1/4 of its duration, < WORKED) counts as a
+            # failure: a proxy that cuts idle streams must not make it a request loop
+            if ended_normally and self._worked(t0):
                 failures = 0
+                self._recovered()
                 delay = self.rng.uniform(0.0, 0.5)
             else:
                 failures += 1
                 delay = self._backoff(failures)
+                self._failed(RuntimeError("the server ended the watch early"), delay)
             if self._stop.wait(delay):
                 return
+
+    def _worked(self, t0: float) -> bool:
+        """The stream opened at ``t0`` lasted long enough to count as working."""
+        return time.monotonic() - t0 >= min(self.duration / 4, WORKED)
+
+    def _failed(self, e: Exception, delay: float) -> None:
+        """Log the first failure of a run (a first 410 at info: it is ordinary), then
+        every tenth."""
+        self._failing += 1
+        n = self._failing
+        if isinstance(e, Expired) and n == 1:
+            log.info("NodeFeature %s: watch history expired, restarting", self.name)
+        elif n == 1 or (n == 2 and isinstance(e, Expired)) or n % 10 == 0:
+            log.warning(
+                "NodeFeature %s: watch failed (%s; %d in a row), reconnecting in %.1f s",
+                self.name, _one_line(e), n, delay,
+            )  # fmt: skip
+
+    def _recovered(self) -> None:
+        if self._failing > 1:
+            log.info("NodeFeature %s: watch working again after %d failures", self.name,
+                     self._failing)  # fmt: skip
+        self._failing = 0
 
     def _backoff(self, failures: int) -> float:
         cap = min(self.backoff_cap, self.duration)
@@ -202,8 +241,9 @@ class OwnObjectWatch:
                 timeout_seconds=seconds,
                 watch=True,
                 _preload_content=False,
-                # connect within the request timeout; a read may wait for the whole watch
-                _request_timeout=(self.timeout, seconds + self.timeout + 5),
+                # connect within the request timeout; a read waits at most DEFAULT_STALL
+                # (then the bookmarks' deadline, _watch_once)
+                _request_timeout=(self.timeout, min(seconds + self.timeout + 5, DEFAULT_STALL)),
             )
         except ApiException as e:
             if int(e.status or 0) == 403:
@@ -232,11 +272,18 @@ class OwnObjectWatch:
             log.info("NodeFeature %s: watch allowed again", self.name)
         with self._lock:
             self._resp = resp
+        self.heard_at = time.monotonic()
+        bookmarks: list[float] = []
         try:
             if self._stop.is_set():
                 raise WatchStop
             for line in _lines(resp, self._stop):
-                self._event(line)
+                self.heard_at = time.monotonic()
+                if self._event(line):
+                    bookmarks = [*bookmarks[-1:], self.heard_at]
+                    if len(bookmarks) == 2:
+                        gap = bookmarks[1] - bookmarks[0]
+                        _set_read_timeout(resp, max(MIN_STALL, STALL_BOOKMARKS * gap))
             return True
         finally:
             with self._lock:
@@ -246,7 +293,8 @@ class OwnObjectWatch:
             with contextlib.suppress(Exception):
                 resp.release_conn()
 
-    def _event(self, line: bytes) -> None:
+    def _event(self, line: bytes) -> bool:
+        """Hand one event on; True for a bookmark."""
         try:
             ev = json.loads(line)
             kind = ev["type"]
@@ -266,11 +314,12 @@ class OwnObjectWatch:
         if isinstance(rv, str) and rv:
             self.resource_version = rv
         if kind == "BOOKMARK":
-            return
+            return True
         if kind in ("ADDED", "MODIFIED", "DELETED"):
             name = (obj.get("metadata") or {}).get("name")
             if name == self.name:
                 self.on_event(kind, obj)
+        return False
 
 
 def _lines(resp: Any, stop: threading.Event) -> Any:
@@ -292,13 +341,28 @@ def _lines(resp: Any, stop: threading.Event) -> Any:
         yield buf
 
 
-def _shutdown(resp: Any) -> None:
-    """End a blocked read of ``resp`` at once (its socket shut down)."""
-    sock = None
+def _socket(resp: Any) -> socket.socket | None:
+    """The socket under a urllib3 response (None where it cannot be found)."""
     with contextlib.suppress(Exception):
         fp = getattr(resp, "_fp", None)
         raw = getattr(getattr(fp, "fp", None), "raw", None)
         sock = getattr(raw, "_sock", None)
+        if isinstance(sock, socket.socket):
+            return sock
+    return None
+
+
+def _set_read_timeout(resp: Any, seconds: float) -> None:
+    """Each later read of the stream waits at most ``seconds`` (then a timeout)."""
+    sock = _socket(resp)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.settimeout(seconds)
+
+
+def _shutdown(resp: Any) -> None:
+    """End a blocked read of ``resp`` at once (its socket shut down)."""
+    sock = _socket(resp)
     if sock is not None:
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)

@@ -44,6 +44,7 @@ def test_shell_completion(subprocess_env: dict[str, str]) -> None:
         "json",
         "yaml",
         "table",
+        "dra-preview",
     ]
     assert "--oneshot" in _complete("nfd-gpu run --one", 2, subprocess_env)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from nfd_gpu.discovery.gpus import classify, gpu_mode, is_gpu_function
@@ -121,3 +123,50 @@ def test_mode_of_every_passthrough_driver(driver: str) -> None:
     nvidia = GPU_VENDORS["10de"]
     assert gpu_mode(nvidia, driver, None, ()) == "pf-passthrough"
     assert gpu_mode(GPU_VENDORS["8086"], "i915", 4, (driver,)) == "vf-passthrough"
+
+
+class _CountingList(list):  # type: ignore[type-arg]
+    """A list that counts the passes made over it."""
+
+    passes = 0
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        _CountingList.passes += 1
+        return super().__iter__()
+
+
+def test_vfs_are_matched_to_their_pfs_in_one_pass(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """16 SR-IOV PFs with 8 VFs each: the VF list is indexed a fixed number of times, not
+    once per GPU (an O(GPUs x VFs) step on hosts with hundreds of VFs), and each GPU gets
+    exactly its own VFs, in scan order."""
+    from nfd_gpu.discovery import gpus
+    from nfd_gpu.discovery.source import Context
+    from nfd_gpu.hostroot import HostRoot
+    from nfd_gpu.model import Snapshot
+
+    pfs = [
+        dev("1002", "74a1", "120000", address=f"0000:{b:02x}:00.0", sriov_totalvfs=8)
+        for b in range(16)
+    ]
+    vfs = [
+        dev("1002", "74b5", "120000", address=f"0000:{b:02x}:00.{f}", physfn=pf.address)
+        for b, pf in enumerate(pfs)
+        for f in range(1, 8)
+    ]
+    real = gpus.classify
+
+    def counting(pci, vendors):  # type: ignore[no-untyped-def]
+        g, v, s = real(pci, vendors)
+        return g, _CountingList(v), s
+
+    monkeypatch.setattr(gpus, "classify", counting)
+    _CountingList.passes = 0
+    ctx = Context(host=HostRoot(str(tmp_path)))
+    before = Snapshot(root=str(tmp_path), pci=tuple(pfs + vfs))
+    snap = gpus.source(GPU_VENDORS).discover(ctx, before)
+    assert _CountingList.passes <= 3
+    assert len(snap.gpus) == 16
+    for pf, g in zip(pfs, snap.gpus, strict=True):
+        assert g.vfs == tuple(v.address for v in vfs if v.physfn == pf.address)

@@ -102,8 +102,25 @@ def _name(cn: str, org: str | None = None) -> x509.Name:
     return x509.Name(attrs)
 
 
+SERVICE_IP = "10.96.0.1"  # the ``kubernetes`` Service: first address of the Service range
+
+
+def client_cert(d: Path, name: str, cn: str, org: str | None = None) -> None:
+    """``name``.{crt,key} under ``d``: a client certificate for ``cn`` (``org``) signed by
+    ``d``'s CA (:func:`write_pki`)."""
+    ca = x509.load_pem_x509_certificate((d / "ca.crt").read_bytes())
+    ca_key = serialization.load_pem_private_key((d / "ca.key").read_bytes(), None)
+    assert isinstance(ca_key, rsa.RSAPrivateKey)
+    key = _key()
+    cert = _cert(_name(cn, org), key, ca.subject, ca_key, client=True)
+    (d / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (d / f"{name}.key").write_bytes(_pem_key(key))
+
+
 def write_pki(d: Path) -> None:
-    """ca.crt, apiserver.{crt,key}, admin.{crt,key}, sa.{key,pub} under ``d``."""
+    """ca.{crt,key}, apiserver.{crt,key}, admin.{crt,key}, sa.{key,pub} under ``d`` (the
+    serving certificate names 127.0.0.1 and the ``kubernetes`` Service's IP, 10.96.0.1, which
+    tests/node's pods reach it by)."""
     import ipaddress
 
     d.mkdir(parents=True, exist_ok=True)
@@ -120,6 +137,7 @@ def write_pki(d: Path) -> None:
             x509.DNSName("localhost"),
             x509.DNSName("kubernetes.default.svc"),
             x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")),
+            x509.IPAddress(ipaddress.IPv4Address(SERVICE_IP)),
         ],
     )
     adm_key = _key()
@@ -127,6 +145,7 @@ def write_pki(d: Path) -> None:
     sa_key = _key()
     pem = serialization.Encoding.PEM
     (d / "ca.crt").write_bytes(ca.public_bytes(pem))
+    (d / "ca.key").write_bytes(_pem_key(ca_key))  # tests/node signs its kubelet's certificate
     (d / "apiserver.crt").write_bytes(srv.public_bytes(pem))
     (d / "apiserver.key").write_bytes(_pem_key(srv_key))
     (d / "admin.crt").write_bytes(adm.public_bytes(pem))
@@ -165,6 +184,8 @@ class Cluster:
     """A running etcd + kube-apiserver; ``stop()`` ends both."""
 
     workdir: Path
+    node_authorizer: bool = False  # Node,RBAC and NodeRestriction, for a real kubelet (tests/node)
+    apiserver: Path = BIN / "kube-apiserver"  # tests/node runs its kubelet's version
     url: str = ""
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     _audit: list[Obj] = field(default_factory=list)
@@ -213,7 +234,7 @@ class Cluster:
         self.procs.append(
             subprocess.Popen(
                 [
-                    str(BIN / "kube-apiserver"),
+                    str(self.apiserver),
                     f"--etcd-servers=http://127.0.0.1:{client}",
                     "--bind-address=127.0.0.1",
                     "--advertise-address=127.0.0.1",
@@ -224,7 +245,14 @@ class Cluster:
                     f"--tls-cert-file={p / 'apiserver.crt'}",
                     f"--tls-private-key-file={p / 'apiserver.key'}",
                     f"--client-ca-file={p / 'ca.crt'}",
-                    "--authorization-mode=RBAC",
+                    *(
+                        [
+                            "--authorization-mode=Node,RBAC",
+                            "--enable-admission-plugins=NodeRestriction",
+                        ]
+                        if self.node_authorizer
+                        else ["--authorization-mode=RBAC"]
+                    ),
                     f"--service-account-key-file={p / 'sa.pub'}",
                     f"--service-account-signing-key-file={p / 'sa.key'}",
                     "--service-account-issuer=https://kubernetes.default.svc",

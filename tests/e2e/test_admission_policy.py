@@ -42,6 +42,8 @@ NF = f"/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/{NS}/nodefeatures"
 VAP = "/apis/admissionregistration.k8s.io/v1"
 POLICY = "nfd-gpu-own-nodefeature"
 NO_NODE = "only with a token bound to a pod on a node"
+LABEL = "gpu.feature.node.kubernetes.io/e2e-x"  # under a namespace the profiles write
+FOREIGN = "only under the namespaces its profiles write"
 
 
 def nodefeature(name: str, label: str | None, value: str = "1") -> Obj:
@@ -52,7 +54,7 @@ def nodefeature(name: str, label: str | None, value: str = "1") -> Obj:
         "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
         "kind": "NodeFeature",
         "metadata": meta,
-        "spec": {"labels": {"example.com/x": value}},
+        "spec": {"labels": {LABEL: value}},
     }
 
 
@@ -230,9 +232,9 @@ def test_own_nodefeature_create_and_update(kube_cluster: Cluster, policy: dict[s
         name = f"nfd-gpu-{node}"
         obj = create(c, token, nodefeature(name, node))
         assert obj["metadata"]["name"] == name
-        obj["spec"]["labels"]["example.com/x"] = "2"
+        obj["spec"]["labels"][LABEL] = "2"
         upd = c.request("PUT", f"{NF}/{name}", obj, token=token)
-        assert upd["spec"]["labels"] == {"example.com/x": "2"}
+        assert upd["spec"]["labels"] == {LABEL: "2"}
         assert upd["metadata"]["resourceVersion"] != obj["metadata"]["resourceVersion"]
         delete_nf(c, name)
 
@@ -252,7 +254,7 @@ def test_other_nodes_object_is_denied(kube_cluster: Cluster, policy: dict[str, A
     own = create(c, policy["tokens"][b], nodefeature(f"nfd-gpu-{b}", b))
     try:
         hijack = json.loads(json.dumps(own))
-        hijack["spec"]["labels"] = {"example.com/x": "stolen"}
+        hijack["spec"]["labels"] = {LABEL: "stolen"}
         denied(c, ta, "PUT", f"{NF}/nfd-gpu-{b}", hijack)
         hijack["metadata"]["labels"] = {NODE_NAME_LABEL: a}
         denied(c, ta, "PUT", f"{NF}/nfd-gpu-{b}", hijack)
@@ -373,3 +375,42 @@ def test_real_agent_publishes_under_the_policy(
             c.request("GET", f"{NF}/nfd-gpu-{b}")
     finally:
         delete_nf(c, f"nfd-gpu-{a}")
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "cloud.google.com/gke-accelerator",
+        "node-role.kubernetes.io/control-plane",
+        "example.com/x",
+        "feature.node.kubernetes.io/cpu-model.vendor_id",
+        "nvidia.com.evil.io/gpu.product",
+        "unprefixed",
+    ],
+)
+def test_labels_outside_the_profiles_namespaces_are_denied(
+    kube_cluster: Cluster, policy: dict[str, Any], key: str
+) -> None:
+    """Issue 34, finding 6: a compromised agent could put any label outside
+    ``kubernetes.io`` on its Node through its own object. Now only the namespaces its
+    profiles write (nfd_gpu.labels.registry.label_namespaces) pass, on create and update;
+    within them it can still lie about its own node (docs/reliability.md)."""
+    c = kube_cluster
+    a, _ = NODES
+    ta = policy["tokens"][a]
+    name = f"nfd-gpu-{a}"
+    bad = nodefeature(name, a)
+    bad["spec"]["labels"][key] = "FAKE"
+    assert FOREIGN in denied(c, ta, "POST", NF, bad)
+    own = create(c, ta, nodefeature(name, a))
+    try:
+        upd = json.loads(json.dumps(own))
+        upd["spec"]["labels"][key] = "FAKE"
+        assert FOREIGN in denied(c, ta, "PUT", f"{NF}/{name}", upd)
+        upd["spec"]["labels"] = {"nvidia.com/gpu.product": "x", "amd.com/gpu.family": "y"}
+        assert (
+            c.request("PUT", f"{NF}/{name}", upd, token=ta)["spec"]["labels"]
+            == (upd["spec"]["labels"])
+        )
+    finally:
+        delete_nf(c, name)

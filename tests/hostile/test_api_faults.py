@@ -57,6 +57,7 @@ class FakeResult:
     errors: list[str] = dataclasses.field(default_factory=list)
     rule_errors: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     snapshot: Snapshot = dataclasses.field(default_factory=lambda: Snapshot(root="/"))
+    rule_labels: int = 0
 
 
 class Host:
@@ -162,11 +163,14 @@ def _until(cond: Callable[[], bool], limit: float) -> float:
 
 
 @contextlib.contextmanager
-def running_agent(api: FakeKubeAPI, resync: float = 3600) -> Iterator[tuple[Agent, Host]]:
+def running_agent(
+    api: FakeKubeAPI, resync: float = 3600, url: str | None = None
+) -> Iterator[tuple[Agent, Host]]:
+    """The agent on ``api`` (or on ``url``: a proxy in front of it)."""
     import kubernetes
 
     kc = kubernetes.client.Configuration()
-    kc.host = api.url
+    kc.host = url or api.url
     kc.retries = 0
     sink = NodeFeatureSink(
         node_name=NODE,

@@ -58,7 +58,8 @@ def test_fifo_as_config_does_not_hang_the_agent(tmp_path: Path) -> None:
 
 def test_fifo_as_sharing_config_does_not_hang_the_agent(tmp_path: Path) -> None:
     """The agent re-reads the sharing config every pass: a FIFO there blocked the first
-    pass for ever (no pass, no log line); now the pass runs and the file is named."""
+    pass for ever (no pass, no log line); now the pass runs and the file is named. With no
+    valid version of it, nothing is published (a oneshot run exits 1)."""
     fifo = tmp_path / "sharing.yaml"
     os.mkfifo(fifo)
     out = tmp_path / "features.d"
@@ -66,9 +67,9 @@ def test_fifo_as_sharing_config_does_not_hang_the_agent(tmp_path: Path) -> None:
         "run", "--oneshot", "--no-udev", "--root", str(FIXTURES / "hgx-h100"),
         "--profile", "nvidia", "--sharing-config", str(fifo), "--features-dir", str(out),
     )  # fmt: skip
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 1, p.stderr
     assert f"{fifo}: not a regular file (a FIFO)" in p.stderr
-    assert (out / "nfd-gpu").is_file()
+    assert not (out / "nfd-gpu").exists()
 
 
 def test_fifo_as_sharing_config_of_scan_is_one_error(tmp_path: Path) -> None:

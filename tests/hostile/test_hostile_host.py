@@ -181,7 +181,8 @@ def test_failed_listing_makes_the_scan_incomplete() -> None:
 def test_metrics_port_flood_leaves_descriptors_for_the_scan(bounded: None) -> None:
     """1,025 idle connections to the metrics port: the server holds at most
     MAX_CONNECTIONS of them, drops the rest, and a scan still completes."""
-    from nfd_gpu.metrics import MAX_CONNECTIONS, Metrics, MetricsServer
+    from nfd_gpu.httpserve import MAX_CONNECTIONS
+    from nfd_gpu.metrics import Metrics, MetricsServer
 
     m = Metrics()
     srv = MetricsServer(m, "127.0.0.1", 0).start()

@@ -16,7 +16,6 @@ major 75, minor 76).
 from __future__ import annotations
 
 import ctypes
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +63,8 @@ def query(host: HostRoot) -> CudaFacts | None:
 
 
 def _replayed(host: HostRoot) -> CudaFacts | None:
+    import json  # lazy: only a recorded host replays; `scan` imports no json (tests/cli)
+
     text = host.read_text(CUDA_RECORDING, optional=False)
     try:
         rec = json.loads(text or "")

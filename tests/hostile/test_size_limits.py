@@ -1,0 +1,115 @@
+"""Huge valid output (issue 34, finding 5).
+
+Before: 7,000 valid rules put 7,024 labels and a 624 KB Node object on the node with
+``/readyz`` 200; 10,000 got ``etcdserver: request is too large`` from the server, retried
+as a transient failure for ever. Now: over ``MAX_LABELS`` labels or ``MAX_LABEL_BYTES``
+nothing new is published (the last good labels stay), the reason names who set them and
+``/readyz`` is 503; an object the server refuses as too large (etcd's message, 413) is not
+sent again, and one over ``MAX_OBJECT_BYTES`` is not sent at all.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from nfd_gpu import config
+from nfd_gpu.agent import Agent
+from nfd_gpu.metrics import Metrics
+from nfd_gpu.sinks import Publication, Sink
+from tests.conftest import REPO, fixture_root
+from tests.hostile.test_api_faults import _until, running_agent
+from tests.k8s_api_server import FakeKubeAPI
+
+CLASS = "gpu.feature.node.kubernetes.io/class"
+
+
+class Recorder(Sink):
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.published: list[dict[str, str]] = []
+
+    def publish(self, pub: Publication) -> bool:
+        self.published.append(dict(pub.labels))
+        return True
+
+
+def _many_labels(n: int) -> str:
+    labels = "\n".join(f"        example.com/label-{i:05d}: value-{i}" for i in range(n))
+    return f"""apiVersion: nfd.k8s-sigs.io/v1alpha1
+kind: NodeFeatureRule
+metadata:
+  name: huge
+spec:
+  rules:
+    - name: huge-output
+      labels:
+{labels}
+      matchFeatures:
+        - feature: gpu.node
+          matchExpressions:
+            memory-mib: {{op: Exists}}
+"""
+
+
+def test_too_many_labels_are_not_published(tmp_path: Path, bounded: None) -> None:
+    rules = tmp_path / "rules.d"
+    rules.mkdir()
+    shutil.copy(REPO / "rules" / "gpu-class.yaml", rules)
+    cfg = config.load(
+        env={},
+        flags={"root": str(fixture_root("hgx-h100")), "outputs": "hook", "rules": str(rules)},
+    )
+    rec, metrics = Recorder(), Metrics()
+    agent = Agent(cfg, sinks=[rec], metrics=metrics)
+    assert agent.run_pass()
+    good = rec.published[-1]
+    assert good[CLASS] == "large"
+    (rules / "huge.yaml").write_text(_many_labels(7000))
+    assert not agent.run_pass()
+    assert rec.published[-1] == good  # the last good labels, not 7,000 more
+    assert max(len(p) for p in rec.published) < 100
+    code, body = metrics.readyz()
+    assert code == 503, body
+    assert b"more than a node may carry" in body and b"the rules set 7001" in body, body
+    (rules / "huge.yaml").unlink()
+    assert agent.run_pass()
+    assert metrics.readyz() == (200, b"ok\n")
+
+
+def test_request_too_large_is_not_retried(k8s_server: FakeKubeAPI) -> None:
+    k8s_server.fail("create", 500, 10_000, message="etcdserver: request is too large")
+    with running_agent(k8s_server) as (agent, _):
+        assert _until(lambda: k8s_server.counts["create"] >= 1, 5) < 5
+        time.sleep(4.0)  # 4 passes at the 1 s interval
+        creates = k8s_server.counts["create"]
+        code, body = agent.metrics.readyz()
+    assert creates == 1, dict(k8s_server.counts)
+    assert code == 503 and b"too large" in body, body
+
+
+def test_object_over_the_byte_limit_is_not_sent(k8s_server: FakeKubeAPI) -> None:
+    import kubernetes
+
+    from nfd_gpu.features import empty
+    from nfd_gpu.sinks import SinkError
+    from nfd_gpu.sinks.nodefeature import NodeFeatureSink
+
+    kc = kubernetes.client.Configuration()
+    kc.host = k8s_server.url
+    sink = NodeFeatureSink(
+        node_name="n", namespace="nfd", api_client=kubernetes.client.ApiClient(kc),
+        owner_refs=(), watch=False,
+    )  # fmt: skip
+    value = "v" * 63
+    n = (1 << 20) // 100 + 10  # a little over 1 MiB
+    labels = {f"example.com/k{i:06d}-{'x' * 20}": value for i in range(n)}
+    try:
+        sink.publish(Publication(labels, empty()))
+    except SinkError as e:
+        assert "not sent" in str(e) and not e.transient
+    else:
+        raise AssertionError("a 1 MiB object was sent")
+    assert k8s_server.counts["create"] == 0 and k8s_server.counts["update"] == 0
