@@ -23,7 +23,7 @@ from pathlib import Path
 
 from nfd_gpu.agent.lastvalid import StaleFiles
 from nfd_gpu.rules.loader import load_rule_file, rule_files
-from nfd_gpu.rules.model import RuleObject, RuleSet
+from nfd_gpu.rules.model import RuleError, RuleObject, RuleSet
 
 log = logging.getLogger("nfd_gpu.agent")  # one logger for the agent's lines (docs/operations.md)
 
@@ -82,13 +82,20 @@ class RuleFiles:
             self.stale.stale(path, "no such file or directory", kept=False)
             self._path_stale = True
             return RuleSet(problems=(f"{p}: no such file or directory",))
+        try:
+            files = rule_files(p)
+        except RuleError as e:  # an unlistable directory: as if the path were gone
+            why = e.problems[0].removeprefix(f"{p}: ")
+            self.stale.stale(path, why, kept=self._ruleset is not None)
+            self._path_stale = True
+            return self._ruleset or RuleSet(problems=tuple(e.problems))
         if self._path_stale:
             self._path_stale = False
             self.stale.valid(path)
         self._is_dir = is_dir
         changed = self._ruleset is None
         seen = set()
-        for f in rule_files(p):
+        for f in files:
             seen.add(str(f))
             changed = self._read(f) or changed
         for name in sorted(set(self._files) - seen):

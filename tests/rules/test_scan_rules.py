@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nfd_gpu.rules import RuleError
+from nfd_gpu.rules import RuleError, load_rules
 from nfd_gpu.scan import RuleOutputs, run_scan
 from tests.conftest import fixture_root
 
@@ -143,8 +143,9 @@ def test_rule_output_reused_while_features_and_rules_are_unchanged(
     rules = tmp_path / "good.yaml"
     rules.write_text(GOOD)
     reuse = RuleOutputs()
-    first = run_scan(fixture_root("hgx-h100"), rules_path=rules, rule_outputs=reuse)
-    again = run_scan(fixture_root("hgx-h100"), rules_path=rules, rule_outputs=reuse)
+    ruleset = load_rules(rules, tolerant=True)  # the agent keeps its RuleSet (rulefiles.py)
+    first = run_scan(fixture_root("hgx-h100"), rules=ruleset, rule_outputs=reuse)
+    again = run_scan(fixture_root("hgx-h100"), rules=ruleset, rule_outputs=reuse)
     assert len(calls) == 1  # the first pass evaluates, the unchanged second reuses
     assert again.labels == first.labels and again.labels["example.com/hopper"] == "true"
     assert again.rule_errors == first.rule_errors
@@ -253,3 +254,16 @@ def test_equal_strings_in_rule_documents_are_one_object() -> None:
     docs = parse_documents("a: [1, &x {k: v}, *x]\nb: [k, k]\n", "t.yaml", [])
     assert docs[0]["a"][1] is docs[0]["a"][2] and docs[0]["b"] == ["k", "k"]
     assert docs[0]["b"][0] is docs[0]["b"][1]
+
+
+def test_a_rewritten_rule_file_applies_on_the_next_scan(tmp_path: Path) -> None:
+    """Same size, mtime put back: the second scan still reads the new rule (no cache keyed
+    on size and mtime serves the old one)."""
+    f = tmp_path / "r.yaml"
+    f.write_text(GOOD)
+    before = os.stat(f)
+    assert run_scan(fixture_root("hgx-h100"), rules_path=f).labels["example.com/hopper"] == "true"
+    f.write_text(GOOD.replace('hopper: "true"', 'hopper: "nope"', 1))
+    os.utime(f, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(f).st_size == before.st_size
+    assert run_scan(fixture_root("hgx-h100"), rules_path=f).labels["example.com/hopper"] == "nope"
