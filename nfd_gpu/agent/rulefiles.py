@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nfd_gpu.agent.lastvalid import StaleFiles
+from nfd_gpu.rules.expressions import ENGINE_UNAVAILABLE
 from nfd_gpu.rules.loader import load_rule_file, rule_files
 from nfd_gpu.rules.model import RuleError, RuleObject, RuleSet
 
@@ -122,6 +123,9 @@ class RuleFiles:
         problems: list[str] = []
         warnings: list[str] = []
         objs = tuple(load_rule_file(f, True, problems, warnings))
+        # a rule RE2 cannot run here is that rule's problem (dropped), not the file's
+        warnings += [p for p in problems if ENGINE_UNAVAILABLE in p]
+        problems = [p for p in problems if ENGINE_UNAVAILABLE not in p]
         if not problems and stamp is not None and stamp[1] == 0 and old is not None:
             problems.append(f"{f}: empty file (delete it to remove its rules)")
         if problems:
@@ -136,7 +140,7 @@ class RuleFiles:
             return True
         self.stale.valid(name)
         for w in warnings:
-            log.info("%s", w)
+            (log.warning if ENGINE_UNAVAILABLE in w else log.info)("%s", w)
         if old is not None and old.objects != objs:
             before, after = set(_names(old.objects)), set(_names(objs))
             log.info(

@@ -70,37 +70,33 @@ def test_rules_do_not_match_other_fixture(tmp_path: Path) -> None:
 def test_agent_applies_rules_each_pass_and_survives_a_broken_one(
     tmp_path: Path, subprocess_env: dict[str, str]
 ) -> None:
-    """`nfd-gpu run --oneshot --output hook --rules DIR`: rule labels override built-ins,
-    a broken rule file is a warning, the valid rules still apply."""
+    """`nfd-gpu run --oneshot --output hook --rules DIR`: rule labels override built-ins.
+    A rule file broken at start (no valid version) publishes nothing new, naming the file
+    (docs/reliability.md: a restart never replaces the labels with ones built without it);
+    without it, the valid rules apply."""
     import subprocess
 
     from tests.conftest import nfd_gpu_cmd
 
     rules = write_rules(tmp_path / "r")
-    p = subprocess.run(
-        [
-            *nfd_gpu_cmd(),
-            "run",
-            "--oneshot",
-            "--output",
-            "hook",
-            "--root",
-            str(fixture_root("hgx-h100")),
-            "--rules",
-            str(rules),
-        ],
-        capture_output=True,
-        text=True,
-        env=subprocess_env,
-        timeout=60,
-        check=False,
-    )
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*nfd_gpu_cmd(), "run", "--oneshot", "--output", "hook",
+             "--root", str(fixture_root("hgx-h100")), "--rules", str(rules)],
+            capture_output=True, text=True, env=subprocess_env, timeout=60, check=False,
+        )  # fmt: skip
+
+    p = run()
+    assert p.returncode == 1 and p.stdout == "", p.stderr
+    assert "b-bad.yaml" in p.stderr and "no valid version yet" in p.stderr
+    (rules / "b-bad.yaml").unlink()
+    p = run()
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     assert "example.com/hopper=true" in lines
     assert "gpu.feature.node.kubernetes.io/family=overridden" in lines
     assert "gpu.feature.node.kubernetes.io/count=8" in lines
-    assert "b-bad.yaml" in p.stderr
 
 
 def test_rules_are_reloaded_when_a_file_changes(tmp_path: Path) -> None:
