@@ -230,7 +230,12 @@ class Config:
         ),
     )
     features_dir: str = setting(
-        DEFAULT_FEATURES_DIR, Setting("feature-file directory", "Feature-file directory")
+        DEFAULT_FEATURES_DIR,
+        Setting(
+            "feature-file directory; with a `root` other than `/` there is no default (the "
+            "host's directory is not the scanned root's)",
+            "Feature-file directory (default {default}; required with a --root other than /)",
+        ),
     )
     features_file: str = setting(
         "nfd-gpu", Setting("feature-file name", "Feature-file name (default {default})")
