@@ -107,7 +107,11 @@ def test_image_docs_say_what_is_pinned() -> None:
     image = _text(DOCS / "image.md")
     if "snapshot.debian.org" in mirror:
         raise AssertionError(f"image/build.sh now pins Debian ({mirror}): update docs/image.md")
-    assert f"The Debian packages are not pinned: they are what the mirror (`MIRROR`, default `{mirror}`" in image  # fmt: skip
+    said = (
+        "The Debian packages are not pinned: they are what the mirror"
+        f" (`MIRROR`, default `{mirror}`"
+    )
+    assert said in image
     assert "Debian packages not pinned" in _text(DOCS / "install.md")
     assert "Debian bookworm (packages not pinned)" in " ".join(README.split())
     for lock in sorted((REPO / "image").glob("requirements-*.txt")):
