@@ -119,9 +119,9 @@ _GFD_TIMESTAMP_DOC = (
 )
 _DRY_RUN_DOC = (
     "print what each output would write to stdout instead of writing (NodeFeature YAML "
-    "without `ownerReferences`, the feature file after a `# would write <path>` line); needs "
-    "no cluster: the node name defaults to the host name (lower-case, as the kubelet's), the "
-    "namespace to `nfd-gpu`"
+    "with `ownerReferences: []`: the DaemonSet's uid needs the API; the feature file after "
+    "a `# would write <path>` line); needs no cluster: the node name defaults to the host "
+    "name (lower-case, as the kubelet's), the namespace to `nfd-gpu`"
 )
 
 
