@@ -17,7 +17,9 @@ import functools
 import json
 import os
 import shlex
+import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,7 +111,25 @@ def gfd_labels(
     hide = [f"mount -t tmpfs none {os.path.dirname(p)}" for p in PCI_IDS if os.path.exists(p)]
     if any(os.path.dirname(p) == "/usr/share" for p in PCI_IDS if os.path.exists(p)):
         raise RuntimeError("/usr/share/pci.ids exists: the GFD judge cannot hide it")
-    mounts = [f"mount --bind {shlex.quote(str(root / 'sys'))} /sys", *hide]
+    with tempfile.TemporaryDirectory() as tmp:
+        return _judged(cmd, env, _sys_tree(root, Path(tmp)), hide)
+
+
+def _sys_tree(root: Path, tmp: Path) -> Path:
+    """The fixture's ``sys/``, with the empty ``bus/pci/devices`` every Linux with PCI has
+    (git keeps no empty directory: a Jetson fixture without PCI functions lacks it, and
+    go-nvlib's device listing fails on it) in a copy where it is missing."""
+    sys_dir = root / "sys"
+    if (sys_dir / "bus/pci/devices").is_dir():
+        return sys_dir
+    copy = tmp / "sys"
+    shutil.copytree(sys_dir, copy, symlinks=True)
+    (copy / "bus/pci/devices").mkdir(parents=True)
+    return copy
+
+
+def _judged(cmd: list[str], env: dict[str, str], sys_dir: Path, hide: list[str]) -> Verdict:
+    mounts = [f"mount --bind {shlex.quote(str(sys_dir))} /sys", *hide]
     script = " && ".join([*mounts, f"exec {shlex.join(cmd)}"])
     res = subprocess.run(
         ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
