@@ -3,12 +3,16 @@
 The chart as shipped, ``rules.files`` holding one ``InRegexp`` rule and ``interval`` 5 s;
 the tests run in order on that install:
 
-- the ``InRegexp`` rule's label is on the Node. Catches an image without google-re2 (the
-  image of c94e62b: every pass logged "scan failed, keeping the last good labels" and
-  nothing was published);
+- the ``InRegexp`` rule's label is on the Node. Catches an image without google-re2 (built
+  from c94e62b's ``image/requirements-amd64.txt`` this test fails: the rule's "regexp
+  engine unavailable", the pod never Ready, the label never published);
 - the rules ConfigMap edited to broken YAML: the Node's labels stay the same over three
   passes and ``/readyz`` names the file. Catches a broken file dropping its rules' labels
   (or all of them) instead of keeping the last valid version;
+- the admission policy refuses a NodeFeature for another node created with the pod's own
+  projected service-account token (read from the kubelet's pod volume on the node), while
+  the same token reads the pod's own object. Catches a policy that trusts the object's
+  name or label instead of the token's node claim;
 - ``helm upgrade`` with a config change (``interval``) rolls the pod, and every poll of the
   Node's labels during the roll has all the agent's labels. Catches a roll that removes the
   NodeFeature (or publishes an empty one) between the old pod's end and the new one's first
@@ -23,10 +27,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.cluster import Cluster
+from tests.e2e.cluster import ApiError, Cluster
 from tests.e2e.conftest import wait_for
 from tests.node.node import Node
-from tests.node.scenario import Install, label_node, node_labels
+from tests.node.scenario import NF, Install, label_node, node_labels
 
 FIXTURE = "h200-mig-mixed"
 REGEXP_LABEL = "gpu.feature.node.kubernetes.io/nvidia-by-regexp"
@@ -114,6 +118,33 @@ def test_broken_rules_configmap_keeps_the_labels(
         time.sleep(INTERVAL)
         assert node_labels(control_plane, node) == before
     print(f"\nbroken rules seen {seen:.1f} s after the edit; labels kept; /readyz: {body.strip()}")
+
+
+def test_admission_refuses_another_nodes_object_with_the_pods_token(
+    control_plane: Cluster, node: Node, inst: Install
+) -> None:
+    pod = inst.ready_pod()
+    vols = node.workdir / "kubelet" / "pods" / pod["metadata"]["uid"] / "volumes"
+    # the projected volume is a tmpfs the kubelet mounted in the node's mount namespace
+    token = node.sh(f"cat {vols}/kubernetes.io~projected/kube-api-access-*/token")
+    own = NF.format(ns=inst.namespace, name=f"nfd-gpu-{node.name}")
+    assert control_plane.request("GET", own, token=token)["metadata"]["name"]  # the token works
+    other = "node-1"
+    obj = {
+        "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+        "kind": "NodeFeature",
+        "metadata": {
+            "name": f"nfd-gpu-{other}",
+            "namespace": inst.namespace,
+            "labels": {"nfd.node.kubernetes.io/node-name": other},
+        },
+        "spec": {"labels": {"gpu.feature.node.kubernetes.io/present": "true"}},
+    }
+    with pytest.raises(ApiError) as refused:
+        control_plane.request("POST", own.rsplit("/", 1)[0], obj, token=token)
+    print(f"\nanother node's NodeFeature with the pod's own token: {refused.value}")
+    assert refused.value.status in (403, 422), refused.value
+    assert "ValidatingAdmissionPolicy" in str(refused.value), refused.value
 
 
 def test_helm_upgrade_rolls_without_losing_a_label(
