@@ -224,7 +224,7 @@ def load(
         if k not in KEYS:
             raise ConfigError(f"flags: unknown setting {k!r}")
         values[k] = _coerce(k, v, "flag")
-    for output in chosen(values.get("outputs", ())):  # what a chosen output fills in
+    for output in chosen(values.get("outputs", Config.outputs)):  # what it fills in
         values.update(output.fill(values))
     cfg = dataclasses.replace(Config(), **values)
     _validate(cfg)

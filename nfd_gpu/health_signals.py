@@ -112,6 +112,13 @@ SIGNALS: tuple[Signal, ...] = (
         "reboot; reseat the card or check the riser if it recurs",
     ),
     Signal(
+        "aer-fatal-port", "sysfs.aer", "PCI",
+        "the GPU's upstream port's `aer_dev_fatal` `TOTAL_ERR_FATAL`", FAILED, "",
+        "the port above the GPU saw a fatal error on the GPU's link (Surprise Down: the "
+        "link went down; the driver cannot recover the GPU)",
+        "reboot; reseat the card or check the riser and slot if it recurs",
+    ),
+    Signal(
         "aer-nonfatal", "sysfs.aer", "PCI",
         "`aer_dev_nonfatal` `TOTAL_ERR_NONFATAL`", DEGRADED, "",
         "a non-fatal uncorrectable PCIe error (a transaction was lost)",

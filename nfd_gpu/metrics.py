@@ -226,22 +226,23 @@ class Metrics:
 
 
 class HealthMetrics:
-    """GPU health (docs/health.md): state and reasons per GPU and node, XIDs by code."""
+    """GPU health (docs/health.md): state and reasons per GPU, XIDs by code. No ``node``
+    label: the scrape's relabeling adds it (one of the agent's own would become
+    ``exported_node``)."""
 
     STATES = ("ok", "no-driver", "degraded", "failed", "unknown")
 
     def __init__(self, pc: Any, r: Any) -> None:
         self.state = pc.Gauge(
             "nfd_gpu_gpu_health",
-            "GPU health by node and PCI address: 1 for its state "
-            "(ok, no-driver, degraded, failed, unknown)",
-            ["node", "gpu", "state"],
+            "GPU health by PCI address: 1 for its state (ok, no-driver, degraded, failed, unknown)",
+            ["gpu", "state"],
             registry=r,
         )
         self.reason = pc.Gauge(
             "nfd_gpu_gpu_health_reason",
             "1 for each reason a GPU is degraded or failed (source: nvml, nvml-events, sysfs)",
-            ["node", "gpu", "reason", "source"],
+            ["gpu", "reason", "source"],
             registry=r,
         )
         self.xids = pc.Counter(
@@ -252,26 +253,25 @@ class HealthMetrics:
         )
         self._xid_seen: dict[str, int] = {}
         self._reasons: set[tuple[str, ...]] = set()
-        self._gpus: set[tuple[str, str]] = set()
+        self._gpus: set[str] = set()
 
     def observe(
         self,
-        node: str,
         gpus: Mapping[str, tuple[str, set[tuple[str, str]]]],
         xids: Mapping[str, int],
     ) -> None:
         """``gpus``: address -> (state, {(reason, source)}); ``xids``: counts since start,
         keyed by the bounded XID label value (``nfd_gpu.health_signals.xid_key``)."""
-        keys = {(node, a) for a in gpus}
+        keys = set(gpus)
         for gone in self._gpus - keys:
             for st in self.STATES:
-                self.state.remove(*gone, st)
+                self.state.remove(gone, st)
         self._gpus = keys
         now: set[tuple[str, ...]] = set()
         for addr, (state, reasons) in gpus.items():
             for st in self.STATES:
-                self.state.labels(node, addr, st).set(1 if st == state else 0)
-            now |= {(node, addr, r, src) for r, src in reasons}
+                self.state.labels(addr, st).set(1 if st == state else 0)
+            now |= {(addr, r, src) for r, src in reasons}
         for old in self._reasons - now:
             self.reason.remove(*old)
         for key in now:

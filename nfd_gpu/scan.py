@@ -8,7 +8,6 @@ import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -98,35 +97,6 @@ def label(
     return filter_labels(labels, warnings), warnings
 
 
-_RULES_CACHE: dict[tuple[str, bool], tuple[tuple[tuple[str, int, int], ...], Any]] = {}
-
-
-def _rules_stamp(path: str) -> tuple[tuple[str, int, int], ...]:
-    """(file, mtime, size) of a rule file or of every file in a rule directory."""
-    from nfd_gpu.rules.loader import rule_files  # lazy: only when rules are used
-
-    out = []
-    for f in rule_files(Path(path)):
-        try:
-            st = f.stat()
-        except OSError:
-            continue
-        out.append((str(f), st.st_mtime_ns, st.st_size))
-    return tuple(out)
-
-
-def _cached_rules(path: str, tolerant: bool, load: Callable[..., Any]) -> Any:
-    """Load rules once and again only when a file changes (the agent runs every
-    pass; loading and validating 1,000 rules costs far more than evaluating them)."""
-    stamp = _rules_stamp(path)
-    hit = _RULES_CACHE.get((path, tolerant))
-    if hit is not None and hit[0] == stamp and stamp:
-        return hit[1]
-    ruleset = load(path, tolerant=tolerant)
-    _RULES_CACHE[(path, tolerant)] = (stamp, ruleset)
-    return ruleset
-
-
 class RuleOutputs:
     """The last rule output of one caller (an agent: one per :class:`~nfd_gpu.agent.Agent`),
     reused while neither the rule set nor the features changed. A caller of its own owns
@@ -198,7 +168,7 @@ def run_scan(
     if rules is None and rules_path is not None:
         from nfd_gpu.rules import load_rules  # lazy: only when rules are used
 
-        rules = _cached_rules(os.fspath(rules_path), tolerant_rules, load_rules)
+        rules = load_rules(os.fspath(rules_path), tolerant=tolerant_rules)
     if rules is not None:
         from nfd_gpu.rules import evaluate  # lazy: as above
 

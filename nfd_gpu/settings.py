@@ -119,9 +119,9 @@ _GFD_TIMESTAMP_DOC = (
 )
 _DRY_RUN_DOC = (
     "print what each output would write to stdout instead of writing (NodeFeature YAML "
-    "without `ownerReferences`, the feature file after a `# would write <path>` line); needs "
-    "no cluster: the node name defaults to the host name (lower-case, as the kubelet's), the "
-    "namespace to `nfd-gpu`"
+    "with `ownerReferences: []`: the DaemonSet's uid needs the API; the feature file after "
+    "a `# would write <path>` line); needs no cluster: the node name defaults to the host "
+    "name (lower-case, as the kubelet's), the namespace to `nfd-gpu`"
 )
 
 
@@ -230,7 +230,12 @@ class Config:
         ),
     )
     features_dir: str = setting(
-        DEFAULT_FEATURES_DIR, Setting("feature-file directory", "Feature-file directory")
+        DEFAULT_FEATURES_DIR,
+        Setting(
+            "feature-file directory; with a `root` other than `/` there is no default (the "
+            "host's directory is not the scanned root's)",
+            "Feature-file directory (default {default}; required with a --root other than /)",
+        ),
     )
     features_file: str = setting(
         "nfd-gpu", Setting("feature-file name", "Feature-file name (default {default})")

@@ -99,7 +99,7 @@ class AgentHealth:
         xids: Counter[str] = Counter()
         for code, n in seen.items():  # known codes one series each, the rest one: bounded
             xids[xid_key(code)] += n
-        metrics.health.observe(self.cfg.node_name or "", gpus, xids)
+        metrics.health.observe(gpus, xids)
 
     def stop(self) -> None:
         """The watcher ends after its current wait, or with the process (a daemon thread)."""

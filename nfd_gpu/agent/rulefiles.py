@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nfd_gpu.agent.lastvalid import StaleFiles
+from nfd_gpu.rules.expressions import ENGINE_UNAVAILABLE
 from nfd_gpu.rules.loader import load_rule_file, rule_files
-from nfd_gpu.rules.model import RuleObject, RuleSet
+from nfd_gpu.rules.model import RuleError, RuleObject, RuleSet
 
 log = logging.getLogger("nfd_gpu.agent")  # one logger for the agent's lines (docs/operations.md)
 
@@ -82,13 +83,20 @@ class RuleFiles:
             self.stale.stale(path, "no such file or directory", kept=False)
             self._path_stale = True
             return RuleSet(problems=(f"{p}: no such file or directory",))
+        try:
+            files = rule_files(p)
+        except RuleError as e:  # an unlistable directory: as if the path were gone
+            why = e.problems[0].removeprefix(f"{p}: ")
+            self.stale.stale(path, why, kept=self._ruleset is not None)
+            self._path_stale = True
+            return self._ruleset or RuleSet(problems=tuple(e.problems))
         if self._path_stale:
             self._path_stale = False
             self.stale.valid(path)
         self._is_dir = is_dir
         changed = self._ruleset is None
         seen = set()
-        for f in rule_files(p):
+        for f in files:
             seen.add(str(f))
             changed = self._read(f) or changed
         for name in sorted(set(self._files) - seen):
@@ -115,6 +123,9 @@ class RuleFiles:
         problems: list[str] = []
         warnings: list[str] = []
         objs = tuple(load_rule_file(f, True, problems, warnings))
+        # a rule RE2 cannot run here is that rule's problem (dropped), not the file's
+        warnings += [p for p in problems if ENGINE_UNAVAILABLE in p]
+        problems = [p for p in problems if ENGINE_UNAVAILABLE not in p]
         if not problems and stamp is not None and stamp[1] == 0 and old is not None:
             problems.append(f"{f}: empty file (delete it to remove its rules)")
         if problems:
@@ -129,7 +140,7 @@ class RuleFiles:
             return True
         self.stale.valid(name)
         for w in warnings:
-            log.info("%s", w)
+            (log.warning if ENGINE_UNAVAILABLE in w else log.info)("%s", w)
         if old is not None and old.objects != objs:
             before, after = set(_names(old.objects)), set(_names(objs))
             log.info(

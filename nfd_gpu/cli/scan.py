@@ -100,6 +100,17 @@ def _rule_error(exc: Exception) -> None:
         raise fail(lines[-1]) from None
 
 
+def scan_document(result: "ScanResult") -> dict[str, Any]:
+    """The ``--format json|yaml`` document (nfd_gpu/data/scan-v1.schema.json)."""
+    return {
+        "apiVersion": SCAN_API_VERSION,
+        "labels": dict(sorted(result.labels.items())),
+        "features": result.features,
+        "gpus": [g for g in result.snapshot.to_dict()["gpus"]],
+        "warnings": result.warnings,
+    }
+
+
 def _print(result: "ScanResult", fmt: Format) -> None:
     for w in result.warnings:
         # Warnings go to stderr so `--format labels` stays a clean key=value stream.
@@ -125,13 +136,7 @@ def _print(result: "ScanResult", fmt: Format) -> None:
         for k in sorted(result.labels):
             say(f"{k}={result.labels[k]}")
         return
-    doc: dict[str, Any] = {
-        "apiVersion": SCAN_API_VERSION,
-        "labels": dict(sorted(result.labels.items())),
-        "features": result.features,
-        "gpus": [g for g in result.snapshot.to_dict()["gpus"]],
-        "warnings": result.warnings,
-    }
+    doc = scan_document(result)
     if fmt is Format.json:
         import json  # lazy: only this format needs it
 

@@ -4,6 +4,10 @@
   one ``<error name> <count>`` line per error bit and a ``TOTAL_ERR_FATAL`` /
   ``TOTAL_ERR_NONFATAL`` / ``TOTAL_ERR_COR`` line; Linux
   Documentation/ABI/testing/sysfs-bus-pci-devices-aer-stats, since 4.19);
+* the fatal AER count of the GPU's upstream port (its ``aer_dev_fatal``: what the port
+  above the GPU detected on the GPU's link, e.g. Surprise Down when the link went down;
+  the kernel counts an error on the function that reported it, so a GPU that fell off
+  its link shows it on the port, not on itself): ``aer-fatal-port``;
 * the negotiated link width below what both ends support (``PcieLink.lanes_lost``: the
   GPU's and its upstream port's ``max_link_width``; the speed is not a fault: GPUs lower
   it when idle);
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from nfd_gpu.discovery.pci import upstream_port
 from nfd_gpu.discovery.pciaddr import PciAddress
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.hostroot import HostRoot
@@ -29,6 +34,10 @@ AER_FILES: tuple[tuple[str, str, str], ...] = (
     ("aer_dev_fatal", "TOTAL_ERR_FATAL", "aer-fatal"),
     ("aer_dev_nonfatal", "TOTAL_ERR_NONFATAL", "aer-nonfatal"),
     ("aer_dev_correctable", "TOTAL_ERR_COR", "aer-correctable"),
+)
+# the GPU's upstream port: its fatal count only (its other errors may be its own)
+PORT_AER_FILES: tuple[tuple[str, str, str], ...] = (
+    ("aer_dev_fatal", "TOTAL_ERR_FATAL", "aer-fatal-port"),
 )
 
 
@@ -57,11 +66,19 @@ def aer_total(text: str, total: str) -> int | None:
     return None
 
 
+def _aer_files(host: HostRoot, base: str) -> list[tuple[str, str, str]]:
+    """(file, total, reason) of the GPU's own AER files and its upstream port's fatal one."""
+    files = [(f"{base}/{name}", total, reason) for name, total, reason in AER_FILES]
+    port = upstream_port(host, base)
+    if port is not None:
+        files += [(f"{port}/{name}", total, reason) for name, total, reason in PORT_AER_FILES]
+    return files
+
+
 def _aer(host: HostRoot, g: Gpu) -> Gpu:
     signals: list[str] = []
     faults: list[HealthReason] = []
-    for name, total, reason in AER_FILES:
-        rel = f"sys/bus/pci/devices/{g.address}/{name}"
+    for rel, total, reason in _aer_files(host, f"sys/bus/pci/devices/{g.address}"):
         text = host.read_text(rel)
         try:
             n = aer_total(text, total) if text is not None else None

@@ -107,6 +107,11 @@ def parse_version(s: str) -> tuple[int, int, int]:
     return nums[0], nums[1], nums[2]
 
 
+# A rule's problem that is the host's, not the file's: the file stays valid, the rule is
+# dropped (agent/rulefiles.py).
+ENGINE_UNAVAILABLE = "regexp engine unavailable"
+
+
 @lru_cache(maxsize=4096)
 def compile_go_regexp(pattern: str) -> Any:
     """Compile a Go regexp with RE2 itself (``google-re2``; cached): matching is linear
@@ -116,7 +121,7 @@ def compile_go_regexp(pattern: str) -> Any:
     try:
         import re2  # lazy: the RE2 extension (~6 ms) only for rules with regexps
     except ImportError as e:
-        raise ExpressionError(f"regexp engine unavailable (google-re2: {e})") from None
+        raise ExpressionError(f"{ENGINE_UNAVAILABLE} (google-re2: {e})") from None
     try:
         return re2.compile(pattern, _RE2_OPTIONS())
     except re2.error as e:

@@ -525,12 +525,15 @@ def parse_documents(text: str, source: str, warnings: list[str]) -> list[Any]:
 def rule_files(path: Path) -> list[Path]:
     """The rule files ``load_rules`` reads for ``path`` (sorted, no hidden files). Every
     entry with a rule suffix counts, whatever its type: a FIFO, a directory or a dangling
-    link named ``*.yaml`` is a problem the reader reports, not a file silently skipped."""
-    if path.is_dir():
-        return sorted(
-            p for p in path.iterdir() if not p.name.startswith(".") and p.suffix in RULE_SUFFIXES
-        )
-    return [path]
+    link named ``*.yaml`` is a problem the reader reports, not a file silently skipped.
+    An unlistable directory raises :class:`RuleError` (one line)."""
+    if not path.is_dir():
+        return [path]
+    try:
+        names = list(path.iterdir())
+    except OSError as e:
+        raise RuleError([f"{path}: cannot list the directory: {e.strerror or e}"]) from None
+    return sorted(p for p in names if not p.name.startswith(".") and p.suffix in RULE_SUFFIXES)
 
 
 def load_rule_file(
@@ -563,14 +566,18 @@ def load_rules(path: str | Path, strict: bool = True, *, tolerant: bool = False)
     is returned in ``RuleSet.problems``, and every valid rule is kept.
     """
     p = Path(path)
-    if not p.exists():
+    try:
+        if not p.exists():
+            raise RuleError([f"{p}: no such file or directory"])
+        files = rule_files(p)
+    except RuleError as e:
         if tolerant:
-            return RuleSet(problems=(f"{p}: no such file or directory",))
-        raise RuleError([f"{p}: no such file or directory"])
+            return RuleSet(problems=tuple(e.problems))
+        raise
     problems: list[str] = []
     warnings: list[str] = []
     objs: list[RuleObject] = []
-    for f in rule_files(p):
+    for f in files:
         objs.extend(load_rule_file(f, strict, problems, warnings))
     for w in warnings:
         log.info("%s", w)

@@ -24,8 +24,8 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from typing import TextIO
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TextIO
 
 from nfd_gpu import boundedfile
 from nfd_gpu.features import Features, owned
@@ -278,7 +278,20 @@ def _dry_run(cfg: OutputSettings, stream: TextIO | None) -> FeatureFileSink:
     return _build(cfg, stream, dry_run=True)
 
 
+def _fill(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Under a ``--root`` other than ``/`` no directory by default: the host's features.d
+    is not the scanned root's, and labels written there would label this node."""
+    if "features_dir" in values or values.get("dry_run"):
+        return {}
+    return {} if os.path.normpath(str(values.get("root") or "/")) == "/" else {"features_dir": ""}
+
+
 def _check(cfg: OutputSettings) -> str | None:
+    if not cfg.features_dir:
+        return (
+            f"root {cfg.root!r} is not this host: say where the featurefile output writes "
+            "(--features-dir or NFD_GPU_FEATURES_DIR; the default is the host's)"
+        )
     if not cfg.oneshot and cfg.expiry < 2 * cfg.interval:
         return f"expiry ({cfg.expiry}s) must be at least twice the interval"
     name = cfg.features_file
@@ -295,4 +308,5 @@ OUTPUT = Output(
     check=_check,
     describe=lambda cfg: f"features={os.path.join(cfg.features_dir, cfg.features_file)}",
     repairs=True,
+    fill=_fill,
 )

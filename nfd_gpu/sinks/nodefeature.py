@@ -152,6 +152,7 @@ class NodeFeatureSink(Sink):
         self._want: Obj | None = None  # the object the last publish asked for
         self._held: Obj | None = None  # what the server was last confirmed to hold
         self._drift: str | None = None  # what differed, until the next write restores it
+        self._drifts = 0  # drift reports so far: one during a publish outlives its confirm
         self._repaired: str | None = None  # the last repair, for take_repair()
         self._own_rvs: list[str] = []  # resourceVersions of the last writes (their echoes)
 
@@ -267,6 +268,7 @@ class NodeFeatureSink(Sink):
         if obj is not None and any(self._matches(obj, w) for w in (held, want) if w):
             return
         self._drift = describe_drift(obj, held, NODE_NAME_LABEL)
+        self._drifts += 1
 
     def on_watch_event(self, kind: str, obj: Obj | None) -> None:
         """From the watch thread: the server's version of the object changed."""
@@ -322,17 +324,26 @@ class NodeFeatureSink(Sink):
             rv = (self._obj or {}).get("metadata", {}).get("resourceVersion")
         self._watch.start(rv)
 
-    def _confirm(self, obj: Obj | None, wrote: bool) -> None:
-        """The server holds ``_want`` (``obj``): drift, if any, is repaired."""
+    def _basis(self) -> tuple[Obj | None, int, str | None]:
+        """The object a write decision rests on, with the drift reports seen so far."""
         with self._lock:
-            if obj is not None:
-                self._obj = obj
-            if wrote and self._drift is not None:
-                self._repaired = self._drift
-            self._drift = None
+            return self._obj, self._drifts, self._drift
+
+    def _confirm(self, obj: Obj | None, basis: tuple[Obj | None, int, str | None]) -> None:
+        """The server holds ``_want`` (``obj``: the write's answer, None when nothing was
+        written): the drift seen at ``basis`` is repaired. Drift the watch reported since
+        stays, with the watch's object, for the pass it woke."""
+        _, seen, drift = basis
+        with self._lock:
+            fresh = self._drifts == seen
+            if obj is not None and drift is not None:
+                self._repaired = drift
+            if fresh:
+                self._obj = obj if obj is not None else self._obj
+                self._drift = None
             self._held = self._want
-            rv = (self._obj or {}).get("metadata", {}).get("resourceVersion")
-            if wrote and rv:
+            rv = (obj or {}).get("metadata", {}).get("resourceVersion")
+            if rv:
                 self._own_rvs = [*self._own_rvs[-7:], rv]
         self._start_watch()
 
@@ -344,21 +355,18 @@ class NodeFeatureSink(Sink):
             known = self._known
         if not known or (not self._watching() and self.clock() >= self._next_resync):
             self._read_server()
-        with self._lock:
-            current = self._obj
+        basis = self._basis()
+        current = basis[0]
         if current is not None and self._matches(current, want):
-            self._confirm(None, wrote=False)
+            self._confirm(None, basis)
             return False
         try:
-            answer = self._write(want)
+            answer, basis = self._write(want)
         except TooLarge as e:
             self._too_large = (want["spec"], e)
             raise
-        if answer is None:
-            self._confirm(None, wrote=False)
-            return False
-        self._confirm(answer, wrote=True)
-        return True
+        self._confirm(answer, basis)
+        return answer is not None
 
     def _check_size(self, want: Obj) -> None:
         """Refuse, before any request, an object over ``MAX_OBJECT_BYTES`` or one the
@@ -382,9 +390,9 @@ class NodeFeatureSink(Sink):
                 f"({len(want['spec']['labels'])} labels), over {MAX_OBJECT_BYTES}: not sent"
             )
 
-    def _write(self, want: Obj) -> Obj | None:
+    def _write(self, want: Obj) -> tuple[Obj | None, tuple[Obj | None, int, str | None]]:
         """Create or replace until the server holds ``want``; its answer (None: a re-read
-        found it there already)."""
+        found it there already) and the basis of the last attempt."""
         for attempt in range(self.max_conflict_retries + 1):
             if attempt:
                 # jittered back-off before re-reading after a conflict
@@ -393,9 +401,9 @@ class NodeFeatureSink(Sink):
                 with self._lock:
                     self._obj = obj
                 if obj is not None and self._matches(obj, want):
-                    return None
-            with self._lock:
-                current = self._obj
+                    return None, self._basis()
+            basis = self._basis()
+            current = basis[0]
             verb = "create" if current is None else "update"
             try:
                 if current is None:
@@ -427,7 +435,7 @@ class NodeFeatureSink(Sink):
                     transient=True,
                 )
             log.info("%sd NodeFeature %s/%s", verb, self.namespace, self.object_name)
-            return dict(answer)
+            return dict(answer), basis
         with self._lock:
             self._known = False
         raise SinkError(

@@ -113,7 +113,8 @@ class OwnObjectWatch:
         self.forbidden = False  # the last attempt was refused (403): the sink re-reads
         self._stop = threading.Event()
         self._resp: Any = None
-        self._lock = threading.Lock()
+        # re-entrant: SIGTERM's abort() may run inside a stop() on the same thread
+        self._lock = threading.RLock()
         self._thread: threading.Thread | None = None
         self._custom: Any = None
         self.heard_at = time.monotonic()  # the last byte of a stream (or its start)

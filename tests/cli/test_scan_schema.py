@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from nfd_gpu import cli, model
+from nfd_gpu.discovery.registry import VENDORS
 from tests.conftest import ALL_FIXTURES, fixture_root
 
 
@@ -59,6 +60,13 @@ def test_schema_gpu_fields_match_the_model() -> None:
     assert sorted(gpu["properties"]) == sorted(fields)
     assert sorted(gpu["required"]) == sorted(fields)
     assert gpu["additionalProperties"] is False
+
+
+def test_schema_vendor_enum_is_the_registry() -> None:
+    """The vendor enum names ``registry.VENDORS`` in order (``python scripts/scan_schema.py``
+    writes it)."""
+    enum = _schema()["$defs"]["gpu"]["properties"]["vendor"]["enum"]
+    assert enum == [v.name for v in VENDORS]
 
 
 @pytest.mark.parametrize(

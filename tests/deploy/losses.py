@@ -59,6 +59,36 @@ UNAVAILABLE: dict[str, Unavailable] = {
         ),
         labels=("gpu.feature.node.kubernetes.io/devices.ready",),
     ),
+    "Jetson L4T release": Unavailable(
+        paths=("etc/nv_tegra_release",),
+        applies=lambda pod: True,
+        reason=(
+            "/etc/nv_tegra_release exists only on Jetson/IGX hosts: a hostPath of type File "
+            "stops the pod on every other node, an untyped one creates a directory there, "
+            "and /etc as a whole would expose the host's configuration. The family and "
+            "compute capability still come from the device tree under /sys."
+        ),
+        labels=(
+            "gpu.feature.node.kubernetes.io/nvidia.l4t.*",
+            "gpu.feature.node.kubernetes.io/driver.*",
+            "gpu.feature.node.kubernetes.io/nvidia.driver.*",
+        ),
+    ),
+    "Jetson unified memory": Unavailable(
+        paths=("proc/meminfo", "cuda.json"),
+        applies=lambda pod: True,
+        reason=(
+            "A Jetson GPU's memory is the kernel's MemTotal (/proc/meminfo) or CUDA's answer "
+            "(libcuda, not in the image): the pod mounts /proc/driver only (the host's /proc "
+            "would show it the host's processes)."
+        ),
+        labels=(
+            "gpu.feature.node.kubernetes.io/memory-mib",
+            "gpu.feature.node.kubernetes.io/class",
+            "gpu.feature.node.kubernetes.io/nvidia.cuda.*",
+            "gpu.feature.node.kubernetes.io/product*",
+        ),
+    ),
     "ROCm version": Unavailable(
         paths=("opt/rocm",),
         applies=lambda pod: True,

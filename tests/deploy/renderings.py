@@ -62,7 +62,6 @@ HELM_MATRIX: dict[str, tuple[Obj, tuple[str, ...] | None]] = {
     ),
     "everything": (
         {
-            "createNamespace": True,
             "outputs": ["nodefeature", "featurefile"],
             "profiles": ["neutral", "nvidia"],
             "migStrategy": "mixed",

@@ -9,13 +9,22 @@ added is what ``SOURCES`` becomes with the line ``acme.VENDOR,`` in ``VENDORS``.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import json
+import sys
 from pathlib import Path
+from types import ModuleType
 
+import jsonschema
+
+from nfd_gpu.cli.scan import scan_document
 from nfd_gpu.discovery import registry, system
 from nfd_gpu.discovery.source import Context, Source, Vendor
+from nfd_gpu.featuremap import snapshot_features
 from nfd_gpu.hostroot import HostRoot
 from nfd_gpu.model import Gpu, Snapshot
-from nfd_gpu.scan import discover, label
+from nfd_gpu.scan import ScanResult, discover, label
+from tests.conftest import REPO
 
 
 # discovery/acme/sysfs.py
@@ -81,6 +90,35 @@ def test_a_new_vendor_is_one_package_and_one_registry_line(tmp_path: Path) -> No
     assert labels["gpu.feature.node.kubernetes.io/count"] == "1"
     assert labels["gpu.feature.node.kubernetes.io/acme.driver.version"] == "1.2.3"
     assert labels["gpu.feature.node.kubernetes.io/acme.driver.major"] == "1"
+
+
+def _scan_schema_script() -> ModuleType:
+    scripts = REPO / "scripts"
+    if str(scripts) not in sys.path:
+        sys.path.insert(0, str(scripts))
+    spec = importlib.util.spec_from_file_location("scan_schema", scripts / "scan_schema.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["scan_schema"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_acme_scan_validates_against_the_schema_of_the_registry(tmp_path: Path) -> None:
+    """``scan --format json`` of the acme node is valid against the shipped schema as
+    ``scripts/scan_schema.py`` writes it with ``acme.VENDOR`` in ``VENDORS``: the vendor enum
+    is the only part of the schema that names vendors."""
+    snap = discover(_host(tmp_path), sources=registry.sources((*registry.VENDORS, VENDOR)))
+    labels, warnings = label(snap, profiles=("neutral",))
+    result = ScanResult(snap, labels, snapshot_features(snap), [*snap.warnings, *warnings])
+    doc = json.loads(json.dumps(scan_document(result)))  # as `scan --format json` prints it
+    assert [g["vendor"] for g in doc["gpus"]] == ["acme"]
+    script = _scan_schema_script()
+    shipped = script.SCHEMA.read_text(encoding="utf-8")
+    assert script.render(script.schema(registry.VENDORS)) == shipped  # the enum is derived
+    validator = jsonschema.Draft202012Validator(script.schema((*registry.VENDORS, VENDOR)))
+    errors = [f"{'/'.join(map(str, e.path))}: {e.message}" for e in validator.iter_errors(doc)]
+    assert not errors, errors[:5]
 
 
 def test_without_the_registry_line_the_gpu_is_not_seen(tmp_path: Path) -> None:

@@ -75,6 +75,7 @@ def test_platform_device_bound_to_nvgpu(tmp_path: Path) -> None:
     drv.mkdir(parents=True)
     (drv / "17000000.gpu").symlink_to("../../../../devices/platform/bus@0/17000000.gpu")
     (drv / "uevent").write_text("")
+    (root / "proc").mkdir(exist_ok=True)
     (root / "proc/meminfo").write_text("MemTotal:       62840532 kB\nMemFree: 1 kB\n")
     scan = run_scan(root)
     (gpu,) = scan.snapshot.gpus
@@ -87,12 +88,14 @@ def test_platform_device_bound_to_nvgpu(tmp_path: Path) -> None:
 
 def test_no_tegra_compatible_no_gpu(tmp_path: Path) -> None:
     root = _jetson(tmp_path)
+    (root / "proc/device-tree").mkdir(parents=True)  # over the sys/firmware one
     (root / "proc/device-tree/compatible").write_text("raspberrypi,4-model-b\0brcm,bcm2711\0")
     assert run_scan(root).snapshot.gpus == ()
 
 
 def test_unknown_soc_is_a_warning(tmp_path: Path) -> None:
     root = _jetson(tmp_path)
+    (root / "proc/device-tree").mkdir(parents=True)  # over the sys/firmware one
     (root / "proc/device-tree/compatible").write_text("nvidia,p9999\0nvidia,tegra999\0")
     scan = run_scan(root)
     assert scan.snapshot.gpus == ()

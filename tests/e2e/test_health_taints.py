@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import REPO, fixture_root
 from tests.e2e.cluster import (
     ApiError,
@@ -136,6 +138,56 @@ def test_agent_started_before_the_driver_catches_a_later_xid_48(
     finally:
         for a in agents:
             a.stop()
+        with contextlib.suppress(ApiError):
+            kube_cluster.request(
+                "DELETE",
+                f"/apis/nfd.k8s-sigs.io/v1alpha1/nodefeaturerules/{rule['metadata']['name']}",
+            )
+
+
+# Real listings of GPU failures (tests/fixtures/specs/real_health.py), each on its own node
+# with a running agent (1 s passes; the XID watcher reads a listing's XID events): the state
+# the listing proves and, as each leaves no GPU to use, the taint from nfd-master.
+REAL_FAILURES = {
+    "real-rtx3090-rminit": "failed",  # RmInitAdapter failed, No devices were found
+    "real-rtx5090-rminit": "failed",  # the same on an RTX 5090 (10de:2b85)
+    "real-titanv-rminit": "failed",  # the same on a Titan V
+    "real-rtx5080-xid79": "failed",  # XID 79 (fallen off the bus), then XID 154
+    "real-k40m-aer-xid79": "failed",  # Surprise Down on the port above, then XID 79
+}
+
+
+@pytest.mark.parametrize("fixture", sorted(REAL_FAILURES))
+def test_real_failure_listing_taints_node(
+    fixture: str,
+    kube_cluster: Cluster,
+    nfd_master: Proc,
+    agent_sa: dict[str, Any],
+    make_node: Callable[[str], Obj],
+    tmp_path: Path,
+) -> None:
+    (rule,) = list(load_yaml_docs(REPO / "rules" / "gpu-health.yaml"))
+    root = tmp_path / "root"
+    shutil.copytree(fixture_root(fixture), root, symlinks=True)
+    node = f"e2e-{fixture}"
+    make_node(node)
+    kube_cluster.apply(rule)
+    args = nodefeature_agent_args(
+        str(root), kube_cluster.admin_kubeconfig, "--interval", "1", "--owner-refs", "",
+        "--node-name", node, "--namespace", NS,
+    )  # fmt: skip
+    agent = Agent(args, tmp_path / "agent.log", {})
+
+    def why() -> str:
+        return f"taints: {_taints(kube_cluster, node)}\nagent:\n{agent.log()}"
+
+    try:
+        wait_for(lambda: TAINT in _taints(kube_cluster, node), 30, why)
+        got = node_labels(kube_cluster, node)
+        assert got[f"{G}/health"] == REAL_FAILURES[fixture]
+        assert got[f"{G}/health.all-failed"] == "true"
+    finally:
+        agent.stop()
         with contextlib.suppress(ApiError):
             kube_cluster.request(
                 "DELETE",

@@ -203,3 +203,23 @@ def test_install_upgrade_switch_uninstall(
     assert not gone(c, VAP + "nfd-gpu-other-own-nodefeature")
     helm(c, home, binary, "uninstall", "nfd-gpu", "-n", "other")
     assert gone(c, VAP + "nfd-gpu-other-own-nodefeature")
+
+
+@pytest.mark.parametrize("binary", r.HELMS)
+def test_first_install_with_create_namespace_warns(
+    binary: str,
+    empty_cluster: Cluster,  # noqa: F811  (the fixture imported above)
+    tmp_path: Path,
+) -> None:
+    """The common first install, ``helm install --create-namespace`` without NFD: the
+    NOTES still say that the CRD is missing and that the new namespace has no Pod Security
+    label (the release namespace does not exist yet when they are rendered)."""
+    out = helm(empty_cluster, tmp_path / "helm", binary, "install", "nfd-gpu", str(r.CHART),
+               "-n", "fresh", "--create-namespace")  # fmt: skip
+    assert "nodefeatures.nfd.k8s-sigs.io) is not installed" in out, out
+    assert "namespace fresh has no pod-security.kubernetes.io/enforce label" in out, out
+    fix = (
+        "kubectl label --overwrite namespace fresh pod-security.kubernetes.io/enforce=privileged"
+        " pod-security.kubernetes.io/warn=privileged pod-security.kubernetes.io/audit=privileged"
+    )
+    assert fix in out, out

@@ -30,6 +30,12 @@ CASES: dict[str, tuple[str, int, int, dict[str, str]]] = {
     "h100-aer-fatal": ("failed", 1, 0, {H1: "aer-fatal"}),  # 3 correctable: under threshold
     "mi210-ras-ue": ("failed", 1, 0, {"0000:03:00.0": "ecc-uncorrectable.vram-bad-pages-pending"}),
     "h100-gpu-lost": ("failed", 1, 0, {H2: "not-answering"}),
+    # real listings (tests/fixtures/specs/real_health.py): what a one-off scan reads of them
+    "real-rtx3090-rminit": ("failed", 1, 0, {"0000:98:00.0": "not-answering"}),
+    "real-rtx5090-rminit": ("failed", 1, 0, {"0000:01:00.0": "not-answering"}),
+    "real-titanv-rminit": ("failed", 1, 0, {"0000:81:00.0": "not-answering"}),
+    "real-rtx5080-xid79": ("ok", 0, 0, {}),  # the XIDs: the watcher's (tests/e2e)
+    "real-k40m-aer-xid79": ("failed", 1, 0, {"0000:02:00.0": "aer-fatal-port"}),
 }
 
 

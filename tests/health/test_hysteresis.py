@@ -19,7 +19,7 @@ AER = "sys/devices/pci0000:18/0000:18:00.0/aer_dev_fatal"
 
 
 def _agent(root: Path, hold: int) -> Agent:
-    flags = {"root": str(root), "udev": False, "health_hold_passes": str(hold)}
+    flags = {"root": str(root), "udev": False, "outputs": "hook", "health_hold_passes": str(hold)}
     return Agent(config.load(env={}, flags=flags))
 
 

@@ -1,4 +1,4 @@
-"""Health metrics (docs/metrics.md): per GPU state and reasons by node, XIDs by code."""
+"""Health metrics (docs/metrics.md): per GPU state and reasons, XIDs by code."""
 
 from __future__ import annotations
 
@@ -18,28 +18,41 @@ def _text(m: Metrics) -> str:
 def test_health_metrics_follow_the_gpus() -> None:
     m = Metrics()
     root = fixture_root("h100-remap-pending")
-    h = AgentHealth(config.load(env={}, flags={"root": str(root), "node_name": "n1"}))
+    h = AgentHealth(config.load(env={}, flags={"root": str(root), "outputs": "hook"}))
     h.observe(m, run_scan(root))
     text = _text(m)
-    assert 'nfd_gpu_gpu_health{gpu="0000:2a:00.0",node="n1",state="failed"} 1.0' in text
-    assert 'nfd_gpu_gpu_health{gpu="0000:18:00.0",node="n1",state="ok"} 1.0' in text
+    assert 'nfd_gpu_gpu_health{gpu="0000:2a:00.0",state="failed"} 1.0' in text
+    assert 'nfd_gpu_gpu_health{gpu="0000:18:00.0",state="ok"} 1.0' in text
     assert (
-        'nfd_gpu_gpu_health_reason{gpu="0000:2a:00.0",node="n1",reason="row-remap-pending",'
-        'source="nvml"} 1.0'
+        'nfd_gpu_gpu_health_reason{gpu="0000:2a:00.0",reason="row-remap-pending",source="nvml"} 1.0'
     ) in text
     h.observe(m, run_scan(fixture_root("h100-xid-79")))  # same addresses, all clear
     text = _text(m)
     assert "nfd_gpu_gpu_health_reason{" not in text  # the reason is gone with its fault
-    assert 'gpu="0000:2a:00.0",node="n1",state="ok"} 1.0' in text
+    assert 'gpu="0000:2a:00.0",state="ok"} 1.0' in text
 
 
 def test_xid_counter_by_code() -> None:
     m = Metrics()
-    m.health.observe("n", {}, {"48": 1, "13": 2})
-    m.health.observe("n", {}, {"48": 3, "13": 2})  # counts since the watcher started
+    m.health.observe({}, {"48": 1, "13": 2})
+    m.health.observe({}, {"48": 3, "13": 2})  # counts since the watcher started
     text = _text(m)
     assert 'nfd_gpu_xid_events_total{xid="48"} 3.0' in text
     assert 'nfd_gpu_xid_events_total{xid="13"} 2.0' in text
+
+
+def test_no_series_carries_a_node_label_of_its_own() -> None:
+    """The scrape's relabeling puts ``node`` on every series (docs/metrics-alerts.md); a
+    ``node`` label exported by the agent would arrive as ``exported_node`` beside it."""
+    m = Metrics()
+    root = fixture_root("h100-remap-pending")
+    h = AgentHealth(config.load(env={}, flags={"root": str(root), "outputs": "hook"}))
+    h.observe(m, run_scan(root))
+    m.health.observe({"0000:01:00.0": ("failed", {("xid-79", "nvml")})}, {"79": 1})
+    families = list(m.registry.collect())
+    assert any(f.name == "nfd_gpu_gpu_health" and f.samples for f in families)
+    exported = {f.name for f in families for s in f.samples if "node" in s.labels}
+    assert exported == set()
 
 
 def test_xid_series_are_bounded() -> None:
@@ -51,7 +64,7 @@ def test_xid_series_are_bounded() -> None:
 
     root = fixture_root("h100-xid-79")
     m = Metrics()
-    h = AgentHealth(config.load(env={}, flags={"root": str(root), "node_name": "n1"}))
+    h = AgentHealth(config.load(env={}, flags={"root": str(root), "outputs": "hook"}))
     w = XidWatcher(replay.load(str(root / "nvml.json")))
     w.counts.update({code: 1 for code in range(10_000)})
     h.watcher = w

@@ -43,7 +43,7 @@ def test_real_idle_laptop_link_is_not_degraded() -> None:
 def test_an_idling_link_never_changes_a_label(tmp_path: Path) -> None:
     """The link goes 32 -> 2.5 -> 32 GT/s between passes: labels and health stay."""
     root = _copy(tmp_path)
-    agent = Agent(config.load(env={}, flags={"root": str(root), "udev": False}))
+    agent = Agent(config.load(env={}, flags={"root": str(root), "udev": False, "outputs": "hook"}))
     seen = []
     for speed in ("32.0 GT/s PCIe", "2.5 GT/s PCIe", "32.0 GT/s PCIe", "2.5 GT/s PCIe"):
         (root / DEV / "current_link_speed").write_text(speed + "\n")

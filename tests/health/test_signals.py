@@ -58,7 +58,7 @@ def _reader_reasons() -> dict[str, str]:
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Tuple):
                 first = node.targets[0] if isinstance(node, ast.Assign) else node.target
                 target = getattr(first, "id", "")
-                if target in ("CLOCK_EVENTS", "AER_FILES"):
+                if target in ("CLOCK_EVENTS", "AER_FILES", "PORT_AER_FILES"):
                     for row in node.value.elts:
                         assert isinstance(row, ast.Tuple)
                         last = row.elts[-1]

@@ -20,7 +20,9 @@ G = "gpu.feature.node.kubernetes.io"
 
 
 def _agent(root: Path, **flags: str) -> Agent:
-    return Agent(config.load(env={}, flags={"root": str(root), "udev": False, **flags}))
+    return Agent(
+        config.load(env={}, flags={"root": str(root), "udev": False, "outputs": "hook", **flags})
+    )
 
 
 def _until(agent: Agent, want: str, passes: int = 50) -> list[str | None]:
@@ -67,7 +69,9 @@ def test_reload_to_nvml_off_stops_the_watcher(tmp_path: Path) -> None:
         if watcher.counts:
             break
         time.sleep(0.02)
-    off = config.load(env={}, flags={"root": str(root), "udev": False, "nvml": "off"})
+    off = config.load(
+        env={}, flags={"root": str(root), "udev": False, "outputs": "hook", "nvml": "off"}
+    )
     agent.cfg = off
     agent.health.reload(off)
     agent.scan()

@@ -50,7 +50,7 @@ def test_event_stream_recorded_and_replayed() -> None:
 
 def _agent_with_watcher(name: str) -> Agent:
     root = fixture_root(name)
-    agent = Agent(config.load(env={}, flags={"root": str(root), "udev": False}))
+    agent = Agent(config.load(env={}, flags={"root": str(root), "udev": False, "outputs": "hook"}))
     w = XidWatcher(replay.load(str(root / "nvml.json")))
     assert w.open()
     while w.poll(1):  # what the thread reads between two passes
@@ -82,7 +82,7 @@ def test_xid_79_fails_and_scan_alone_reads_no_event() -> None:
 
 def test_agent_starts_watcher_and_stops_it_within_shutdown_time() -> None:
     root = fixture_root("h100-xid-79")
-    cfg = config.load(env={}, flags={"root": str(root), "udev": False})
+    cfg = config.load(env={}, flags={"root": str(root), "udev": False, "outputs": "hook"})
     h = AgentHealth(cfg)
     h.after_scan(run_scan(root), "replay")
     assert h.watcher is not None and h.tracker.watching
@@ -91,7 +91,9 @@ def test_agent_starts_watcher_and_stops_it_within_shutdown_time() -> None:
     assert short.start()
     assert short.stop(timeout=STOP_GRACE)  # the loop ends after its current wait
     assert library(str(root)) is not None  # the fixture's recording
-    oneshot = AgentHealth(config.load(env={}, flags={"root": str(root), "oneshot": True}))
+    oneshot = AgentHealth(
+        config.load(env={}, flags={"root": str(root), "oneshot": True, "outputs": "hook"})
+    )
     oneshot.after_scan(run_scan(root), "replay")
     assert oneshot.watcher is None  # one pass: nothing to watch between passes
 

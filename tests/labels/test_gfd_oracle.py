@@ -28,9 +28,11 @@ def _nvidia_fixtures() -> tuple[list[str], list[str]]:
             continue
         bound = any(g.driver == "nvidia" for g in gpus)
         rec = root / "nvml.json"
-        # GFD fails without NVML's driver version: a recording without it (a listing that
-        # did not show it, hyperv-p100-vm) gives no GFD output to compare with
-        whole = rec.exists() and "nvmlSystemGetDriverVersion" in json.loads(rec.read_text())
+        # GFD fails without NVML's driver or CUDA driver version (newVersionLabeler): a
+        # recording without them (a listing that did not show them: hyperv-p100-vm, the
+        # real failure listings) gives no GFD output to compare with
+        answers = json.loads(rec.read_text()) if rec.exists() else {}
+        whole = {"nvmlSystemGetDriverVersion", "nvmlSystemGetCudaDriverVersion"} <= set(answers)
         (checked if whole or not bound else unrecorded).append(name)
     return checked, unrecorded
 
@@ -42,7 +44,9 @@ def test_fixture_partition() -> None:
     # Driver-bound NVIDIA fixtures without recorded NVML answers: nfd-gpu labels them from
     # procfs/PCI (docs/migration.md: "differs because"); GFD's output needs NVML answers.
     assert UNRECORDED == ["hgx-h100", "hyperv-p100-vm", "mixed-nvidia-amd", "nvidia-vgpu-host",
-                          "real-laptop-cml-1660ti", "workstation-rtx4090"]  # fmt: skip
+                          "real-k40m-aer-xid79", "real-laptop-cml-1660ti", "real-rtx3090-rminit",
+                          "real-rtx5080-xid79", "real-rtx5090-rminit", "real-titanv-rminit",
+                          "workstation-rtx4090"]  # fmt: skip
     assert {"a100-t4", "dgx-a100-mig-mixed", "h100-mig-single", "h100-gpu-lost", "broken",
             "h100-no-driver", "passthrough-host", "nvidia-vgpu-guest"} <= set(CHECKED)  # fmt: skip
 

@@ -145,13 +145,14 @@ def test_agent_config_keys(tmp_path: Path) -> None:
     root = str(fixture_root("h100-mig-single"))
     cfg = config.load(
         env={"NFD_GPU_MIG_STRATEGY": "mixed"},
-        flags={"root": root, "profiles": "nvidia", "oneshot": True},
+        flags={"root": root, "profiles": "nvidia", "oneshot": True, "outputs": "hook"},
     )
     assert cfg.mig_strategy == "mixed"
     assert Agent(cfg).scan().labels[f"{NV}/mig.strategy"] == "mixed"
     cfg = config.load(
         env={},
-        flags={"root": root, "profiles": "nvidia", "oneshot": True, "mig_strategy": "single",
+        flags={"root": root, "profiles": "nvidia", "oneshot": True, "outputs": "hook",
+               "mig_strategy": "single",
                "sharing_config": str(SHARING / "time-slicing-4.yaml")},
     )  # fmt: skip
     assert Agent(cfg).scan().labels[f"{NV}/gpu.replicas"] == "4"
@@ -167,7 +168,7 @@ def test_agent_gfd_timestamp_fixed_at_start(monkeypatch: pytest.MonkeyPatch) -> 
     from nfd_gpu.agent import Agent
 
     root = str(fixture_root("a100-t4"))
-    flags = {"root": root, "profiles": "nvidia", "oneshot": True}
+    flags = {"root": root, "profiles": "nvidia", "oneshot": True, "outputs": "hook"}
     off = Agent(config.load(env={}, flags=flags)).scan().labels
     assert f"{NV}/gfd.timestamp" not in off
     cfg = config.load(env={"NFD_GPU_GFD_TIMESTAMP": "true"}, flags=flags)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nfd_gpu.rules import RuleError
+from nfd_gpu.rules import RuleError, load_rules
 from nfd_gpu.scan import RuleOutputs, run_scan
 from tests.conftest import fixture_root
 
@@ -70,37 +70,33 @@ def test_rules_do_not_match_other_fixture(tmp_path: Path) -> None:
 def test_agent_applies_rules_each_pass_and_survives_a_broken_one(
     tmp_path: Path, subprocess_env: dict[str, str]
 ) -> None:
-    """`nfd-gpu run --oneshot --output hook --rules DIR`: rule labels override built-ins,
-    a broken rule file is a warning, the valid rules still apply."""
+    """`nfd-gpu run --oneshot --output hook --rules DIR`: rule labels override built-ins.
+    A rule file broken at start (no valid version) publishes nothing new, naming the file
+    (docs/reliability.md: a restart never replaces the labels with ones built without it);
+    without it, the valid rules apply."""
     import subprocess
 
     from tests.conftest import nfd_gpu_cmd
 
     rules = write_rules(tmp_path / "r")
-    p = subprocess.run(
-        [
-            *nfd_gpu_cmd(),
-            "run",
-            "--oneshot",
-            "--output",
-            "hook",
-            "--root",
-            str(fixture_root("hgx-h100")),
-            "--rules",
-            str(rules),
-        ],
-        capture_output=True,
-        text=True,
-        env=subprocess_env,
-        timeout=60,
-        check=False,
-    )
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*nfd_gpu_cmd(), "run", "--oneshot", "--output", "hook",
+             "--root", str(fixture_root("hgx-h100")), "--rules", str(rules)],
+            capture_output=True, text=True, env=subprocess_env, timeout=60, check=False,
+        )  # fmt: skip
+
+    p = run()
+    assert p.returncode == 1 and p.stdout == "", p.stderr
+    assert "b-bad.yaml" in p.stderr and "no valid version yet" in p.stderr
+    (rules / "b-bad.yaml").unlink()
+    p = run()
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     assert "example.com/hopper=true" in lines
     assert "gpu.feature.node.kubernetes.io/family=overridden" in lines
     assert "gpu.feature.node.kubernetes.io/count=8" in lines
-    assert "b-bad.yaml" in p.stderr
 
 
 def test_rules_are_reloaded_when_a_file_changes(tmp_path: Path) -> None:
@@ -143,8 +139,9 @@ def test_rule_output_reused_while_features_and_rules_are_unchanged(
     rules = tmp_path / "good.yaml"
     rules.write_text(GOOD)
     reuse = RuleOutputs()
-    first = run_scan(fixture_root("hgx-h100"), rules_path=rules, rule_outputs=reuse)
-    again = run_scan(fixture_root("hgx-h100"), rules_path=rules, rule_outputs=reuse)
+    ruleset = load_rules(rules, tolerant=True)  # the agent keeps its RuleSet (rulefiles.py)
+    first = run_scan(fixture_root("hgx-h100"), rules=ruleset, rule_outputs=reuse)
+    again = run_scan(fixture_root("hgx-h100"), rules=ruleset, rule_outputs=reuse)
     assert len(calls) == 1  # the first pass evaluates, the unchanged second reuses
     assert again.labels == first.labels and again.labels["example.com/hopper"] == "true"
     assert again.rule_errors == first.rule_errors
@@ -253,3 +250,16 @@ def test_equal_strings_in_rule_documents_are_one_object() -> None:
     docs = parse_documents("a: [1, &x {k: v}, *x]\nb: [k, k]\n", "t.yaml", [])
     assert docs[0]["a"][1] is docs[0]["a"][2] and docs[0]["b"] == ["k", "k"]
     assert docs[0]["b"][0] is docs[0]["b"][1]
+
+
+def test_a_rewritten_rule_file_applies_on_the_next_scan(tmp_path: Path) -> None:
+    """Same size, mtime put back: the second scan still reads the new rule (no cache keyed
+    on size and mtime serves the old one)."""
+    f = tmp_path / "r.yaml"
+    f.write_text(GOOD)
+    before = os.stat(f)
+    assert run_scan(fixture_root("hgx-h100"), rules_path=f).labels["example.com/hopper"] == "true"
+    f.write_text(GOOD.replace('hopper: "true"', 'hopper: "nope"', 1))
+    os.utime(f, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(f).st_size == before.st_size
+    assert run_scan(fixture_root("hgx-h100"), rules_path=f).labels["example.com/hopper"] == "nope"

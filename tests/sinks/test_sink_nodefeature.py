@@ -178,3 +178,59 @@ def test_a_reload_that_rebuilds_the_sinks_stops_the_old_watch(
     finally:
         for sink in agent.sinks:
             sink.close()
+
+
+def _evil(obj: dict[str, Any]) -> None:
+    obj["spec"]["labels"]["gpu.feature.node.kubernetes.io/count"] = "99"
+
+
+def _edit_and_report(k8s_server: FakeKubeAPI, sink: NodeFeatureSink) -> None:
+    """A foreign edit whose watch event reaches the sink now (as the watch thread would)."""
+    k8s_server.edit(NS, "nfd-gpu-node-a", _evil)
+    sink.on_watch_event("MODIFIED", k8s_server.get(NS, "nfd-gpu-node-a"))
+
+
+def test_drift_reported_while_a_write_is_in_flight_is_repaired_next_pass(
+    k8s_server: FakeKubeAPI, api_client: object
+) -> None:
+    """An edit that lands after the agent's write, reported before the write returns,
+    is neither erased by the write's answer nor lost from the repair count."""
+    sink = make_sink(api_client, watch=False)
+    sink.publish(pub(8))
+    replace = sink.api.replace
+
+    def replace_then_edit(body: dict[str, Any]) -> Any:
+        answer = replace(body)
+        _edit_and_report(k8s_server, sink)
+        return answer
+
+    sink.api.replace = replace_then_edit  # type: ignore[method-assign]
+    assert sink.publish(pub(9)) is True
+    sink.api.replace = replace  # type: ignore[method-assign]
+    assert sink.publish(pub(9)) is True  # the edit is restored
+    what = sink.take_repair()
+    assert what is not None and "count=99 " in what
+    obj = k8s_server.get(NS, "nfd-gpu-node-a")
+    assert obj is not None and obj["spec"]["labels"]["gpu.feature.node.kubernetes.io/count"] == "9"
+
+
+def test_drift_reported_while_publish_finds_nothing_to_write_is_counted(
+    k8s_server: FakeKubeAPI, api_client: object
+) -> None:
+    """An edit reported between publish's comparison and its confirm stays drift: the
+    pass it woke repairs it and says so."""
+    sink = make_sink(api_client, watch=False)
+    sink.publish(pub(8))
+    matches = sink._matches
+
+    def matches_then_edit(current: dict[str, Any], want: dict[str, Any]) -> bool:
+        sink._matches = matches  # type: ignore[method-assign]
+        same = matches(current, want)
+        _edit_and_report(k8s_server, sink)
+        return same
+
+    sink._matches = matches_then_edit  # type: ignore[method-assign]
+    assert sink.publish(pub(8)) is False
+    assert sink.publish(pub(8)) is True
+    what = sink.take_repair()
+    assert what is not None and "count=99 (want 8)" in what

@@ -100,3 +100,21 @@ _validate): a rendering the agent would refuse at start (a crash loop) fails her
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+The pod's image pull secrets: global.imagePullSecrets (a parent chart's; names or
+{name: ...}) then imagePullSecrets, each name once.
+*/}}
+{{- define "nfd-gpu.imagePullSecrets" -}}
+{{- $names := list }}
+{{- range concat ((.Values.global | default dict).imagePullSecrets | default list) .Values.imagePullSecrets }}
+{{- $n := . }}
+{{- if not (kindIs "string" .) }}{{ $n = get (. | default dict) "name" }}{{ end }}
+{{- if and $n (not (has $n $names)) }}
+{{- $names = append $names $n }}
+{{- end }}
+{{- end }}
+{{- range $names }}
+- name: {{ . }}
+{{- end }}
+{{- end }}
