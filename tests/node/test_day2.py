@@ -16,7 +16,12 @@ the tests run in order on that install:
 - ``helm upgrade`` with a config change (``interval``) rolls the pod, and every poll of the
   Node's labels during the roll has all the agent's labels. Catches a roll that removes the
   NodeFeature (or publishes an empty one) between the old pod's end and the new one's first
-  pass.
+  pass;
+- a ``change`` uevent of one of this machine's PCI devices, written on the host, makes the
+  upgraded pod (interval 300 s) pass again within its debounce (plus slack for this loaded
+  machine). Catches a netlink socket in the pod's network namespace that hears nothing: the
+  kernel sends untagged (pci, drm) uevents to every network namespace of the initial user
+  namespace, so hostNetwork is not needed (a user-namespaced pod would hear none).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -51,6 +57,9 @@ spec:
 """
 INTERVAL = 5
 VALUES = {"interval": INTERVAL, "rules": {"files": {"regexp.yaml": REGEXP_RULES}}}
+# the upgrade: a timer too long to explain a pass, and debug logs (the udev event's line)
+UPGRADED = {**VALUES, "interval": 300, "logLevel": "debug"}
+DEBOUNCE = 2.0  # the agent's default udev_debounce
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +163,7 @@ def test_helm_upgrade_rolls_without_losing_a_label(
     want = _agent_labels(inst)
     assert REGEXP_LABEL in want
     t0 = time.monotonic()
-    inst.helm("upgrade", {**VALUES, "interval": INTERVAL + 1})
+    inst.helm("upgrade", UPGRADED)
     polls, lost = 0, []
 
     def rolled() -> bool:
@@ -180,3 +189,27 @@ def _ready(pods: list[dict[str, object]]) -> bool:
         if not any(c["type"] == "Ready" and c["status"] == "True" for c in conds):
             return False
     return True
+
+
+def _scans(node: Node, inst: Install) -> float:
+    ip = inst.ready_pod()["status"]["podIP"]
+    text = node.sh(f"curl -s http://{ip}:8081/metrics")
+    return sum(
+        float(ln.split()[-1]) for ln in text.splitlines() if ln.startswith("nfd_gpu_scans_total{")
+    )
+
+
+def test_host_uevent_makes_the_pod_rescan(node: Node, inst: Install) -> None:
+    before = _scans(node, inst)
+    dev = sorted(Path("/sys/bus/pci/devices").iterdir())[0]  # this machine's own device
+    t0 = time.monotonic()
+    (dev / "uevent").write_text("change")
+    wait_for(
+        lambda: _scans(node, inst) > before,
+        DEBOUNCE + 10,
+        lambda: f"no pass after a change uevent of {dev.name}; pod log:\n{_pod_log(node, inst)}",
+    )
+    took = time.monotonic() - t0
+    heard = "udev change event on pci" in _pod_log(node, inst)
+    print(f"\nchange uevent of {dev.name}: a pass {took:.1f} s later; logged: {heard}")
+    assert heard
