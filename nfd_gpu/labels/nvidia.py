@@ -145,7 +145,8 @@ def clique(gpus: list[Gpu], warnings: list[str] | None = None) -> str | None:
 def gfd_gpus(snap: Snapshot, warnings: list[str] | None = None) -> list[Gpu]:
     """The GPUs GFD labels: those bound to the ``nvidia`` driver (NVML's) but a DGX Display
     (:data:`GFD_SKIPPED_NAMES`). Empty when none is, when NVML answered for some GPUs and
-    failed for another, or when ``nvmlInit`` failed with the library present.
+    failed for another or lists none of them (RmInitAdapter failed), or when ``nvmlInit``
+    failed with the library present.
 
     GFD only sees GPUs through NVML (``--device-discovery-strategy auto``): without the
     driver it exits (``--fail-on-init-error``, default true); an NVML error on one GPU (lost,
@@ -161,11 +162,17 @@ def gfd_gpus(snap: Snapshot, warnings: list[str] | None = None) -> list[Gpu]:
         return []
     bound = [g for g in gpus if g.driver == "nvidia" and not _skipped(g)]
     nvml = any(g.nvidia.nvml_answered for g in bound)
-    failed = [g for g in bound if nvml and not g.nvidia.nvml_answered]
+    failed = [g for g in bound if not g.nvidia.nvml_answered and (nvml or _not_answering(g))]
     if gpus and (failed or not bound) and warnings is not None:
         why = f"NVML failed for {failed[0].address}" if failed else "no GPU on the nvidia driver"
         warnings.append(f"nvidia: {why}: no nvidia.com labels (GFD writes none either)")
     return [] if failed else bound
+
+
+def _not_answering(g: Gpu) -> bool:
+    """NVML was up and did not list this GPU (RmInitAdapter failed: "No devices were
+    found"): GFD sees no device, an NVML error for GFD, not a node without NVML."""
+    return any(r.reason == "not-answering" and r.source == "nvml" for r in g.health.reasons)
 
 
 def nvml_init_error(snap: Snapshot) -> str | None:
