@@ -19,9 +19,8 @@ cuda-lib.go``, ``cuda-device.go``; ``internal/cuda``).
 
 from __future__ import annotations
 
+from nfd_gpu.labels.nvidia_vfio import unknown_driver_version_labels
 from nfd_gpu.model import Gpu, Snapshot
-
-DRIVER_VERSION = "unknown.unknown.unknown"
 
 
 def is_tegra_host(snap: Snapshot) -> bool:
@@ -43,19 +42,4 @@ def vgpu_labels(pci_gpus: list[Gpu]) -> dict[str, str] | None:
 
 def version_labels(cuda: str) -> dict[str, str]:
     """``cuda.*`` of the CUDA manager: the fixed driver version, CUDA's own version."""
-    major, minor, rev = DRIVER_VERSION.split(".")
-    cmaj, _, cmin = cuda.partition(".")
-    return {
-        "cuda.driver.major": major,
-        "cuda.driver.minor": minor,
-        "cuda.driver.rev": rev,
-        "cuda.driver-version.major": major,
-        "cuda.driver-version.minor": minor,
-        "cuda.driver-version.revision": rev,
-        "cuda.driver-version.full": DRIVER_VERSION,
-        "cuda.runtime.major": cmaj,
-        "cuda.runtime.minor": cmin,
-        "cuda.runtime-version.major": cmaj,
-        "cuda.runtime-version.minor": cmin,
-        "cuda.runtime-version.full": cuda,
-    }
+    return unknown_driver_version_labels(cuda)

@@ -95,8 +95,14 @@ def vfio_gpus(snap: Snapshot) -> tuple[list[Gpu], dict[str, int]]:
 def version_labels() -> dict[str, str]:
     """``cuda.*`` of the vfio manager's fixed driver and CUDA versions (GFD
     ``internal/lm/nvml.go`` newVersionLabeler over them)."""
+    return unknown_driver_version_labels(".".join(str(v) for v in CUDA_VERSION))
+
+
+def unknown_driver_version_labels(cuda: str) -> dict[str, str]:
+    """GFD's version labeler over the driver version its non-NVML managers (vfio, tegra)
+    answer, ``unknown.unknown.unknown``, and the CUDA version ``cuda`` (``X.Y``)."""
     major, minor, rev = DRIVER_VERSION.split(".")
-    cuda_major, cuda_minor = (str(v) for v in CUDA_VERSION)
+    cmaj, _, cmin = cuda.partition(".")
     return {
         "cuda.driver.major": major,
         "cuda.driver.minor": minor,
@@ -105,9 +111,9 @@ def version_labels() -> dict[str, str]:
         "cuda.driver-version.minor": minor,
         "cuda.driver-version.revision": rev,
         "cuda.driver-version.full": DRIVER_VERSION,
-        "cuda.runtime.major": cuda_major,
-        "cuda.runtime.minor": cuda_minor,
-        "cuda.runtime-version.major": cuda_major,
-        "cuda.runtime-version.minor": cuda_minor,
-        "cuda.runtime-version.full": f"{cuda_major}.{cuda_minor}",
+        "cuda.runtime.major": cmaj,
+        "cuda.runtime.minor": cmin,
+        "cuda.runtime-version.major": cmaj,
+        "cuda.runtime-version.minor": cmin,
+        "cuda.runtime-version.full": cuda,
     }
