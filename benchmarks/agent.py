@@ -159,8 +159,8 @@ def make_agent(
     ``api``, a feature file under ``out``. ``reuse=False``: its scans evaluate the rules in
     full every pass (they get no :class:`~nfd_gpu.scan.RuleOutputs`), as after a change."""
     from nfd_gpu.agent import Agent
-    from nfd_gpu.config import Config
-    from nfd_gpu.metrics import Metrics
+    from nfd_gpu.config.loader import Config
+    from nfd_gpu.agent.metrics import Metrics
     from nfd_gpu.scan import run_scan
 
     def evaluating(root: str, rule_outputs: object = None, **kwargs: Any) -> Any:
@@ -235,7 +235,7 @@ def child(args: argparse.Namespace) -> int:
     agent = make_agent("hgx-h100", "rss", rules=rules, api=api, **_common(args))
     if args.child == "featurefile+stale-check":
         from nfd_gpu.agent.startup import retire_outputs
-        from nfd_gpu.config import Config
+        from nfd_gpu.config.loader import Config
 
         kubeconfig = os.path.join(args.tmp, "kubeconfig")
         with open(kubeconfig, "w", encoding="utf-8") as f:

@@ -185,7 +185,7 @@ def scan_reads(root: Path) -> list[tuple[str, str]]:
     """What a scan of ``root`` reads, as (kind, absolute path): every path discovery asks
     HostRoot for (recorded), classified by what is there (``read`` a file, ``list`` a
     directory, ``link`` a symbolic link, ``open`` a missing path: a failed open)."""
-    from nfd_gpu.hostroot import HostRoot
+    from nfd_gpu.host import HostRoot
     from nfd_gpu.scan import discover
 
     seen: list[str] = []

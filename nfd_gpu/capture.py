@@ -52,7 +52,7 @@ from nfd_gpu.discovery.nvidia.facts import NVML_RECORDING
 from nfd_gpu.discovery.nvidia.replay import MAX_RECORDING
 from nfd_gpu.discovery.pciids import MAX_PCI_IDS, PCI_IDS_PATHS
 from nfd_gpu.health import HealthOptions, judge_gpus
-from nfd_gpu.hostroot import MAX_READ, HostRoot
+from nfd_gpu.host import MAX_READ, HostRoot
 from nfd_gpu.model import Snapshot
 from nfd_gpu.scan import discover
 

@@ -17,7 +17,7 @@ from nfd_gpu.discovery.source import Context, Source, wanted
 from nfd_gpu.featuremap import snapshot_features
 from nfd_gpu.features import Features
 from nfd_gpu.health import HealthOptions, HealthTracker, judge_gpus
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.labels.neutral import NAMESPACE
 from nfd_gpu.labels.profile import LabelOptions
 from nfd_gpu.labels.registry import DEFAULT, PROFILES

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 
-from nfd_gpu.health_signals import metric_reason
+from nfd_gpu.health.signals import metric_reason
 from nfd_gpu.model import Gpu, HealthReason, Snapshot
 from nfd_gpu.names import NAME_MAX, sanitize_value
 
@@ -244,7 +244,7 @@ def _runtime(snap: Snapshot) -> dict[str, str]:
 
 def reason_name(r: HealthReason) -> str:
     """A fault's name in labels, features and metrics: its reason, an XID as ``xid-<code>``
-    (``xid-other`` for a code NVIDIA's catalog does not name: nfd_gpu.health_signals)."""
+    (``xid-other`` for a code NVIDIA's catalog does not name: nfd_gpu.health.signals)."""
     return metric_reason(r.reason, r.value)
 
 

@@ -1,4 +1,4 @@
-"""Write docs/health.md's generated tables from nfd_gpu/health_signals.py.
+"""Write docs/health.md's generated tables from nfd_gpu/health/signals.py.
 
 Two tables, each between its markers: the signals (one row per reason: its signal, who
 reads it, what is read, severity and threshold, meaning, what to do) and the XIDs named
@@ -17,12 +17,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from generated_doc import write_or_check  # scripts/generated_doc.py, beside this script
 
-from nfd_gpu.health_signals import KNOWN_XIDS, SIGNALS
+from nfd_gpu.health.signals import KNOWN_XIDS, SIGNALS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "health.md"
 
 
-SOURCE = "scripts/health_docs.py from nfd_gpu/health_signals.py"
+SOURCE = "scripts/health_docs.py from nfd_gpu/health/signals.py"
 
 
 def _markers(what: str) -> tuple[str, str]:

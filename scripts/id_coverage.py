@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gen_tables as gen  # scripts/gen_tables.py: the source readers
 
-from nfd_gpu import tables
+from nfd_gpu.catalog import tables
 
 
 def candidates(vendor: str) -> dict[str, str]:

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from nfd_gpu.config import ConfigError, load
+from nfd_gpu.config.loader import ConfigError, load
 
 
 def test_precedence_file_env_flags(tmp_path: Any) -> None:

@@ -1,4 +1,4 @@
-"""Families derived before omitting (nfd_gpu/families.py, discovery/identify.py):
+"""Families derived before omitting (nfd_gpu/catalog/families.py, discovery/identify.py):
 GFD's compute-capability mapping, the AMD ISA targets, agreement with the model tables,
 ``mixed`` across vendors, and the unknown-GPU warning of ``scan``."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from nfd_gpu import tables
+from nfd_gpu.catalog import tables
 from nfd_gpu.discovery.identify import unknown_warnings, with_family
-from nfd_gpu.families import amd_family, nvidia_family, vocabulary
+from nfd_gpu.catalog.families import amd_family, nvidia_family, vocabulary
 from nfd_gpu.model import AmdGpu, Gpu, NvidiaGpu, Snapshot
 from nfd_gpu.scan import run_scan
 from nfd_gpu.summary import node_summary

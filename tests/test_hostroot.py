@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from nfd_gpu.hostroot import MAX_READ, HostRoot
+from nfd_gpu.host import MAX_READ, HostRoot
 
 
 def make(tmp_path: Path) -> HostRoot:

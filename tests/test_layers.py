@@ -23,15 +23,11 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
     (("nfd_gpu.cli",), False),
     (
         (
-            "nfd_gpu.agent",
-            "nfd_gpu.config",
-            "nfd_gpu.settings",
+            "nfd_gpu.agent",  # the loop, its outputs' lifecycle, metrics and health endpoints
+            "nfd_gpu.config",  # the settings, their loading, the sharing config
             "nfd_gpu.sinks",
             "nfd_gpu.inventory",  # reads the cluster through sinks/kubeclient.py
-            "nfd_gpu.metrics",
-            "nfd_gpu.httpserve",
             "nfd_gpu.capture",
-            "nfd_gpu.sharing_config",
         ),
         False,
     ),
@@ -41,15 +37,11 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
     (
         (
             "nfd_gpu.model",
-            "nfd_gpu.health",  # judging the health the model records: a leaf library
-            "nfd_gpu.health_signals",  # the health signal table health.py judges with
-            "nfd_gpu.hostroot",
+            "nfd_gpu.health",  # judging the health the model records, its signal table
+            "nfd_gpu.host",  # HostRoot and the bounded reader of named files
             "nfd_gpu.features",
-            "nfd_gpu.tables",
-            "nfd_gpu.families",  # architecture families from compute capability / gfx
+            "nfd_gpu.catalog",  # the model tables and the families derived without them
             "nfd_gpu.names",
-            "nfd_gpu.yamlfile",
-            "nfd_gpu.boundedfile",
             "nfd_gpu.text",
             "nfd_gpu",
         ),

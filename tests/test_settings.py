@@ -1,4 +1,4 @@
-"""The settings are declared once (nfd_gpu/settings.py): the docs table, run's and scan's
+"""The settings are declared once (nfd_gpu/config/settings.py): the docs table, run's and scan's
 options, the environment and the config file's keys all come from that declaration."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from typing import Any
 
 import typer
 
-from nfd_gpu import config, settings
+from nfd_gpu.config import loader as config
+from nfd_gpu.config.loader import settings
 from nfd_gpu.cli import app
 from nfd_gpu.labels import registry
 from nfd_gpu.labels.nvidia import MIG_STRATEGIES, NvidiaOptions

@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from nfd_gpu import tables
+from nfd_gpu.catalog import tables
 from tests.conftest import TESTS
 
 

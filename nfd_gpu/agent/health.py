@@ -15,10 +15,10 @@ import logging
 from collections import Counter
 from typing import Any
 
-from nfd_gpu.config import Config, health_options
+from nfd_gpu.config.loader import Config, health_options
 from nfd_gpu.discovery.nvidia.events import XidWatcher, library
 from nfd_gpu.health import HealthTracker
-from nfd_gpu.health_signals import xid_key
+from nfd_gpu.health.signals import xid_key
 from nfd_gpu.scan import ScanResult
 from nfd_gpu.summary import reason_name
 

@@ -37,12 +37,12 @@ from nfd_gpu.agent.startup import (
     warn_deprecated,
 )
 from nfd_gpu.agent.udev import UdevTrigger
-from nfd_gpu.config import Config, split_address
+from nfd_gpu.config.loader import Config, split_address
 from nfd_gpu.discovery.nvidia.session import NvmlSession
 from nfd_gpu.labels.nvidia import NvidiaOptions
-from nfd_gpu.metrics import MetricsServer
+from nfd_gpu.agent.metrics import MetricsServer
 from nfd_gpu.scan import RuleOutputs, ScanResult, run_scan
-from nfd_gpu.sharing_config import nvidia_options
+from nfd_gpu.config.sharing import nvidia_options
 from nfd_gpu.sinks import Publication, Sink, SinkError
 
 # SIGTERM/SIGINT: the process ends within this many seconds, whatever it is waiting for.

@@ -9,9 +9,9 @@ import os
 import stat
 
 from nfd_gpu import __version__
-from nfd_gpu.config import Config
+from nfd_gpu.config.loader import Config
 from nfd_gpu.discovery.nvidia.facts import NVML_RECORDING
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.sinks.registry import OUTPUTS, chosen
 
 log = logging.getLogger("nfd_gpu.agent")

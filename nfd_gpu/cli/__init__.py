@@ -2,7 +2,7 @@
 
 One command group per module: ``scan.py``, ``capture.py`` (``snapshot``), ``run.py``,
 ``inventory.py``, ``rules.py``; their options come from the declaration of the settings
-(``nfd_gpu/settings.py``, through ``options.py``). ``main`` runs a command line; ``console``
+(``nfd_gpu/config/settings.py``, through ``options.py``). ``main`` runs a command line; ``console``
 is the ``nfd-gpu`` process (``nfd_gpu.cli:console``, ``python -m nfd_gpu.cli``).
 """
 

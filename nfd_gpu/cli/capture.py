@@ -8,7 +8,7 @@ import typer
 
 from nfd_gpu.cli.common import check_root, fail, say
 from nfd_gpu.cli.options import RootOption
-from nfd_gpu.settings import Config
+from nfd_gpu.config.settings import Config
 
 
 def snapshot(

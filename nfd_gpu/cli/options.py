@@ -1,4 +1,4 @@
-"""Typer options from the one declaration of the settings (:mod:`nfd_gpu.settings`).
+"""Typer options from the one declaration of the settings (:mod:`nfd_gpu.config.settings`).
 
 ``run`` gets one option per setting with a flag (its signature is built here); ``scan`` and
 ``snapshot`` name theirs with :func:`scan_option`, which reads ``NFD_GPU_<KEY>`` through
@@ -15,13 +15,13 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand, TyperOption
 
-from nfd_gpu.settings import CONFIG_ENV, KINDS, SETTINGS, choices, env_var, fill, flags
+from nfd_gpu.config.settings import CONFIG_ENV, KINDS, SETTINGS, choices, env_var, fill, flags
 
 _TYPES: dict[str, Any] = {"float": float, "bool": bool, "list": list[str], "str": str}
 
 
 class SettingsCommand(TyperCommand):
-    """A command whose option help texts are :mod:`nfd_gpu.settings` templates."""
+    """A command whose option help texts are :mod:`nfd_gpu.config.settings` templates."""
 
     filled = False
 
@@ -34,7 +34,7 @@ class SettingsCommand(TyperCommand):
         return super().get_params(ctx)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
-        """``run``'s settings come from ``NFD_GPU_<KEY>`` too, read by config.py itself
+        """``run``'s settings come from ``NFD_GPU_<KEY>`` too, read by config/loader.py itself
         (above the file, below the flags), not by click: the help names each variable as
         click does scan's, set on the options only while the help is written."""
         shown = []

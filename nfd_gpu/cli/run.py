@@ -1,5 +1,5 @@
 """``nfd-gpu run``: the agent command. Its options are the settings of
-:mod:`nfd_gpu.settings` (signature built by :func:`nfd_gpu.cli.options.run_signature`)."""
+:mod:`nfd_gpu.config.settings` (signature built by :func:`nfd_gpu.cli.options.run_signature`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import typer
 
 from nfd_gpu.cli.common import say
 from nfd_gpu.cli.options import run_signature
-from nfd_gpu.settings import CONFIG_ENV
+from nfd_gpu.config.settings import CONFIG_ENV
 
 
 def run_command(config: str | None = None, **flags: Any) -> None:
@@ -29,7 +29,7 @@ def _fail(msg: str) -> int:
 
 
 def main_run(config_path: str | None, flags: dict[str, Any]) -> int:
-    from nfd_gpu import config as config_mod  # lazy: YAML, label code: only when `run` runs
+    from nfd_gpu.config import loader as config_mod  # lazy: YAML, label code: only when `run` runs
     from nfd_gpu.agent import Agent, build_sinks, setup_logging  # lazy: as above
     from nfd_gpu.sinks import SinkError  # lazy: as above
 
@@ -44,7 +44,7 @@ def main_run(config_path: str | None, flags: dict[str, Any]) -> int:
         return _fail(str(e))
     metrics = None
     if cfg.metrics_address:
-        from nfd_gpu.metrics import Metrics  # lazy: prometheus_client, only with metrics
+        from nfd_gpu.agent.metrics import Metrics  # lazy: prometheus_client, only with metrics
 
         metrics = Metrics()
     agent = Agent(

@@ -11,7 +11,7 @@ import typer
 
 from nfd_gpu.cli.common import check_root, fail, say, say_lines
 from nfd_gpu.cli.options import RootOption, scan_option
-from nfd_gpu.settings import Config, choices, words
+from nfd_gpu.config.settings import Config, choices, words
 
 if TYPE_CHECKING:
     from nfd_gpu.scan import ScanResult
@@ -154,7 +154,7 @@ def _nvidia_options(
 ) -> Any:
     if mig_strategy is None and sharing_config is None and timestamp is None:
         return None  # the NVIDIA profile's defaults; its code loads only when it is chosen
-    from nfd_gpu.sharing_config import nvidia_options  # lazy: label code, reads YAML
+    from nfd_gpu.config.sharing import nvidia_options  # lazy: label code, reads YAML
 
     strategies = choices("mig_strategy")
     if mig_strategy is not None and mig_strategy not in strategies:

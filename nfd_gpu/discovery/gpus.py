@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 
-from nfd_gpu import tables
+from nfd_gpu.catalog import tables
 from nfd_gpu.discovery.passthrough import is_passthrough_driver
 from nfd_gpu.discovery.pciids import PciIds, marketing_part
 from nfd_gpu.discovery.source import Context, Source, Vendor

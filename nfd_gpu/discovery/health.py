@@ -27,7 +27,7 @@ import dataclasses
 from nfd_gpu.discovery.pci import upstream_port
 from nfd_gpu.discovery.pciaddr import PciAddress
 from nfd_gpu.discovery.source import Context, Source
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Gpu, HealthReason, Snapshot
 
 AER_FILES: tuple[tuple[str, str, str], ...] = (

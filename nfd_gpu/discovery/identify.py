@@ -1,7 +1,7 @@
 """The ``identify`` source, after every vendor's: derive before omitting.
 
 A GPU whose family the model table does not give gets it from what the driver or hardware
-reported (:mod:`nfd_gpu.families`): the NVIDIA compute capability (NVML, or the table),
+reported (:mod:`nfd_gpu.catalog.families`): the NVIDIA compute capability (NVML, or the table),
 the AMD ISA target (KFD, or the table). The family's provenance (``Gpu.provenance``) is the
 source of the fact it was derived from.
 
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from nfd_gpu import tables
+from nfd_gpu.catalog import tables
 from nfd_gpu.discovery.source import Context, Source
-from nfd_gpu.families import amd_family, nvidia_family
+from nfd_gpu.catalog.families import amd_family, nvidia_family
 from nfd_gpu.model import Gpu, Snapshot
 
 REPORT_HOWTO = (

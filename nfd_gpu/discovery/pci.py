@@ -18,7 +18,7 @@ from collections.abc import Collection
 
 from nfd_gpu.discovery.passthrough import is_vfio_driver
 from nfd_gpu.discovery.source import Context, Source
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.model import PciDevice, PcieLink, Snapshot
 
 PCI_DEVICES = "sys/bus/pci/devices"

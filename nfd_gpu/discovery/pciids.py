@@ -6,7 +6,7 @@ needed, so a scan without unknown GPUs never reads the 1.3 MB file.
 
 from __future__ import annotations
 
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 
 PCI_IDS_PATHS = ("usr/share/misc/pci.ids", "usr/share/hwdata/pci.ids", "usr/share/pci.ids")
 MAX_PCI_IDS = 16 * 1024 * 1024

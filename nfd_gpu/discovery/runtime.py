@@ -39,7 +39,7 @@ import stat
 
 from nfd_gpu.discovery.passthrough import is_vfio_driver
 from nfd_gpu.discovery.source import Context, Source
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.model import DeviceNode, Gpu, PciDevice, Runtime, Snapshot
 
 NVIDIA_TOOLKIT_CONFIG = "etc/nvidia-container-runtime/config.toml"

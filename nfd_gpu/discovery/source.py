@@ -2,7 +2,7 @@
 
 Every source has a name, the GPU vendors it needs (it is skipped when no GPU of those
 vendors was found; ``()`` = always run) and ``discover(ctx, snapshot) -> snapshot``: it
-reads the host through ``ctx.host`` (a :class:`~nfd_gpu.hostroot.HostRoot`) and returns the
+reads the host through ``ctx.host`` (a :class:`~nfd_gpu.host.HostRoot`) and returns the
 snapshot with its facts added (the snapshot is frozen: ``dataclasses.replace``). A
 :class:`Source` is those three fields. Sources never raise for hardware problems: those are
 warnings on the host.
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Snapshot
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 
 from nfd_gpu.discovery.source import Context, Source, Vendor
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Snapshot
 
 

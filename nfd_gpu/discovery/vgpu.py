@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from nfd_gpu.discovery.source import Context, Source
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Gpu, Snapshot, VgpuType
 
 PASSTHROUGH_MODES = ("pf-passthrough",)

@@ -23,7 +23,7 @@ the last rule in the file winning).
 
 from __future__ import annotations
 
-from nfd_gpu import tables
+from nfd_gpu.catalog import tables
 from nfd_gpu.labels.profile import LabelDoc, Profile, in_table, table_rows
 from nfd_gpu.model import Gpu, Snapshot
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from nfd_gpu.families import vocabulary
+from nfd_gpu.catalog.families import vocabulary
 from nfd_gpu.labels.profile import LabelDoc, Profile, in_table, table_rows
 from nfd_gpu.model import Snapshot
 from nfd_gpu.summary import node_summary

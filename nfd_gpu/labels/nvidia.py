@@ -26,7 +26,7 @@ MIG devices carry ``memory``, ``multiprocessors``, ``slices.gi/ci`` and
 ``engines.copy/decoder/encoder/jpeg/ofa`` from NVML's MIG device attributes.
 
 Sharing (``--sharing-config``, the device plugin's config file, read into
-:class:`NvidiaOptions` by :mod:`nfd_gpu.sharing_config`): ``gpu.replicas`` and
+:class:`NvidiaOptions` by :mod:`nfd_gpu.config.sharing`): ``gpu.replicas`` and
 ``gpu.sharing-strategy`` (``time-slicing`` or ``mps``; as the device plugin's
 ``api/config/v1/sharing.go``: the strategy is MPS when the ``mps`` block has replicas, and
 the replicas come from the ``mps`` block whenever there is one),
@@ -48,7 +48,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nfd_gpu.families import nvidia_family
+from nfd_gpu.catalog.families import nvidia_family
 from nfd_gpu.labels import nvidia_tegra, nvidia_vfio
 from nfd_gpu.labels.nvidia_options import GFD_MIG_STRATEGIES as GFD_MIG_STRATEGIES  # re-exported
 from nfd_gpu.labels.nvidia_options import MIG_STRATEGIES as MIG_STRATEGIES  # re-exported

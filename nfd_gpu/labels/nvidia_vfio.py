@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from nfd_gpu import tables
+from nfd_gpu.catalog import tables
 from nfd_gpu.model import Gpu, NvidiaGpu, PciDevice, Snapshot
 
 VFIO_DRIVER = "vfio-pci"

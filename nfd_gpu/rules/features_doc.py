@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from nfd_gpu import boundedfile
+from nfd_gpu.host import boundedfile
 from nfd_gpu.features import Features
 
 # A NodeFeature document is an API object (etcd stores at most 1.5 MiB): the cap of a rule

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from nfd_gpu import boundedfile
+from nfd_gpu.host import boundedfile
 from nfd_gpu.rules.expressions import ExpressionError, MatchExpression, validate_expression
 from nfd_gpu.rules.model import Rule, RuleError, RuleObject, RuleSet, Taint, Term
 from nfd_gpu.rules.template import TemplateError
@@ -494,7 +494,7 @@ def _trim_heap() -> None:
 
 
 def read_rule_file(path: Path) -> str:
-    """The text of a rule file (:func:`nfd_gpu.boundedfile.read_text`: a regular file of at
+    """The text of a rule file (:func:`nfd_gpu.host.boundedfile.read_text`: a regular file of at
     most MAX_RULE_FILE bytes, a FIFO or device refused, never waited on). Raises RuleError."""
     try:
         return boundedfile.read_text(path, MAX_RULE_FILE)

@@ -74,7 +74,7 @@ class Sink(ABC):
 
 
 class OutputSettings(Protocol):
-    """The settings an output reads, as :class:`nfd_gpu.settings.Config` declares them.
+    """The settings an output reads, as :class:`nfd_gpu.config.settings.Config` declares them.
 
     A protocol, not ``Config`` itself: the ``outputs`` setting takes its choices from the
     registry, so the registry cannot import ``settings`` back (``tests/test_layers.py``

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
-from nfd_gpu import boundedfile
+from nfd_gpu.host import boundedfile
 from nfd_gpu.features import Features, owned
 from nfd_gpu.sinks import Output, OutputSettings, Publication, Sink, SinkError
 

@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from nfd_gpu import boundedfile
+from nfd_gpu.host import boundedfile
 from nfd_gpu.names import PREFIX_MAX
 from nfd_gpu.sinks import SinkError
 

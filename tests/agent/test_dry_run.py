@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
-from nfd_gpu.config import hostname_node_name
+from nfd_gpu.config.loader import hostname_node_name
 from nfd_gpu.scan import run_scan
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import pytest
 
 from nfd_gpu import __version__, cli
 from nfd_gpu.agent import Agent, label_changes, nvml_state
-from nfd_gpu.config import Config
+from nfd_gpu.config.loader import Config
 from nfd_gpu.sinks.featurefile import FeatureFileSink
 from tests.conftest import fixture_root, nfd_gpu_cmd
 
@@ -52,7 +52,7 @@ def test_shell_completion(subprocess_env: dict[str, str]) -> None:
 def test_shell_completion_of_setting_values(subprocess_env: dict[str, str]) -> None:
     """Every option with a fixed set of values completes them (settings.py ``choices``),
     a comma-separated list its last item."""
-    from nfd_gpu.settings import choices
+    from nfd_gpu.config.settings import choices
 
     env = subprocess_env
     assert _complete("nfd-gpu run --output ", 3, env) == list(choices("outputs"))
@@ -67,7 +67,7 @@ def test_shell_completion_of_setting_values(subprocess_env: dict[str, str]) -> N
 
 
 def test_run_help_names_the_environment_variables(subprocess_env: dict[str, str]) -> None:
-    from nfd_gpu.settings import SETTINGS, env_var
+    from nfd_gpu.config.settings import SETTINGS, env_var
 
     p = subprocess.run(
         [*nfd_gpu_cmd(), "run", "--help"],

@@ -42,11 +42,11 @@ NOT_FOR_SCAN = (
     "nfd_gpu.agent",
     "nfd_gpu.sinks",
     "nfd_gpu.inventory",
-    "nfd_gpu.metrics",
-    "nfd_gpu.config",
-    "nfd_gpu.yamlfile",
+    "nfd_gpu.agent.metrics",
+    "nfd_gpu.config.loader",
+    "nfd_gpu.config.yamlfile",
     "nfd_gpu.capture",
-    "nfd_gpu.sharing_config",
+    "nfd_gpu.config.sharing",
     "nfd_gpu.labels.nvidia",
     "nfd_gpu.labels.amd",
     "nfd_gpu.labels.intel",
@@ -100,6 +100,6 @@ def test_rules_load_the_engine_only_when_given() -> None:
 @pytest.mark.parametrize("args", [["version"], ["--help"], ["scan", "--help"]])
 def test_version_and_help_load_no_scan_code(args: list[str]) -> None:
     mods = _loaded(*args)
-    assert _heavy(mods, ("nfd_gpu.scan", "nfd_gpu.discovery", "nfd_gpu.hostroot")) == []
+    assert _heavy(mods, ("nfd_gpu.scan", "nfd_gpu.discovery", "nfd_gpu.host")) == []
     help_only = ("rich",) if "--help" in args else ()  # typer writes help with rich
     assert [m for m in _heavy(mods, NOT_FOR_SCAN) if not m.startswith(help_only or "-")] == []

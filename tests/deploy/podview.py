@@ -164,7 +164,7 @@ def build(fixture: Path, pod: PodSpec, container_root: Path) -> None:
 
 def agent_config(pod: PodSpec, **overrides: Any) -> Any:
     """The agent's Config from the container's args and env, as ``nfd-gpu run`` loads it."""
-    from nfd_gpu import config
+    from nfd_gpu.config import loader as config
 
     flags: dict[str, Any] = {}
     for a in pod.args:

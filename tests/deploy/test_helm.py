@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nfd_gpu import config
+from nfd_gpu.config import loader as config
 from nfd_gpu.labels.options import PROFILE_OPTIONS
 from tests.deploy import renderings as r
 from tests.deploy.kustomize import CLUSTER_SCOPED
@@ -191,7 +191,7 @@ def test_schema_enums_are_the_agents() -> None:
 
     from nfd_gpu.labels.options import PROFILE_OPTIONS
     from nfd_gpu.labels.registry import PROFILES
-    from nfd_gpu.settings import SETTINGS
+    from nfd_gpu.config.settings import SETTINGS
     from nfd_gpu.sinks.registry import OUTPUTS
 
     props = json.loads((r.CHART / "values.schema.json").read_text())["properties"]
@@ -284,7 +284,7 @@ def test_monitors_put_the_node_on_every_series(tmp_path: Path) -> None:
 def test_cross_field_checks_fail_template(
     helm: str, values: dict[str, object], error: str, tmp_path: Path
 ) -> None:
-    """What the agent refuses at start (nfd_gpu/config.py) fails ``helm template``, not the
+    """What the agent refuses at start (nfd_gpu/config/loader.py) fails ``helm template``, not the
     pod (a crash loop); with Helm 3 and Helm 4."""
     vf = tmp_path / "v.yaml"
     vf.write_text(yaml.safe_dump(values))
@@ -295,7 +295,7 @@ def test_cross_field_checks_fail_template(
 def test_cross_field_checks_are_the_agents(tmp_path: Path) -> None:
     """The values the chart refuses, given to the agent itself, are refused too (and the
     chart's boundary, expiry = 2 x interval, is accepted by both)."""
-    from nfd_gpu.config import ConfigError, load
+    from nfd_gpu.config.loader import ConfigError, load
 
     env = {"NODE_NAME": "n", "POD_NAMESPACE": "ns"}
     with pytest.raises(ConfigError, match="at least twice the interval"):
@@ -336,7 +336,7 @@ def test_new_values_render(tmp_path: Path) -> None:
     assert "checksum/config" in pod["metadata"]["annotations"]
     # the file the agent gets is one it loads, with the chart's own settings on top
     (tmp_path / "config.yaml").write_text(cm["data"]["config.yaml"])
-    from nfd_gpu.config import load
+    from nfd_gpu.config.loader import load
 
     cfg = load(str(tmp_path / "config.yaml"), env={"NODE_NAME": "n", "POD_NAMESPACE": "ns"})
     assert cfg.api_timeout == 5 and cfg.owner_refs == ("pod",)

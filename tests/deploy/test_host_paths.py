@@ -78,7 +78,7 @@ def test_loaded_modules_without_proc_modules(tmp_path: Path) -> None:
     """Without /proc/modules (the pod's view), the loaded modules are those whose
     /sys/module/<name>/initstate is live; built-in ones (no initstate) are not loaded."""
     from nfd_gpu.discovery.system import loaded_modules
-    from nfd_gpu.hostroot import HostRoot
+    from nfd_gpu.host import HostRoot
 
     for name, state in (
         ("nvidia", "live"),

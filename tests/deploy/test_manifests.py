@@ -328,7 +328,7 @@ def test_flags_exist_in_run() -> None:
 
 
 def test_env_exists_in_config() -> None:
-    from nfd_gpu import config
+    from nfd_gpu.config import loader as config
 
     _, envs = _manifest_args_env()
     for var in envs:
@@ -505,7 +505,7 @@ def test_example_rules_on_fixtures(fixture: str, expected: dict[str, str]) -> No
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_manifest_settings_load(overlay: str) -> None:
     """The values the manifests pass are accepted by the agent's config loader."""
-    from nfd_gpu import config
+    from nfd_gpu.config import loader as config
 
     c = agent_container(render(overlay))
     downward = {"NODE_NAME": "node-1", "POD_NAME": "nfd-gpu-x", "POD_NAMESPACE": "nfd-gpu"}

@@ -21,7 +21,7 @@ from nfd_gpu.cli.scan import scan_document
 from nfd_gpu.discovery import registry, system
 from nfd_gpu.discovery.source import Context, Source, Vendor
 from nfd_gpu.featuremap import snapshot_features
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Gpu, Snapshot
 from nfd_gpu.scan import ScanResult, discover, label
 from tests.conftest import REPO

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from nfd_gpu.discovery.amd import amdgpuinfo
 from nfd_gpu.discovery.amd import sysfs as amd
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.labels.amd import product_name, vram_label
 from nfd_gpu.model import Gpu
 from nfd_gpu.scan import discover, run_scan

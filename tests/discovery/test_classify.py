@@ -143,7 +143,7 @@ def test_vfs_are_matched_to_their_pfs_in_one_pass(
     exactly its own VFs, in scan order."""
     from nfd_gpu.discovery import gpus
     from nfd_gpu.discovery.source import Context
-    from nfd_gpu.hostroot import HostRoot
+    from nfd_gpu.host import HostRoot
     from nfd_gpu.model import Snapshot
 
     pfs = [

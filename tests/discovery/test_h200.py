@@ -245,7 +245,7 @@ def test_agent_with_nvml_on_does_not_publish_without_nvml(
 ) -> None:
     """--nvml on in the agent: a pass where NVML does not answer is not published."""
     from nfd_gpu.agent import Agent
-    from nfd_gpu.config import Config
+    from nfd_gpu.config.loader import Config
     from nfd_gpu.sinks import Publication, Sink
 
     published: list[dict[str, str]] = []

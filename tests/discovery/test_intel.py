@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nfd_gpu.discovery.intel import sysfs as intel
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.labels import intel as intel_profile
 from nfd_gpu.labels.validate import check_label
 from nfd_gpu.model import Gpu

@@ -11,7 +11,7 @@ import pytest
 
 from nfd_gpu.discovery.nvidia import nvml, procfs
 from nfd_gpu.discovery.nvidia import replay as nvml_replay
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.scan import run_scan
 from tests.conftest import fixture_root
 

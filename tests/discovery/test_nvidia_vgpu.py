@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nfd_gpu.discovery.nvidia import vgpu as nv
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.labels.nvidia import nvidia_labels
 from nfd_gpu.scan import discover
 from tests.conftest import fixture_root

@@ -9,7 +9,7 @@ import pytest
 
 from nfd_gpu.discovery import pci
 from nfd_gpu.discovery.registry import VENDORS, by_pci_id
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from tests.conftest import fixture_root
 
 GPU_VENDORS = by_pci_id(VENDORS)  # PCI vendor id -> vendor, as registry.sources builds it

@@ -314,7 +314,7 @@ def test_device_nodes_derived_from_sysfs_without_dev(
     import shutil
 
     from nfd_gpu import scan
-    from nfd_gpu.hostroot import HostRoot
+    from nfd_gpu.host import HostRoot
 
     root = tmp_path / "root"
     shutil.copytree(fixture_root(fixture), root, symlinks=True)
@@ -336,7 +336,7 @@ def test_nvidia_nodes_are_not_guessed_without_dev(tmp_path: Path) -> None:
     import shutil
 
     from nfd_gpu import scan
-    from nfd_gpu.hostroot import HostRoot
+    from nfd_gpu.host import HostRoot
 
     root = tmp_path / "root"
     shutil.copytree(fixture_root("h100-mig-single"), root, symlinks=True)
@@ -352,7 +352,7 @@ def test_vf_iommu_groups_are_read_once_without_dev(tmp_path: Path) -> None:
     readiness check needs again: each group link is read once, the nodes are the same."""
     from collections import Counter
 
-    from nfd_gpu.hostroot import HostRoot
+    from nfd_gpu.host import HostRoot
     from nfd_gpu.scan import discover
     from tests.conftest import fixture_root
 

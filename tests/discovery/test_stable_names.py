@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nfd_gpu import tables
+from nfd_gpu.catalog import tables
 from nfd_gpu.scan import run_scan
 from tests.conftest import ALL_FIXTURES, fixture_root, nfd_gpu_cmd
 

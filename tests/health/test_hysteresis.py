@@ -8,7 +8,7 @@ import itertools
 import shutil
 from pathlib import Path
 
-from nfd_gpu import config
+from nfd_gpu.config import loader as config
 from nfd_gpu.agent import Agent
 from nfd_gpu.health import HealthOptions, HealthTracker
 from nfd_gpu.model import Gpu, Health, HealthReason, Snapshot

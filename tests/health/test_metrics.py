@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import prometheus_client
 
-from nfd_gpu import config
+from nfd_gpu.config import loader as config
 from nfd_gpu.agent.health import AgentHealth
-from nfd_gpu.metrics import Metrics
+from nfd_gpu.agent.metrics import Metrics
 from nfd_gpu.scan import run_scan
 from tests.conftest import fixture_root
 
@@ -60,7 +60,7 @@ def test_xid_series_are_bounded() -> None:
     rest (on main: 10,000 series, /metrics 2 MB)."""
     from nfd_gpu.discovery.nvidia import replay
     from nfd_gpu.discovery.nvidia.events import XidWatcher
-    from nfd_gpu.health_signals import KNOWN_XIDS
+    from nfd_gpu.health.signals import KNOWN_XIDS
 
     root = fixture_root("h100-xid-79")
     m = Metrics()

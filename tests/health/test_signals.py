@@ -1,4 +1,4 @@
-"""One owner of health reasons: the signal table (nfd_gpu/health_signals.py).
+"""One owner of health reasons: the signal table (nfd_gpu/health/signals.py).
 
 Every reason a reader can emit is a row; a reason that is not judged ``failed`` (never
 dropped to ``ok``); the severities, docs/health.md's table and the metric's reason values
@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from nfd_gpu import health_signals
+from nfd_gpu.health import signals as health_signals
 from nfd_gpu.health import SEVERITY, HealthOptions, HealthTracker, judge
-from nfd_gpu.health_signals import BY_REASON, SIGNALS
+from nfd_gpu.health.signals import BY_REASON, SIGNALS
 from nfd_gpu.model import Gpu, Health, HealthReason, Snapshot
 from nfd_gpu.scan import run_scan
 from tests.conftest import TESTS, fixture_root
@@ -90,7 +90,7 @@ def test_every_reason_a_reader_builds_is_in_the_table() -> None:
     found = _reader_reasons()
     assert len(found) >= 18  # the scan reached the readers
     missing = {r: where for r, where in found.items() if r not in BY_REASON}
-    assert not missing, f"reasons not in nfd_gpu/health_signals.py: {missing}"
+    assert not missing, f"reasons not in nfd_gpu/health/signals.py: {missing}"
     # and no row nobody emits (``lost``: the tracker's lost GPUs, not a reader's reason)
     assert set(BY_REASON) - set(found) == {"lost"}
 

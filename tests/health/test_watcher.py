@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from nfd_gpu import config, hostroot
+from nfd_gpu.config import loader as config
+from nfd_gpu import host as hostroot
 from nfd_gpu.agent import Agent
 from tests.conftest import fixture_root
 

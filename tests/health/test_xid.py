@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from nfd_gpu import config
+from nfd_gpu.config import loader as config
 from nfd_gpu.agent import Agent
 from nfd_gpu.agent.health import AgentHealth
 from nfd_gpu.agent.loop import STOP_GRACE

@@ -40,7 +40,7 @@ def bounded() -> Iterator[None]:
 def resolver(request: pytest.FixtureRequest) -> Iterator[str]:
     """Both confinement paths of HostRoot: the kernel's RESOLVE_IN_ROOT and the portable
     resolver (test_hostile_host.py, test_hostile_devices.py)."""
-    from nfd_gpu import hostroot
+    from nfd_gpu import host as hostroot
 
     saved = hostroot._OPENAT2.usable
     if request.param == "openat2" and not saved:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.scan import run_scan
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"

@@ -1,6 +1,6 @@
 """Input files the operator names: the configuration file,
 the sharing config, rule files, a kubeconfig, a features document. Each is read by the one
-bounded reader (nfd_gpu/boundedfile.py): a FIFO, a device node, a socket or a directory is
+bounded reader (nfd_gpu/host/boundedfile.py): a FIFO, a device node, a socket or a directory is
 refused without a read and without waiting, a file over its cap is refused by its size
 before a byte is read, and the error is one line naming the file."""
 
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from nfd_gpu import boundedfile
-from nfd_gpu.boundedfile import CONFIG_MAX, FileReadError
-from nfd_gpu.config import ConfigError
-from nfd_gpu.config import load as load_config
+from nfd_gpu.host import boundedfile
+from nfd_gpu.host.boundedfile import CONFIG_MAX, FileReadError
+from nfd_gpu.config.loader import ConfigError
+from nfd_gpu.config.loader import load as load_config
 from nfd_gpu.rules import load_rules
-from nfd_gpu.sharing_config import load_sharing_config
+from nfd_gpu.config.sharing import load_sharing_config
 from nfd_gpu.sinks import SinkError
 from nfd_gpu.sinks.nodefeature import build_api_client
 from tests.hostile.conftest import CASE_BYTES

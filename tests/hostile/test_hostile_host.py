@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.scan import run_scan
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
@@ -181,8 +181,8 @@ def test_failed_listing_makes_the_scan_incomplete() -> None:
 def test_metrics_port_flood_leaves_descriptors_for_the_scan(bounded: None) -> None:
     """1,025 idle connections to the metrics port: the server holds at most
     MAX_CONNECTIONS of them, drops the rest, and a scan still completes."""
-    from nfd_gpu.httpserve import MAX_CONNECTIONS
-    from nfd_gpu.metrics import Metrics, MetricsServer
+    from nfd_gpu.agent.httpserve import MAX_CONNECTIONS
+    from nfd_gpu.agent.metrics import Metrics, MetricsServer
 
     m = Metrics()
     srv = MetricsServer(m, "127.0.0.1", 0).start()
@@ -218,8 +218,8 @@ def test_agent_keeps_last_good_labels_after_emfile(tmp_path: Path, bounded: None
     """The agent end to end (real scan, real feature-file sink): a pass that runs out
     of descriptors leaves the feature file as the last good pass wrote it."""
     from nfd_gpu.agent import Agent
-    from nfd_gpu.config import Config
-    from nfd_gpu.metrics import Metrics
+    from nfd_gpu.config.loader import Config
+    from nfd_gpu.agent.metrics import Metrics
 
     out = tmp_path / "features.d"
     cfg = Config(root=str(FIXTURES / "hgx-h100"), features_dir=str(out), udev=False)
@@ -241,7 +241,7 @@ def test_json_logs_keep_tracebacks_inside_records(tmp_path: Path) -> None:
     code = (
         "import sys, logging\n"
         "from nfd_gpu.agent import Agent, setup_logging\n"
-        "from nfd_gpu.config import Config\n"
+        "from nfd_gpu.config.loader import Config\n"
         "setup_logging('json')\n"
         "def boom(root, **kw):\n"
         "    raise RecursionError('deep')\n"

@@ -1,5 +1,5 @@
 """Settings out of range and hostile downward-API names:
-every number has bounds declared once (nfd_gpu/settings.py) and checked when the
+every number has bounds declared once (nfd_gpu/config/settings.py) and checked when the
 configuration is validated, the range in the message; NODE_NAME, POD_NAMESPACE,
 POD_NAME and POD_UID are validated as Kubernetes names; a log line never carries a raw
 newline (log forging)."""
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from nfd_gpu.agent.logs import TextFormatter
-from nfd_gpu.config import ConfigError
-from nfd_gpu.config import load as load_config
-from nfd_gpu.settings import KINDS, OBJECT_PREFIX, SETTINGS, default
+from nfd_gpu.config.loader import ConfigError
+from nfd_gpu.config.loader import load as load_config
+from nfd_gpu.config.settings import KINDS, OBJECT_PREFIX, SETTINGS, default
 from tests.memory import run_cli_with_peak
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from nfd_gpu.metrics import Metrics, MetricsServer
+from nfd_gpu.agent.metrics import Metrics, MetricsServer
 
 PROBE_TIMEOUT = 1.0  # the kubelet's default timeoutSeconds
 
@@ -90,7 +90,7 @@ def test_a_dripping_request_is_cut_at_its_deadline(
     server: tuple[MetricsServer, set[threading.Thread]],
 ) -> None:
     """One byte every 0.5 s: each read is quick, the request as a whole is not."""
-    from nfd_gpu.httpserve import REQUEST_DEADLINE
+    from nfd_gpu.agent.httpserve import REQUEST_DEADLINE
 
     srv, _ = server
     s = socket.create_connection(("127.0.0.1", srv.address[1]))

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from nfd_gpu import config
+from nfd_gpu.config import loader as config
 from nfd_gpu.agent import Agent
 from nfd_gpu.rules import RuleError, load_rules
 from tests.conftest import REPO, fixture_root

@@ -1,6 +1,6 @@
 """Label code reads only the snapshot and its options: no file, YAML or host access inside
 ``nfd_gpu/labels/`` (configuration files are read by their loaders, e.g.
-``nfd_gpu/sharing_config.py``; the host by discovery)."""
+``nfd_gpu/config/sharing.py``; the host by discovery)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from pathlib import Path
 
 LABELS = Path(__file__).resolve().parents[2] / "nfd_gpu" / "labels"
 
-IO_MODULES = {"yaml", "json", "os", "io", "pathlib", "shutil", "importlib", "nfd_gpu.hostroot"}
+IO_MODULES = {"yaml", "json", "os", "io", "pathlib", "shutil", "importlib", "nfd_gpu.host"}
 IO_CALLS = {"open"}
 # what label code may still reach that reads files, each with its reason
 ALLOWED = {
-    ("intel.py", "nfd_gpu.tables"): "the built-in Intel model table (package data, cached)",
-    ("nvidia_vfio.py", "nfd_gpu.tables"): "the pci.ids names GFD's vfio strategy labels with "
+    ("intel.py", "nfd_gpu.catalog.tables"): "the built-in Intel model table (package data, cached)",
+    ("nvidia_vfio.py", "nfd_gpu.catalog.tables"): "the pci.ids names GFD's vfio strategy labels with "
     "(package data, cached)",
 }
 
@@ -36,8 +36,8 @@ def io_uses(path: Path) -> set[str]:
             root = name.split(".")[0]
             if name in IO_CALLS or root in IO_MODULES or name in IO_MODULES:
                 found.add(name)
-            elif name == "nfd_gpu.tables" or name.startswith("nfd_gpu.tables."):
-                found.add("nfd_gpu.tables")
+            elif name == "nfd_gpu.catalog.tables" or name.startswith("nfd_gpu.catalog.tables."):
+                found.add("nfd_gpu.catalog.tables")
     return found
 
 
@@ -51,7 +51,7 @@ def test_label_code_reads_no_files() -> None:
 def test_the_check_sees_file_reading(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(
-        "import yaml\nfrom os import path\nfrom nfd_gpu import tables\n"
+        "import yaml\nfrom os import path\nfrom nfd_gpu.catalog import tables\n"
         "def f(p):\n    return open(p).read()\n"
     )
-    assert io_uses(probe) == {"yaml", "os", "os.path", "open", "nfd_gpu.tables"}
+    assert io_uses(probe) == {"yaml", "os", "os.path", "open", "nfd_gpu.catalog.tables"}

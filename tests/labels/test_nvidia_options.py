@@ -11,7 +11,7 @@ from nfd_gpu.cli import main
 from nfd_gpu.discovery.nvidia import replay as nvml_replay
 from nfd_gpu.labels.nvidia import NvidiaOptions
 from nfd_gpu.scan import run_scan
-from nfd_gpu.sharing_config import load_sharing_config
+from nfd_gpu.config.sharing import load_sharing_config
 from tests.conftest import DATA, GOLDEN, fixture_root
 from tests.labels.nvidia_cases import OPTION_CASES, SHARING, fabric_fixture
 
@@ -139,7 +139,7 @@ def test_no_clique_when_gpus_disagree_or_fabric_incomplete(tmp_path: Path) -> No
 
 
 def test_agent_config_keys(tmp_path: Path) -> None:
-    from nfd_gpu import config
+    from nfd_gpu.config import loader as config
     from nfd_gpu.agent import Agent
 
     root = str(fixture_root("h100-mig-single"))
@@ -164,7 +164,7 @@ def test_agent_gfd_timestamp_fixed_at_start(monkeypatch: pytest.MonkeyPatch) -> 
     import re
     import time
 
-    from nfd_gpu import config
+    from nfd_gpu.config import loader as config
     from nfd_gpu.agent import Agent
 
     root = str(fixture_root("a100-t4"))

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from nfd_gpu import config
+from nfd_gpu.config import loader as config
 from nfd_gpu.cli import main
 from nfd_gpu.labels.options import PROFILE_OPTIONS, check, selected
 from nfd_gpu.scan import run_scan

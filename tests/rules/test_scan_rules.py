@@ -193,7 +193,7 @@ def test_two_agents_in_one_process_keep_their_own_rule_output(
     """Each agent owns its reuse: passes of another agent (other features, other rules)
     between two of its own unchanged passes do not make it evaluate again."""
     from nfd_gpu.agent import Agent
-    from nfd_gpu.config import Config
+    from nfd_gpu.config.loader import Config
 
     calls = _counting_evaluate(monkeypatch)
     agents = []

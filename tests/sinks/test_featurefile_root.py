@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nfd_gpu import config
+from nfd_gpu.config import loader as config
 from tests.conftest import fixture_root, nfd_gpu_cmd
 
 ROOT = str(fixture_root("hgx-h100"))

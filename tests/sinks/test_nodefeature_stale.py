@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nfd_gpu.config import Config
+from nfd_gpu.config.loader import Config
 from nfd_gpu.sinks.kubeclient import NODE_NAME_LABEL
 from nfd_gpu.sinks.nodefeature_stale import remove_stale
 from tests.conftest import REPO
@@ -39,7 +39,7 @@ def _stale(api: FakeKubeAPI, node: str, label_node: str) -> None:
 
 CHILD = """
 import json, logging, sys
-from nfd_gpu.config import Config
+from nfd_gpu.config.loader import Config
 from nfd_gpu.sinks.nodefeature_stale import remove_stale
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
 remove_stale(Config(outputs=("featurefile",), node_name="n1", namespace=sys.argv[2],

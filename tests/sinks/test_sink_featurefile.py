@@ -269,7 +269,7 @@ def test_dry_run_prints_what_and_when_the_sink_writes(tmp_path: Any) -> None:
     print (first write, change, expiry refresh, not a pass in between), the same bytes
     (expiry, raw features dropped over NFD's limit), the same refusal of oversized labels;
     nothing is read or written on disk."""
-    from nfd_gpu.config import Config
+    from nfd_gpu.config.loader import Config
     from nfd_gpu.sinks.featurefile import OUTPUT
 
     big: dict[str, dict[str, Any]] = {
@@ -311,7 +311,7 @@ def test_dry_run_prints_what_and_when_the_sink_writes(tmp_path: Any) -> None:
 
 def test_dry_run_leaves_the_file_on_exit(tmp_path: Any) -> None:
     """``--dry-run --remove-on-exit``: the dry run removes nothing (it touches no file)."""
-    from nfd_gpu.config import Config
+    from nfd_gpu.config.loader import Config
     from nfd_gpu.sinks.featurefile import OUTPUT
 
     path = tmp_path / "nfd-gpu"

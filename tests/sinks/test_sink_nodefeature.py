@@ -150,7 +150,7 @@ def test_a_reload_that_rebuilds_the_sinks_stops_the_old_watch(
 ) -> None:
     import time
 
-    from nfd_gpu import config
+    from nfd_gpu.config import loader as config
     from nfd_gpu.agent import Agent
     from tests.hostile.test_api_faults import FakeResult
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from nfd_gpu.discovery.pciaddr import canonical
 from nfd_gpu.discovery.source import Context, Source
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Gpu, Snapshot
 
 MODULE = "pyamdgpuinfo"

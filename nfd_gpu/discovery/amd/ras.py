@@ -18,7 +18,7 @@ import dataclasses
 
 from nfd_gpu.discovery.health import BadCount, parse_count
 from nfd_gpu.discovery.source import Context, Source
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Gpu, HealthReason, Snapshot
 
 

@@ -23,10 +23,10 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from nfd_gpu import tables
+from nfd_gpu.catalog import tables
 from nfd_gpu.discovery.pciaddr import PciAddress
 from nfd_gpu.discovery.source import Context, Source
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.model import AmdGpu, Gpu, Partition, Snapshot
 
 KFD_NODES = "sys/class/kfd/kfd/topology/nodes"

@@ -22,9 +22,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from nfd_gpu import tables
+from nfd_gpu.catalog import tables
 from nfd_gpu.discovery.source import Context, Source
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Gpu, HealthReason, IntelGpu, Snapshot
 
 MIB = 1024 * 1024

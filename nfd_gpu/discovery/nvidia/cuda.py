@@ -19,7 +19,7 @@ import ctypes
 from dataclasses import dataclass
 from typing import Any
 
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 
 CUDA_RECORDING = "cuda.json"
 CC_MAJOR, CC_MINOR = 75, 76  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR

@@ -13,14 +13,14 @@ import dataclasses
 from types import ModuleType
 from typing import TypeVar
 
-from nfd_gpu import tables
+from nfd_gpu.catalog import tables
 from nfd_gpu.discovery.nvidia import health
 from nfd_gpu.discovery.nvidia.facts import GpuFacts, NvidiaFacts
 from nfd_gpu.discovery.nvidia.procfs import read_procfs
 from nfd_gpu.discovery.nvidia.session import NvmlSession
 from nfd_gpu.discovery.pciaddr import PciAddress
 from nfd_gpu.discovery.source import Context, Source
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Gpu, NvidiaGpu, Partition, Snapshot
 
 T = TypeVar("T")

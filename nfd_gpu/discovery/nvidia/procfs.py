@@ -21,7 +21,7 @@ import re
 
 from nfd_gpu.discovery.nvidia.facts import GpuFacts, NvidiaFacts
 from nfd_gpu.discovery.pciaddr import canonical
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Partition
 
 PROC = "proc/driver/nvidia"

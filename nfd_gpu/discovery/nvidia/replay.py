@@ -32,7 +32,7 @@ import types
 from collections.abc import Callable
 from typing import Any, ClassVar, NoReturn
 
-from nfd_gpu import boundedfile
+from nfd_gpu.host import boundedfile
 
 # System-level functions and functions of one device handle (physical GPU or MIG device)
 # whose answers are recorded (record.py) and replayed as is: one list each, so the two can

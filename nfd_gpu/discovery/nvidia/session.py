@@ -3,7 +3,7 @@
 The root says where files are read, not whether a vendor library may be asked:
 
 * ``auto`` (default): ``<root>/nvml.json`` when it exists (a recording: replayed, read
-  through :class:`~nfd_gpu.hostroot.HostRoot`, bounded and validated; a bad one is a
+  through :class:`~nfd_gpu.host.HostRoot`, bounded and validated; a bad one is a
   warning and procfs facts), else the real ``pynvml`` when it imports and ``nvmlInit``
   succeeds, else procfs/sysfs facts;
 * ``on``: the same order, but on a node with NVIDIA GPUs NVML not answering is an error
@@ -28,7 +28,7 @@ from types import ModuleType
 from typing import Any
 
 from nfd_gpu.discovery.nvidia.facts import NVML_RECORDING, NvidiaFacts
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 
 NVML_MODES = ("auto", "on", "off")
 

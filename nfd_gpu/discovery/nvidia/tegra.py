@@ -23,10 +23,11 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from nfd_gpu import families, tables
+from nfd_gpu.catalog import families
+from nfd_gpu.catalog import tables
 from nfd_gpu.discovery.nvidia import cuda
 from nfd_gpu.discovery.source import Context, Source
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Gpu, NvidiaGpu, Snapshot
 
 COMPATIBLE = ("proc/device-tree/compatible", "sys/firmware/devicetree/base/compatible")

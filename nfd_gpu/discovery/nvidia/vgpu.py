@@ -22,7 +22,7 @@ import dataclasses
 from collections.abc import Callable
 
 from nfd_gpu.discovery.source import Context, Source
-from nfd_gpu.hostroot import HostRoot
+from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Gpu, PciDevice, Snapshot
 
 CONFIG_MIN = 256

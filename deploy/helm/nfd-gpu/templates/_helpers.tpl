@@ -69,7 +69,7 @@ second release (or the kustomize install, nfd-gpu-own-nodefeature) does not coll
 {{- printf "%s-%s-own-nodefeature" (include "nfd-gpu.fullname" .) .Release.Namespace | trunc 253 | trimSuffix "-" }}
 {{- end }}
 
-{{/* Cross-field checks the schema cannot express, the agent's own (nfd_gpu/config.py
+{{/* Cross-field checks the schema cannot express, the agent's own (nfd_gpu/config/loader.py
 _validate): a rendering the agent would refuse at start (a crash loop) fails here instead. */}}
 {{- define "nfd-gpu.validate" -}}
 {{- if and (include "nfd-gpu.featurefile" .) (lt (float64 .Values.featureFile.expiry) (mulf 2 .Values.interval)) }}

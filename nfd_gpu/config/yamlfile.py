@@ -1,6 +1,6 @@
 """Reading one small YAML (or JSON) file: the configuration and the sharing config.
 
-The bytes come from :func:`nfd_gpu.boundedfile.read` (a regular file of at most
+The bytes come from :func:`nfd_gpu.host.boundedfile.read` (a regular file of at most
 ``CONFIG_MAX``, 1 MiB, a ConfigMap's limit; a FIFO or device is refused, never waited
 on). :func:`load` returns the parsed document or raises :class:`YamlFileError` that says which
 step failed (``read``, ``utf-8`` or ``yaml``), so no exception of the reading escapes (a
@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from nfd_gpu import boundedfile
-from nfd_gpu.boundedfile import CONFIG_MAX
+from nfd_gpu.host import boundedfile
+from nfd_gpu.host.boundedfile import CONFIG_MAX
 
 
 class YamlFileError(Exception):

@@ -10,7 +10,7 @@ write (403, 401, an invalid object, a disk error), and while an incomplete scan 
 last good labels. The body of a 200 lists what is degraded: a transient publish failure,
 a configuration file kept at its last valid version (``nfd_gpu_config_stale{file}``).
 
-Served on ``--metrics-address`` by ``httpserve.py``: one thread that sleeps while idle,
+Served on ``--metrics-address`` by ``httpserve.py`` (beside it): one thread that sleeps while idle,
 a deadline per request, a bounded number of connections where a new one (a probe) always
 gets in, so slow clients and scrapes cannot starve the probes and a scan always has the
 descriptors it needs. Each Metrics object has its own registry.
@@ -23,7 +23,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from nfd_gpu import __version__, httpserve
+from nfd_gpu import __version__
+from nfd_gpu.agent import httpserve
 from nfd_gpu.sinks.registry import OUTPUTS
 
 TEXT = "text/plain; charset=utf-8"
@@ -261,7 +262,7 @@ class HealthMetrics:
         xids: Mapping[str, int],
     ) -> None:
         """``gpus``: address -> (state, {(reason, source)}); ``xids``: counts since start,
-        keyed by the bounded XID label value (``nfd_gpu.health_signals.xid_key``)."""
+        keyed by the bounded XID label value (``nfd_gpu.health.signals.xid_key``)."""
         keys = set(gpus)
         for gone in self._gpus - keys:
             for st in self.STATES:

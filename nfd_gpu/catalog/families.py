@@ -1,5 +1,5 @@
 """GPU architecture families derived from what the hardware or driver reports, for GPUs the
-model tables (:mod:`nfd_gpu.tables`) do not name a family for.
+model tables (:mod:`nfd_gpu.catalog.tables`) do not name a family for.
 
 * NVIDIA: from the CUDA compute capability (NVML ``nvmlDeviceGetCudaComputeCapability``,
   or the table), with GPU Feature Discovery's ``getArchFamily``
@@ -19,7 +19,7 @@ both use it.
 
 from __future__ import annotations
 
-from nfd_gpu import tables
+from nfd_gpu.catalog import tables
 
 # GFD getArchFamily's names by compute capability major (7 and 8 split by minor below)
 _NVIDIA_MAJOR = {

@@ -37,7 +37,7 @@ import stat as stat_mod
 from collections.abc import Callable
 from typing import Any
 
-from nfd_gpu.boundedfile import kind
+from nfd_gpu.host.boundedfile import kind
 
 MAX_READ = 64 * 1024
 

@@ -59,7 +59,7 @@ def _bool(v: str | None) -> bool | None:
 
 # Package data beside this module (pyproject.toml package-data), read as a file: importing
 # importlib.resources would cost every scan a few milliseconds of start-up.
-DATA = Path(__file__).with_name("data")
+DATA = Path(__file__).parent.parent / "data"
 
 
 @functools.cache

@@ -4,7 +4,7 @@ Each field is one setting: its name is the config-file key, its annotation the t
 default the default, and its :class:`Setting` the rest (flag, downward-API variable,
 choices, help texts). Derived from it: ``run``'s options and ``scan``'s shared ones
 (``nfd_gpu/cli/options.py``), the ``NFD_GPU_<KEY>`` environment and the config file's keys
-and types (``nfd_gpu/config.py``), and the table in docs/configuration.md
+and types (``nfd_gpu/config/loader.py``), and the table in docs/configuration.md
 (``scripts/config_docs.py``; a test keeps it current).
 
 Help texts may name ``{default}``, ``{choices}`` (``a, b, c``), ``{choices_or}``

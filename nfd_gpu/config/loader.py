@@ -1,5 +1,5 @@
 """Load the configuration of ``nfd-gpu run``: the settings declared in
-:mod:`nfd_gpu.settings` from defaults, a YAML file, the environment and flags.
+:mod:`nfd_gpu.config.settings` from defaults, a YAML file, the environment and flags.
 
 Precedence, lowest first: built-in defaults < YAML config file < Kubernetes downward-API
 environment (``NODE_NAME``, ``POD_NAMESPACE``, ``POD_NAME``, ``POD_UID``, ``KUBECONFIG``)
@@ -16,11 +16,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from nfd_gpu import yamlfile
+from nfd_gpu.config.loader import yamlfile
 from nfd_gpu.health import HealthOptions
 from nfd_gpu.labels.options import check
 from nfd_gpu.names import PREFIX_MAX, is_dns1123_label, is_dns1123_subdomain
-from nfd_gpu.settings import (
+from nfd_gpu.config.settings import (
     CONFIG_ENV,
     ENV_PREFIX,
     KINDS,

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from nfd_gpu.health_signals import BY_REASON, DEGRADED, FAILED, NO_DRIVER, SIGNALS
+from nfd_gpu.health.signals import BY_REASON, DEGRADED, FAILED, NO_DRIVER, SIGNALS
 from nfd_gpu.model import HEALTH_STATES, Gpu, Health, HealthReason, Snapshot
 
 # XIDs the NVIDIA device plugin does not treat as a GPU fault (application errors: 13
