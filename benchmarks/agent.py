@@ -159,8 +159,8 @@ def make_agent(
     ``api``, a feature file under ``out``. ``reuse=False``: its scans evaluate the rules in
     full every pass (they get no :class:`~nfd_gpu.scan.RuleOutputs`), as after a change."""
     from nfd_gpu.agent import Agent
-    from nfd_gpu.config.loader import Config
     from nfd_gpu.agent.metrics import Metrics
+    from nfd_gpu.config.loader import Config
     from nfd_gpu.scan import run_scan
 
     def evaluating(root: str, rule_outputs: object = None, **kwargs: Any) -> Any:

@@ -33,9 +33,9 @@ from urllib.parse import urlparse
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from nfd_gpu.config import loader as config  # noqa: E402
 from nfd_gpu.agent import Agent  # noqa: E402
 from nfd_gpu.agent.metrics import Metrics  # noqa: E402
+from nfd_gpu.config import loader as config  # noqa: E402
 from nfd_gpu.scan import run_scan  # noqa: E402
 from tests.k8s_api_server import running  # noqa: E402
 from tests.netproxy import Proxy  # noqa: E402

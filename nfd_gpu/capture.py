@@ -51,6 +51,8 @@ from nfd_gpu.discovery.nvidia.events import XidWatcher
 from nfd_gpu.discovery.nvidia.facts import NVML_RECORDING
 from nfd_gpu.discovery.nvidia.replay import MAX_RECORDING
 from nfd_gpu.discovery.pciids import MAX_PCI_IDS, PCI_IDS_PATHS
+from nfd_gpu.discovery.registry import VENDORS
+from nfd_gpu.discovery.runtime import dev_list
 from nfd_gpu.health import HealthOptions, judge_gpus
 from nfd_gpu.host import MAX_READ, HostRoot
 from nfd_gpu.model import Snapshot
@@ -59,8 +61,9 @@ from nfd_gpu.scan import discover
 MANIFEST = "SNAPSHOT.json"
 MAX_LINK_HOPS = 40
 # Listed directories whose entries are filtered: only names with these prefixes are kept.
+# Below dev/: the vendors' own nodes (``Vendor.dev_list``), DRM and VFIO.
 LIST_FILTERS: dict[str, tuple[str, ...]] = {
-    "dev": ("nvidia", "kfd", "dri", "vfio"),
+    "dev": (*dev_list(VENDORS), "dri", "vfio"),
     "dev/dri": ("card", "render"),
 }
 # Never copied with content: device nodes and anything below dev/ are markers only.

@@ -8,9 +8,9 @@ Anything else it reports is dead: delete it (a name used only by tests is dead t
 
 # ruff: noqa: B018
 from nfd_gpu import cli, model, rules, scan
-from nfd_gpu.health import signals as health_signals
 from nfd_gpu.cli import rules as rules_cli
 from nfd_gpu.discovery.nvidia import replay as nvml_replay
+from nfd_gpu.health import signals as health_signals
 from nfd_gpu.labels import amd, intel, neutral, nvidia
 from nfd_gpu.rules import expressions
 from nfd_gpu.sinks import kubeclient

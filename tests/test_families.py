@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from nfd_gpu.catalog import tables
-from nfd_gpu.discovery.identify import unknown_warnings, with_family
 from nfd_gpu.catalog.families import amd_family, nvidia_family, vocabulary
+from nfd_gpu.discovery.identify import unknown_warnings, with_family
 from nfd_gpu.model import AmdGpu, Gpu, NvidiaGpu, Snapshot
 from nfd_gpu.scan import run_scan
 from nfd_gpu.summary import node_summary

@@ -9,9 +9,9 @@ from typing import Any
 
 import typer
 
-from nfd_gpu.config import loader as config
-from nfd_gpu.config.loader import settings
 from nfd_gpu.cli import app
+from nfd_gpu.config import loader as config
+from nfd_gpu.config import settings
 from nfd_gpu.labels import registry
 from nfd_gpu.labels.nvidia import MIG_STRATEGIES, NvidiaOptions
 from tests.conftest import REPO

@@ -27,6 +27,7 @@ from typing import Any
 from nfd_gpu.agent.health import AgentHealth
 from nfd_gpu.agent.lastvalid import LastValid, StaleFiles, changes
 from nfd_gpu.agent.logs import one_line, setup_logging
+from nfd_gpu.agent.metrics import MetricsServer
 from nfd_gpu.agent.outputs import build_sinks, sink_settings
 from nfd_gpu.agent.publish import Publisher, RepairPacer, too_large
 from nfd_gpu.agent.rulefiles import RuleFiles
@@ -38,11 +39,10 @@ from nfd_gpu.agent.startup import (
 )
 from nfd_gpu.agent.udev import UdevTrigger
 from nfd_gpu.config.loader import Config, split_address
+from nfd_gpu.config.sharing import nvidia_options
 from nfd_gpu.discovery.nvidia.session import NvmlSession
 from nfd_gpu.labels.nvidia import NvidiaOptions
-from nfd_gpu.agent.metrics import MetricsServer
 from nfd_gpu.scan import RuleOutputs, ScanResult, run_scan
-from nfd_gpu.config.sharing import nvidia_options
 from nfd_gpu.sinks import Publication, Sink, SinkError
 
 # SIGTERM/SIGINT: the process ends within this many seconds, whatever it is waiting for.

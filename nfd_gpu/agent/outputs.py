@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from nfd_gpu.host import boundedfile
 from nfd_gpu.config.loader import Config
+from nfd_gpu.host import boundedfile
 from nfd_gpu.sinks import Sink
 from nfd_gpu.sinks.registry import OUTPUTS, SETTINGS
 

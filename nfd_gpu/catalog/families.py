@@ -74,11 +74,13 @@ AMD_FAMILIES = tuple(dict.fromkeys(_AMD_GFX.values()))
 
 
 def vocabulary() -> dict[str, tuple[str, ...]]:
-    """Every ``family`` value the code can produce, per vendor: the derived ones (oldest
-    first), then any other the model tables name (docs/labels.md lists them all)."""
-    derived = {"nvidia": NVIDIA_FAMILIES, "amd": AMD_FAMILIES, "intel": ()}
+    """Every ``family`` value the code can produce, per vendor (each vendor of the
+    registry, :func:`tables.vendor_names`): the derived ones (oldest first), then any other
+    the model tables name (docs/labels.md lists them all)."""
+    derived = {"nvidia": NVIDIA_FAMILIES, "amd": AMD_FAMILIES}
     out = {}
-    for vendor, known in derived.items():
+    for vendor in tables.vendor_names():
+        known = derived.get(vendor, ())
         named = {i.family for rows in tables.table(vendor).values() for i in rows if i.family}
         out[vendor] = known + tuple(sorted(named - set(known)))
     return out

@@ -9,6 +9,7 @@ its sources in the ``source`` column.
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +61,15 @@ def _bool(v: str | None) -> bool | None:
 # Package data beside this module (pyproject.toml package-data), read as a file: importing
 # importlib.resources would cost every scan a few milliseconds of start-up.
 DATA = Path(__file__).parent.parent / "data"
+
+
+@functools.cache
+def vendor_names() -> tuple[str, ...]:
+    """The GPU vendors, in the registry's order: the vendor enum of the scan schema
+    (``data/scan-v1.schema.json``), which ``scripts/scan_schema.py`` writes from
+    ``discovery.registry.VENDORS`` (the layers below discovery read the names here)."""
+    doc = json.loads((DATA / "scan-v1.schema.json").read_text("utf-8"))
+    return tuple(doc["$defs"]["gpu"]["properties"]["vendor"]["enum"])
 
 
 @functools.cache

@@ -29,8 +29,8 @@ def _fail(msg: str) -> int:
 
 
 def main_run(config_path: str | None, flags: dict[str, Any]) -> int:
-    from nfd_gpu.config import loader as config_mod  # lazy: YAML, label code: only when `run` runs
     from nfd_gpu.agent import Agent, build_sinks, setup_logging  # lazy: as above
+    from nfd_gpu.config import loader as config_mod  # lazy: YAML, label code: only when `run` runs
     from nfd_gpu.sinks import SinkError  # lazy: as above
 
     try:

@@ -16,10 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from nfd_gpu.config.loader import yamlfile
-from nfd_gpu.health import HealthOptions
-from nfd_gpu.labels.options import check
-from nfd_gpu.names import PREFIX_MAX, is_dns1123_label, is_dns1123_subdomain
+from nfd_gpu.config import yamlfile
 from nfd_gpu.config.settings import (
     CONFIG_ENV,
     ENV_PREFIX,
@@ -28,6 +25,9 @@ from nfd_gpu.config.settings import (
     Config,
     choices,
 )
+from nfd_gpu.health import HealthOptions
+from nfd_gpu.labels.options import check
+from nfd_gpu.names import PREFIX_MAX, is_dns1123_label, is_dns1123_subdomain
 from nfd_gpu.sinks.kubeclient import NODE_NAME_MAX
 from nfd_gpu.sinks.nodefeature import hostname_node_name
 from nfd_gpu.sinks.registry import chosen

@@ -15,7 +15,7 @@ from nfd_gpu.labels.nvidia import GFD_MIG_STRATEGIES, MIG_STRATEGIES, NvidiaOpti
 
 def _read(path: str) -> dict[str, Any]:
     """The top-level mapping of a YAML or JSON file (an empty file is an empty mapping)."""
-    from nfd_gpu.config.loader import yamlfile  # lazy: YAML is loaded only when a sharing config is given
+    from nfd_gpu.config import yamlfile  # lazy: YAML is loaded only when a sharing config is given
 
     try:
         return yamlfile.load_mapping(path, {"yaml": "not YAML/JSON ({detail})"})

@@ -15,8 +15,8 @@ from __future__ import annotations
 import dataclasses
 
 from nfd_gpu.catalog import tables
-from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.catalog.families import amd_family, nvidia_family
+from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.model import Gpu, Snapshot
 
 REPORT_HOWTO = (

@@ -43,7 +43,7 @@ def sources(vendors: tuple[Vendor, ...]) -> tuple[Source, ...]:
         identify.SOURCE,
         health.SOURCE,
         vgpu.SOURCE,
-        runtime.SOURCE,
+        runtime.source(ids),
         system.source(ids),
     )
 

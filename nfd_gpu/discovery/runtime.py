@@ -29,6 +29,8 @@ and ``dev/vfio/<group>`` for the IOMMU group of each device bound to a VFIO driv
 ``vfio/<group>``). Their mode is unknown (``None``). ``dev/nvidia*`` are made by
 ``nvidia-modprobe`` with ``mknod`` and leave no trace in sysfs: without ``dev/`` they
 are unknown, and so is ``devices_ready`` on a node with NVIDIA GPUs in container mode.
+What each vendor's containers need is its ``Vendor``'s to say (``dev_list``,
+``dev_needs``, ``dev_per_gpu``, ``render_node``, ``dev_in_sysfs``: discovery/source.py).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import re
 import stat
 
 from nfd_gpu.discovery.passthrough import is_vfio_driver
-from nfd_gpu.discovery.source import Context, Source
+from nfd_gpu.discovery.source import Context, Source, Vendor
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import DeviceNode, Gpu, PciDevice, Runtime, Snapshot
 
@@ -57,7 +59,6 @@ LIB_DIRS = (
 LEVEL_ZERO_LOADER = ("libze_loader.so.1", "libze_loader.so")
 _KIND = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
 _YAML_KIND = re.compile(r"""^kind\s*:\s*["']?([^"'\s#]+)["']?\s*(#.*)?$""")
-_NVIDIA_MINOR = re.compile(r"^nvidia[0-9]+$")
 
 
 def parse_cdi_kind(text: str | None) -> str | None:
@@ -104,8 +105,14 @@ def _stat(host: HostRoot, rel: str) -> DeviceNode | None:
     )
 
 
-def device_nodes(host: HostRoot) -> tuple[DeviceNode, ...]:
-    names = [f"dev/{n}" for n in host.listdir("dev") if n.startswith("nvidia") or n == "kfd"]
+def dev_list(vendors: tuple[Vendor, ...]) -> tuple[str, ...]:
+    """The prefixes of the vendors' nodes directly under dev/ (``Vendor.dev_list``)."""
+    return tuple(p for v in vendors for p in v.dev_list)
+
+
+def device_nodes(host: HostRoot, vendors: tuple[Vendor, ...]) -> tuple[DeviceNode, ...]:
+    own = dev_list(vendors)
+    names = [f"dev/{n}" for n in host.listdir("dev") if own and n.startswith(own)]
     names += [f"dev/dri/{n}" for n in host.listdir("dev/dri") if n.startswith(("card", "render"))]
     names += [f"dev/vfio/{n}" for n in host.listdir("dev/vfio")]
     return tuple(n for n in (_stat(host, p) for p in sorted(names)) if n is not None)
@@ -120,14 +127,18 @@ def _iommu_group(host: HostRoot, address: str, read: dict[str, str | None]) -> s
 
 
 def derived_device_nodes(
-    host: HostRoot, pci: tuple[PciDevice, ...], read: dict[str, str | None] | None = None
+    host: HostRoot,
+    pci: tuple[PciDevice, ...],
+    vendors: tuple[Vendor, ...],
+    read: dict[str, str | None] | None = None,
 ) -> tuple[DeviceNode, ...]:
-    """The devtmpfs nodes of DRM, KFD and VFIO groups, named from sysfs (no ``dev/``);
-    ``read``: the IOMMU groups read so far (see :func:`_iommu_group`)."""
+    """The devtmpfs nodes of DRM, the vendors' own (KFD) and VFIO groups, named from sysfs
+    (no ``dev/``); ``read``: the IOMMU groups read so far (see :func:`_iommu_group`)."""
     read = {} if read is None else read
     names = [f"dev/dri/{n}" for n in host.listdir("sys/class/drm") if _DRM_NODE.match(n)]
-    if host.is_dir("sys/class/kfd/kfd"):
-        names.append("dev/kfd")
+    for v in vendors:
+        if v.dev_in_sysfs:
+            names += [f"dev/{n}" for n in v.dev_needs if host.is_dir(f"sys/class/{n}/{n}")]
     for d in pci:
         if is_vfio_driver(d.driver):
             group = d.iommu_group or _iommu_group(host, d.address, read)
@@ -161,6 +172,7 @@ def level_zero(host: HostRoot) -> bool:
 def required_nodes(
     gpus: tuple[Gpu, ...],
     pci: tuple[PciDevice, ...],
+    vendors: tuple[Vendor, ...],
     host: HostRoot | None = None,
     read: dict[str, str | None] | None = None,
 ) -> list[list[str]]:
@@ -177,18 +189,17 @@ def required_nodes(
                     grp = _iommu_group(host, v, read)
                     if grp:
                         groups[v] = grp
+    by_name = {v.name: v for v in vendors}
     out: list[list[str]] = []
     for g in gpus:
         need: list[str] = []
         render = [f"dev/dri/{n}" for n in g.drm if n.startswith("renderD")]
+        vendor = by_name.get(g.vendor)
         if g.mode == "container":
-            if g.vendor == "nvidia":
-                need.append("dev/nvidiactl")
-            else:
+            if vendor is None or vendor.render_node:
                 # no render node in sysfs: the driver is not ready, the check must fail
                 need += render or [f"dev/dri/<no render node for {g.address}>"]
-                if g.vendor == "amd":
-                    need.append("dev/kfd")
+            need += [f"dev/{n}" for n in vendor.dev_needs] if vendor else []
         elif g.mode == "pf-passthrough":
             need.append(f"dev/vfio/{groups.get(g.address, '<no iommu group>')}")
         elif g.mode == "vf-passthrough":
@@ -197,17 +208,38 @@ def required_nodes(
     return out
 
 
-def discover(host: HostRoot, gpus: tuple[Gpu, ...], pci: tuple[PciDevice, ...]) -> Runtime:
+def _per_gpu_nodes_present(
+    gpus: tuple[Gpu, ...], vendors: tuple[Vendor, ...], present: set[str]
+) -> bool:
+    """Each vendor with one node per GPU (``Vendor.dev_per_gpu``) has at least as many
+    ``dev/<prefix><N>`` as GPUs in containers."""
+    for v in vendors:
+        if v.dev_per_gpu:
+            minor = re.compile(rf"^dev/{re.escape(v.dev_per_gpu)}[0-9]+$")
+            wanted = sum(1 for g in gpus if g.vendor == v.name and g.mode == "container")
+            if sum(1 for p in present if minor.match(p)) < wanted:
+                return False
+    return True
+
+
+def discover(
+    host: HostRoot, gpus: tuple[Gpu, ...], pci: tuple[PciDevice, ...], vendors: tuple[Vendor, ...]
+) -> Runtime:
     visible = host.is_dir("dev")
     read: dict[str, str | None] = {}  # VF IOMMU groups: each link read once
-    nodes = device_nodes(host) if visible else derived_device_nodes(host, pci, read)
+    nodes = (
+        device_nodes(host, vendors) if visible else derived_device_nodes(host, pci, vendors, read)
+    )
     ready: bool | None = None
     present = {n.path for n in nodes}
-    needs = required_nodes(gpus, pci, host, read)
-    nv = [g for g in gpus if g.vendor == "nvidia" and g.mode == "container"]
-    minors = sum(1 for p in present if _NVIDIA_MINOR.match(p.removeprefix("dev/")))
-    if any(needs) and (visible or not nv):  # dev/nvidia* cannot be derived
-        ready = all(p in present for need in needs for p in need) and minors >= len(nv)
+    needs = required_nodes(gpus, pci, vendors, host, read)
+    # a vendor's mknod-made nodes (dev_in_sysfs False) cannot be derived without dev/
+    hidden = {v.name for v in vendors if not v.dev_in_sysfs}
+    unknowable = any(g.vendor in hidden and g.mode == "container" for g in gpus)
+    if any(needs) and (visible or not unknowable):
+        ready = all(p in present for need in needs for p in need) and _per_gpu_nodes_present(
+            gpus, vendors, present
+        )
     return Runtime(
         dev_visible=visible,
         device_nodes=nodes,
@@ -221,8 +253,11 @@ def discover(host: HostRoot, gpus: tuple[Gpu, ...], pci: tuple[PciDevice, ...]) 
     )
 
 
-def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
-    return dataclasses.replace(snap, runtime=discover(ctx.host, snap.gpus, snap.pci))
+def source(vendors: dict[str, Vendor]) -> Source:
+    """The runtime step for these vendors (by PCI id): their device nodes."""
+    known = tuple(vendors.values())
 
+    def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
+        return dataclasses.replace(snap, runtime=discover(ctx.host, snap.gpus, snap.pci, known))
 
-SOURCE = Source("runtime", _discover)
+    return Source("runtime", _discover)

@@ -68,6 +68,17 @@ class Vendor:
     # every processing-accelerator (class 0x12) function is a GPU; else only those the
     # vendor's model table lists (Intel's 0x12 NPUs are not GPUs)
     accelerators_are_gpus: bool = False
+    # Its device nodes (discovery/runtime.py, the snapshot's dev/ filter). A container of
+    # one of its GPUs needs dev/dri/renderD<N> (unless ``render_node`` is False), each of
+    # ``dev_needs`` and, with ``dev_per_gpu``, one dev/<dev_per_gpu><N> per GPU; the nodes
+    # listed under dev/ are those named by a ``dev_list`` prefix. Without dev/ they are
+    # derived from sysfs (dev/<n> from sys/class/<n>/<n>) unless ``dev_in_sysfs`` is False
+    # (nodes made by mknod, no trace in sysfs).
+    dev_list: tuple[str, ...] = ()
+    dev_needs: tuple[str, ...] = ()
+    dev_per_gpu: str = ""
+    render_node: bool = True
+    dev_in_sysfs: bool = True
 
 
 def wanted(source: Source, snap: Snapshot) -> bool:

@@ -20,7 +20,7 @@ NAMESPACE = "gpu.feature.node.kubernetes.io"
 LABEL_TABLE: tuple[LabelDoc, ...] = (
     LabelDoc("present", "`true`", "At least one GPU. Nodes without GPUs get no neutral label."),
     LabelDoc("count", "integer", "Physical GPUs (PFs; inside a VM, passed-through VFs)."),
-    LabelDoc("vendor", "`nvidia` `amd` `intel` `mixed`", "GPU vendor."),
+    LabelDoc("vendor", "{vendors} `mixed`", "GPU vendor."),  # {vendors}: filled in
     LabelDoc("<vendor>.count", "integer", "GPUs of each vendor present."),
     LabelDoc("product", "sanitised product name or `mixed`", "e.g. `NVIDIA-H100-80GB-HBM3`."),
     LabelDoc("product.<product>.count", "integer", "GPUs of each distinct product."),
@@ -199,10 +199,18 @@ def documented(key: str) -> bool:
 
 
 def _filled(table: tuple[LabelDoc, ...]) -> tuple[LabelDoc, ...]:
-    """``table`` with ``{families}`` replaced by the family vocabulary."""
-    fams = "; ".join(" ".join(f"`{f}`" for f in v) for v in vocabulary().values() if v)
+    """``table`` with ``{families}`` replaced by the family vocabulary, ``{vendors}`` by
+    the vendors (the vocabulary's keys: every vendor of the registry)."""
+    vocab = vocabulary()
+    fams = "; ".join(" ".join(f"`{f}`" for f in v) for v in vocab.values() if v)
+    vendors = " ".join(f"`{v}`" for v in vocab)
     return tuple(
-        dataclasses.replace(d, description=d.description.replace("{families}", fams)) for d in table
+        dataclasses.replace(
+            d,
+            value=d.value.replace("{vendors}", vendors),
+            description=d.description.replace("{families}", fams),
+        )
+        for d in table
     )
 
 

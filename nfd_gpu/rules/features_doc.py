@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from nfd_gpu.host import boundedfile
 from nfd_gpu.features import Features
+from nfd_gpu.host import boundedfile
 
 # A NodeFeature document is an API object (etcd stores at most 1.5 MiB): the cap of a rule
 # file (rules/loader.py's MAX_RULE_FILE).

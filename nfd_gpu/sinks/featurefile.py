@@ -27,8 +27,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
-from nfd_gpu.host import boundedfile
 from nfd_gpu.features import Features, owned
+from nfd_gpu.host import boundedfile
 from nfd_gpu.sinks import Output, OutputSettings, Publication, Sink, SinkError
 
 log = logging.getLogger(__name__)

@@ -4,6 +4,7 @@ the two overlap (modulo Helm's standard labels)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -187,13 +188,19 @@ def test_schema_rejects_bad_values(values: dict[str, object], error: str, tmp_pa
 
 
 def test_schema_enums_are_the_agents() -> None:
+    """The chart's enums are written from the registries (scripts/chart_schema.py)."""
     import json
 
+    from nfd_gpu.config.settings import SETTINGS
     from nfd_gpu.labels.options import PROFILE_OPTIONS
     from nfd_gpu.labels.registry import PROFILES
-    from nfd_gpu.config.settings import SETTINGS
     from nfd_gpu.sinks.registry import OUTPUTS
 
+    check = subprocess.run(
+        [sys.executable, str(r.REPO / "scripts" / "chart_schema.py"), "--check"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(r.REPO)},
+    )  # fmt: skip
+    assert check.returncode == 0, check.stderr
     props = json.loads((r.CHART / "values.schema.json").read_text())["properties"]
     # a deprecated output (hook: stdout, nothing reads it in a pod) is not offered
     offered = {name for name, o in OUTPUTS.items() if not o.deprecated}

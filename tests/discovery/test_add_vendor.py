@@ -51,6 +51,9 @@ VENDOR = Vendor(
     drivers=("acme",),
     modules=("acme",),
     sources=(SOURCE,),
+    dev_list=("acme",),  # its device nodes: dev/acmectl, no DRM render node
+    dev_needs=("acmectl",),
+    render_node=False,
 )
 
 
@@ -90,6 +93,23 @@ def test_a_new_vendor_is_one_package_and_one_registry_line(tmp_path: Path) -> No
     assert labels["gpu.feature.node.kubernetes.io/count"] == "1"
     assert labels["gpu.feature.node.kubernetes.io/acme.driver.version"] == "1.2.3"
     assert labels["gpu.feature.node.kubernetes.io/acme.driver.major"] == "1"
+
+
+def test_its_device_nodes_are_read_from_its_vendor(tmp_path: Path) -> None:
+    """``runtime`` lists and requires the nodes ``Vendor.dev_*`` name, nothing else."""
+    host = _host(tmp_path)
+    dev = tmp_path / "root/dev"
+    dev.mkdir()
+    (dev / "acmectl").write_text("")
+    (dev / "unrelated").write_text("")
+    sources = registry.sources((*registry.VENDORS, VENDOR))
+    snap = discover(host, sources=sources)
+    assert snap.runtime is not None
+    assert [n.path for n in snap.runtime.device_nodes] == ["dev/acmectl"]
+    assert snap.runtime.devices_ready is True
+    (dev / "acmectl").unlink()
+    snap = discover(HostRoot(tmp_path / "root"), sources=sources)
+    assert snap.runtime is not None and snap.runtime.devices_ready is False
 
 
 def _scan_schema_script() -> ModuleType:

@@ -8,8 +8,8 @@ import itertools
 import shutil
 from pathlib import Path
 
-from nfd_gpu.config import loader as config
 from nfd_gpu.agent import Agent
+from nfd_gpu.config import loader as config
 from nfd_gpu.health import HealthOptions, HealthTracker
 from nfd_gpu.model import Gpu, Health, HealthReason, Snapshot
 from tests.conftest import fixture_root

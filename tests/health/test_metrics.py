@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import prometheus_client
 
-from nfd_gpu.config import loader as config
 from nfd_gpu.agent.health import AgentHealth
 from nfd_gpu.agent.metrics import Metrics
+from nfd_gpu.config import loader as config
 from nfd_gpu.scan import run_scan
 from tests.conftest import fixture_root
 

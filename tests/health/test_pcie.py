@@ -12,8 +12,8 @@ import os
 import shutil
 from pathlib import Path
 
-from nfd_gpu.config import loader as config
 from nfd_gpu.agent import Agent
+from nfd_gpu.config import loader as config
 from nfd_gpu.scan import run_scan
 from tests.conftest import fixture_root
 

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from nfd_gpu.health import signals as health_signals
 from nfd_gpu.health import SEVERITY, HealthOptions, HealthTracker, judge
+from nfd_gpu.health import signals as health_signals
 from nfd_gpu.health.signals import BY_REASON, SIGNALS
 from nfd_gpu.model import Gpu, Health, HealthReason, Snapshot
 from nfd_gpu.scan import run_scan

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from nfd_gpu.config import loader as config
 from nfd_gpu import host as hostroot
 from nfd_gpu.agent import Agent
+from nfd_gpu.config import loader as config
 from tests.conftest import fixture_root
 
 G = "gpu.feature.node.kubernetes.io"

@@ -7,10 +7,10 @@ import json
 import time
 from pathlib import Path
 
-from nfd_gpu.config import loader as config
 from nfd_gpu.agent import Agent
 from nfd_gpu.agent.health import AgentHealth
 from nfd_gpu.agent.loop import STOP_GRACE
+from nfd_gpu.config import loader as config
 from nfd_gpu.discovery.nvidia import record, replay
 from nfd_gpu.discovery.nvidia.events import XidWatcher, library
 from nfd_gpu.scan import run_scan

@@ -32,9 +32,9 @@ from typing import Any
 import pytest
 
 from nfd_gpu.agent import Agent
+from nfd_gpu.agent.metrics import Metrics
 from nfd_gpu.config.loader import Config
 from nfd_gpu.features import empty
-from nfd_gpu.agent.metrics import Metrics
 from nfd_gpu.model import Snapshot
 from nfd_gpu.sinks.nodefeature import NodeFeatureSink
 from tests.k8s_api_server import FakeKubeAPI

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import yaml
 
-from nfd_gpu.config import loader as config
 from nfd_gpu.agent import Agent
 from nfd_gpu.agent.metrics import Metrics
+from nfd_gpu.config import loader as config
 from tests.hostile.test_api_faults import NS, Host, _until, running_agent
 from tests.k8s_api_server import FakeKubeAPI
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from nfd_gpu.agent import Agent
-from nfd_gpu.config.loader import Config
 from nfd_gpu.agent.metrics import Metrics
+from nfd_gpu.config.loader import Config
 from nfd_gpu.sinks.featurefile import FeatureFileSink
 from tests.sinks.nfd_local_parser import parse_features_dir
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from nfd_gpu.host import boundedfile
-from nfd_gpu.host.boundedfile import CONFIG_MAX, FileReadError
 from nfd_gpu.config.loader import ConfigError
 from nfd_gpu.config.loader import load as load_config
-from nfd_gpu.rules import load_rules
 from nfd_gpu.config.sharing import load_sharing_config
+from nfd_gpu.host import boundedfile
+from nfd_gpu.host.boundedfile import CONFIG_MAX, FileReadError
+from nfd_gpu.rules import load_rules
 from nfd_gpu.sinks import SinkError
 from nfd_gpu.sinks.nodefeature import build_api_client
 from tests.hostile.conftest import CASE_BYTES

@@ -218,8 +218,8 @@ def test_agent_keeps_last_good_labels_after_emfile(tmp_path: Path, bounded: None
     """The agent end to end (real scan, real feature-file sink): a pass that runs out
     of descriptors leaves the feature file as the last good pass wrote it."""
     from nfd_gpu.agent import Agent
-    from nfd_gpu.config.loader import Config
     from nfd_gpu.agent.metrics import Metrics
+    from nfd_gpu.config.loader import Config
 
     out = tmp_path / "features.d"
     cfg = Config(root=str(FIXTURES / "hgx-h100"), features_dir=str(out), udev=False)

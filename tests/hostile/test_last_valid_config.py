@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
-from nfd_gpu.config import loader as config
 from nfd_gpu.agent import Agent
 from nfd_gpu.agent.metrics import Metrics
+from nfd_gpu.config import loader as config
 from nfd_gpu.sinks import Publication, Sink
 from tests.conftest import REPO, fixture_root
 from tests.labels.nvidia_cases import SHARING

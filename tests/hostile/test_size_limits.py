@@ -14,9 +14,9 @@ import shutil
 import time
 from pathlib import Path
 
-from nfd_gpu.config import loader as config
 from nfd_gpu.agent import Agent
 from nfd_gpu.agent.metrics import Metrics
+from nfd_gpu.config import loader as config
 from nfd_gpu.sinks import Publication, Sink
 from tests.conftest import REPO, fixture_root
 from tests.hostile.test_api_faults import _until, running_agent

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from nfd_gpu.config import loader as config
 from nfd_gpu.agent import Agent
+from nfd_gpu.config import loader as config
 from nfd_gpu.rules import RuleError, load_rules
 from tests.conftest import REPO, fixture_root
 from tests.hostile.test_last_valid_config import MIG_READY, Recorder

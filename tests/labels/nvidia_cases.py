@@ -7,8 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
-from nfd_gpu.labels.nvidia import NvidiaOptions
 from nfd_gpu.config.sharing import load_sharing_config
+from nfd_gpu.labels.nvidia import NvidiaOptions
 from tests.conftest import FIXTURES, fixture_root
 
 SHARING = FIXTURES.parent / "sharing"

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from nfd_gpu.config.sharing import load_sharing_config
 from nfd_gpu.labels import nvidia, registry
 from nfd_gpu.labels.neutral import NAMESPACE, documented, render_docs
 from nfd_gpu.labels.nvidia import MIG_STRATEGIES, NvidiaOptions
 from nfd_gpu.labels.profile import Profile
 from nfd_gpu.scan import label, run_scan
-from nfd_gpu.config.sharing import load_sharing_config
 from tests.conftest import ALL_FIXTURES, REPO, fixture_root
 from tests.labels.nvidia_cases import SHARING, fabric_fixture
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from nfd_gpu.config.sharing import load_sharing_config
 from nfd_gpu.labels.nvidia import NvidiaOptions
 from nfd_gpu.scan import run_scan
-from nfd_gpu.config.sharing import load_sharing_config
 from tests.conftest import ALL_FIXTURES, FIXTURES, fixture_root
 from tests.labels.gfd_oracle import gfd_outputs
 

@@ -14,8 +14,10 @@ IO_CALLS = {"open"}
 # what label code may still reach that reads files, each with its reason
 ALLOWED = {
     ("intel.py", "nfd_gpu.catalog.tables"): "the built-in Intel model table (package data, cached)",
-    ("nvidia_vfio.py", "nfd_gpu.catalog.tables"): "the pci.ids names GFD's vfio strategy labels with "
-    "(package data, cached)",
+    (
+        "nvidia_vfio.py",
+        "nfd_gpu.catalog.tables",
+    ): "the pci.ids names GFD's vfio strategy labels with (package data, cached)",
 }
 
 

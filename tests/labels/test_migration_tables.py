@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from nfd_gpu.config.sharing import load_sharing_config
 from nfd_gpu.labels.nvidia import NvidiaOptions
 from nfd_gpu.labels.options import PROFILE_OPTIONS
 from nfd_gpu.rules import evaluate, load_rules
 from nfd_gpu.scan import run_scan
-from nfd_gpu.config.sharing import load_sharing_config
 from tests.conftest import REPO, fixture_root
 from tests.labels.amd_labeller_oracle import ALL_FLAGS, DAEMONSET_FLAGS, labeller_output
 from tests.labels.gfd_oracle import gfd_outputs

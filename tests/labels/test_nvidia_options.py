@@ -8,10 +8,10 @@ import pytest
 
 from nfd_gpu.capture import capture_host
 from nfd_gpu.cli import main
+from nfd_gpu.config.sharing import load_sharing_config
 from nfd_gpu.discovery.nvidia import replay as nvml_replay
 from nfd_gpu.labels.nvidia import NvidiaOptions
 from nfd_gpu.scan import run_scan
-from nfd_gpu.config.sharing import load_sharing_config
 from tests.conftest import DATA, GOLDEN, fixture_root
 from tests.labels.nvidia_cases import OPTION_CASES, SHARING, fabric_fixture
 
@@ -139,8 +139,8 @@ def test_no_clique_when_gpus_disagree_or_fabric_incomplete(tmp_path: Path) -> No
 
 
 def test_agent_config_keys(tmp_path: Path) -> None:
-    from nfd_gpu.config import loader as config
     from nfd_gpu.agent import Agent
+    from nfd_gpu.config import loader as config
 
     root = str(fixture_root("h100-mig-single"))
     cfg = config.load(
@@ -164,8 +164,8 @@ def test_agent_gfd_timestamp_fixed_at_start(monkeypatch: pytest.MonkeyPatch) -> 
     import re
     import time
 
-    from nfd_gpu.config import loader as config
     from nfd_gpu.agent import Agent
+    from nfd_gpu.config import loader as config
 
     root = str(fixture_root("a100-t4"))
     flags = {"root": root, "profiles": "nvidia", "oneshot": True, "outputs": "hook"}

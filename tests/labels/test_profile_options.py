@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from nfd_gpu.config import loader as config
 from nfd_gpu.cli import main
+from nfd_gpu.config import loader as config
 from nfd_gpu.labels.options import PROFILE_OPTIONS, check, selected
 from nfd_gpu.scan import run_scan
 from tests.conftest import REPO, fixture_root

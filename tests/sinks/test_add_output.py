@@ -10,9 +10,9 @@ from typing import TextIO
 
 import pytest
 
-from nfd_gpu.config import loader as config
-from nfd_gpu.config.loader import settings
 from nfd_gpu.agent.outputs import build_sinks, sink_settings
+from nfd_gpu.config import loader as config
+from nfd_gpu.config import settings
 from nfd_gpu.sinks import Output, OutputSettings, Publication, Sink, registry
 from nfd_gpu.sinks.dryrun import DryRunSink
 from nfd_gpu.sinks.featurefile import render_body

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from nfd_gpu.config.loader import settings
 from nfd_gpu.agent.outputs import build_sinks, sink_settings
+from nfd_gpu.config import settings
 from nfd_gpu.config.settings import Config
 from nfd_gpu.sinks import OutputSettings, Publication, nodefeature
 from nfd_gpu.sinks.registry import OUTPUTS, SETTINGS, chosen

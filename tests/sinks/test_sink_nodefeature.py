@@ -150,8 +150,8 @@ def test_a_reload_that_rebuilds_the_sinks_stops_the_old_watch(
 ) -> None:
     import time
 
-    from nfd_gpu.config import loader as config
     from nfd_gpu.agent import Agent
+    from nfd_gpu.config import loader as config
     from tests.hostile.test_api_faults import FakeResult
 
     flags = {

@@ -19,4 +19,6 @@ VENDOR = Vendor(
     sources=(amdgpuinfo.SOURCE, sysfs.SOURCE, ras.SOURCE),
     sriov_host_drivers=("gim",),  # AMD MxGPU
     accelerators_are_gpus=True,  # vendor 1002 makes no other class-0x12 device
+    dev_list=("kfd",),
+    dev_needs=("kfd",),  # ROCm's compute interface beside the render node
 )

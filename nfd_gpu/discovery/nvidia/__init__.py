@@ -24,4 +24,11 @@ VENDOR = Vendor(
     modules=("nvidia",),
     # nvidia-tegra first: it adds the integrated GPU the others then see
     sources=(tegra.SOURCE, driver.SOURCE, vgpu.SOURCE),
+    # nvidia-modprobe makes dev/nvidiactl and dev/nvidia<N> with mknod (no sysfs trace);
+    # containers do not use the DRM render node
+    dev_list=("nvidia",),
+    dev_needs=("nvidiactl",),
+    dev_per_gpu="nvidia",
+    render_node=False,
+    dev_in_sysfs=False,
 )

@@ -23,8 +23,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from nfd_gpu.catalog import families
-from nfd_gpu.catalog import tables
+from nfd_gpu.catalog import families, tables
 from nfd_gpu.discovery.nvidia import cuda
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.host import HostRoot
