@@ -9,7 +9,6 @@ its sources in the ``source`` column.
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,6 +67,8 @@ def vendor_names() -> tuple[str, ...]:
     """The GPU vendors, in the registry's order: the vendor enum of the scan schema
     (``data/scan-v1.schema.json``), which ``scripts/scan_schema.py`` writes from
     ``discovery.registry.VENDORS`` (the layers below discovery read the names here)."""
+    import json  # lazy: read for the docs only, a scan needs no JSON codec
+
     doc = json.loads((DATA / "scan-v1.schema.json").read_text("utf-8"))
     return tuple(doc["$defs"]["gpu"]["properties"]["vendor"]["enum"])
 
