@@ -1,66 +1,41 @@
 """The ``nvidia`` compatibility profile: GPU Feature Discovery's keys and value formats.
 
-Keys:
-
-- under ``nvidia.com/``, as GFD v0.19.0 writes them;
-- see docs/migration.md and tests/data/nvidia/;
-- documented in :data:`LABEL_TABLE`, rendered to docs/labels-nvidia.md.
-
+Keys are under ``nvidia.com/``, as GFD v0.19.0 writes them: see docs/migration.md and
+tests/data/nvidia/. :data:`LABEL_TABLE` documents them, rendered to docs/labels-nvidia.md.
 As in GFD's ``internal/lm``, the labels are small labelers merged in order: :data:`LABELERS`.
 
-GPUs:
-
-- By default, those NVML enumerates: bound to ``nvidia`` and answered by NVML.
-- As GFD, nothing is emitted when NVML does not answer. Cases: no driver, or a vfio-only host.
-  GFD then exits with ``--fail-on-init-error``.
-- Nothing is emitted either when one NVML GPU fails. A lost GPU fails GFD's pass.
-- GFD's ``vfio`` strategy, set by ``NvidiaOptions.discovery``: the GPUs bound to vfio-pci.
-  See :mod:`.nvidia_vfio`.
-- ``tegra``, and ``auto`` on a Jetson: the integrated GPU as CUDA answers.
-  See :mod:`.nvidia_tegra`.
-
-Product on mixed nodes, as GFD's ``newGPULabelers``:
-
-- GFD writes the labels of every model: the MIG-enabled models first, the full-GPU models last.
-  So a full GPU's model wins over a MIG-enabled one.
-- Among several full-GPU models, GFD's winner follows Go map order. The same holds for several
-  MIG-enabled models on a node without full GPUs. See GFD's issues #27 and #731.
-- nfd-gpu picks the most numerous model. On a tie it picks the first name in sorted order.
-- ``gpu.count`` counts the GPUs of that model, MIG-enabled or not, as in GFD.
-
-MIG strategy:
-
-- ``none`` is the default, as in GFD. ``single`` and ``mixed`` behave as GFD's.
-- It is set by ``--mig-strategy``, ``NFD_GPU_MIG_STRATEGY`` or the sharing config's
-  ``flags.migStrategy``.
-- An invalid ``single`` gives ``gpu.product=<model>-MIG-INVALID`` and count 0.
-- ``auto`` is nfd-gpu's own. It derives the strategy from the hardware:
-  ``none`` when no GPU has MIG on;
-  ``single`` when every GPU has MIG on and all MIG devices share one profile;
-  ``mixed`` otherwise.
-- MIG devices carry ``memory``, ``multiprocessors``, ``slices.gi/ci`` and
-  ``engines.copy/decoder/encoder/jpeg/ofa``. They come from NVML's MIG device attributes.
-
-Sharing, from ``--sharing-config``:
-
-- The file is the device plugin's config. :mod:`nfd_gpu.config.sharing` reads it into
-  :class:`NvidiaOptions`.
-- Labels: ``gpu.replicas`` and ``gpu.sharing-strategy``, which is ``time-slicing`` or ``mps``.
-- As the device plugin's ``api/config/v1/sharing.go``: the strategy is MPS when the ``mps``
+- GPUs: by default those NVML enumerates, bound to ``nvidia``. As GFD, nothing is emitted
+  when NVML does not answer: no driver, or a vfio-only host. GFD exits there with
+  ``--fail-on-init-error``. Nothing either when one NVML GPU fails: a lost GPU fails GFD's pass.
+- GFD's ``vfio`` strategy, by ``NvidiaOptions.discovery``: the GPUs bound to vfio-pci, see
+  :mod:`.nvidia_vfio`. ``tegra``, and ``auto`` on a Jetson: the integrated GPU as CUDA
+  answers, see :mod:`.nvidia_tegra`.
+- Product on mixed nodes, as GFD's ``newGPULabelers``: GFD writes every model's labels, the
+  MIG-enabled models first, the full-GPU models last. So a full GPU's model wins. Among
+  several full-GPU models GFD's winner follows Go map order: its issues #27 and #731. So it
+  does among MIG-enabled models on a node without full GPUs. nfd-gpu picks the most numerous
+  model; on a tie, the first name in sorted order. ``gpu.count`` counts the GPUs of that
+  model, MIG-enabled or not, as in GFD.
+- MIG strategy, by ``--mig-strategy``, ``NFD_GPU_MIG_STRATEGY`` or ``flags.migStrategy`` of the
+  sharing config. ``none`` is the default; it, ``single`` and ``mixed`` behave as GFD's. An
+  invalid ``single`` gives ``gpu.product=<model>-MIG-INVALID``, count 0. ``auto`` is nfd-gpu's
+  own: ``none`` when no GPU has MIG on; ``single`` when every GPU has MIG on and all MIG
+  devices share one profile; else ``mixed``. MIG devices carry ``memory``,
+  ``multiprocessors``, ``slices.gi/ci`` and ``engines.copy/decoder/encoder/jpeg/ofa``,
+  from NVML's MIG device attributes.
+- Sharing: ``--sharing-config`` is the device plugin's config file.
+  :mod:`nfd_gpu.config.sharing` reads it into :class:`NvidiaOptions`. Labels:
+  ``gpu.replicas``, ``gpu.sharing-strategy`` of ``time-slicing`` or ``mps``, ``mps.capable``.
+  As the device plugin's ``api/config/v1/sharing.go``: the strategy is MPS when the ``mps``
   block has replicas. The replicas come from the ``mps`` block whenever there is one.
-- ``-SHARED`` ends the product when replicas > 1, unless ``renameByDefault`` is set.
-- ``mps.capable`` is written too.
-- MPS with MIG-enabled GPUs is a warning and no label at all. GFD fails its pass there.
-- ``gpu.clique`` is written when every fabric-attached GPU reports the same cluster UUID and
-  clique id.
-
-Other labels:
-
-- ``gfd.timestamp`` only with ``NvidiaOptions.timestamp``, set by ``--gfd-timestamp``.
-  The agent fixes it once at start, as GFD does.
-  It is off by default: a value that changes on every restart rewrites the node object.
+  ``-SHARED`` ends the product when replicas > 1, unless ``renameByDefault``. MPS with
+  MIG-enabled GPUs is a warning and no label at all: GFD fails its pass.
+- ``gpu.clique`` when every fabric-attached GPU reports the same cluster UUID and clique id.
+- ``gfd.timestamp`` only with ``NvidiaOptions.timestamp``, set by ``--gfd-timestamp``. The
+  agent fixes it once at start, as GFD does. It is off by default: a value that changes on
+  every restart rewrites the node object.
 - ``vgpu.present``, ``vgpu.host-driver-version`` and ``vgpu.host-driver-branch`` come from
-  the GPUs' vGPU-guest facts. See :mod:`nfd_gpu.discovery.nvidia.vgpu`.
+  the GPUs' vGPU-guest facts: see :mod:`nfd_gpu.discovery.nvidia.vgpu`.
 """
 
 from __future__ import annotations
@@ -167,21 +142,15 @@ def clique(gpus: list[Gpu], warnings: list[str] | None = None) -> str | None:
 def gfd_gpus(snap: Snapshot, warnings: list[str] | None = None) -> list[Gpu]:
     """Return the GPUs GFD labels: those bound to the ``nvidia`` driver, less a DGX Display.
 
-    The skipped names are :data:`GFD_SKIPPED_NAMES`. The result is empty when:
-
-    - NVML answered for some GPUs and failed for another;
-    - NVML lists none of them: RmInitAdapter failed;
-    - ``nvmlInit`` failed with the library present.
-
-    Why: GFD only sees GPUs through NVML, with ``--device-discovery-strategy auto``.
-
-    - Without the driver GFD exits: ``--fail-on-init-error`` defaults to true.
-    - An NVML error on one GPU, a lost one say, fails its labelling pass.
-    - Either way it writes no ``nvidia.com`` label.
-    - GPUs bound to another driver, such as ``vfio-pci``, are invisible to NVML.
-
-    When nfd-gpu itself has no NVML, the driver-bound GPUs are labelled from procfs and PCI.
-    No NVML means no recorded answers and no library.
+    - The skipped names are :data:`GFD_SKIPPED_NAMES`.
+    - Empty when NVML answered for some GPUs and failed for another; when NVML lists none of
+      them, RmInitAdapter failed; or when ``nvmlInit`` failed with the library present.
+    - Why: GFD only sees GPUs through NVML, by ``--device-discovery-strategy auto``. Without
+      the driver it exits: ``--fail-on-init-error`` defaults to true. An NVML error on one
+      GPU, a lost one say, fails its labelling pass. Either way it writes no ``nvidia.com``
+      label. GPUs bound to another driver, such as ``vfio-pci``, are invisible to NVML.
+    - When nfd-gpu itself has no NVML, no recorded answers and no library, the driver-bound
+      GPUs are labelled from procfs and PCI.
     """
     gpus = [g for g in snap.gpus if g.vendor == "nvidia"]
     init_error = nvml_init_error(snap)
@@ -199,10 +168,9 @@ def gfd_gpus(snap: Snapshot, warnings: list[str] | None = None) -> list[Gpu]:
 
 
 def _not_answering(g: Gpu) -> bool:
-    """Tell whether NVML was up and did not list this GPU.
+    """Tell whether NVML was up and did not list this GPU: RmInitAdapter failed.
 
-    That is RmInitAdapter failing: "No devices were found".
-    GFD then sees no device: an NVML error for GFD, not a node without NVML.
+    NVML says "No devices were found". GFD sees no device: an NVML error, not a node without NVML.
     """
     return any(r.reason == "not-answering" and r.source == "nvml" for r in g.health.reasons)
 
@@ -224,8 +192,8 @@ def _skipped(g: Gpu) -> bool:
 def product_model(gpus: list[Gpu]) -> str:
     """Return the model ``gpu.*`` describes.
 
-    A full-GPU model wins when there is one: GFD writes those last.
-    Among them, the most numerous wins; on a tie, the first in sorted order.
+    A full-GPU model wins when there is one: GFD writes those last. Among them the most
+    numerous wins; on a tie, the first in sorted order.
     """
     full = [g for g in gpus if not g.nvidia.mig_enabled] or gpus
     names = Counter(gfd_sanitise(g.product or "") for g in full)
@@ -343,8 +311,7 @@ def _mig_strategy(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
 def _mig_devices(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
     """Return the labels of the MIG devices.
 
-    - Strategy single: ``gpu.*`` of the MIG devices. ``-MIG-INVALID`` when the node does not
-      allow it.
+    - Strategy single: ``gpu.*`` of the MIG devices; ``-MIG-INVALID`` if the node forbids it.
     - Strategy mixed: ``mig-<profile>.*`` per MIG profile.
     """
     if p.strategy == "none":
@@ -405,8 +372,7 @@ def nvidia_labels(
 ) -> dict[str, str]:
     """Return GFD's labels of the node: :data:`LABELERS` merged in order.
 
-    Empty where GFD writes none, with the reason in ``warnings``.
-    """
+    Empty where GFD writes none, with the reason in ``warnings``."""
     opts = opts or NvidiaOptions()
     warnings = [] if warnings is None else warnings
     bars = None
