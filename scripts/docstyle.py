@@ -13,7 +13,8 @@ Sentence rule, the same for Python and Go:
 - a sentence ends at `.`, `!` or `?` followed by a space or the end of the text;
 - a line ending with `:` ends one too (it introduces a list);
 - a blank line ends one, and each list item (`-`, `*`, `1.`) starts one;
-- indented blocks under `::` or after a `>>>` line are code and are skipped;
+- the indented block under a `::` line, and a `>>>` session up to a blank line, are code
+  and are skipped;
 - inline code (`x` or ``x``) counts as one word, and its parentheses are not counted.
 
 A word is a whitespace-separated token holding a letter or digit.
@@ -23,6 +24,7 @@ or `const` line, in non-test, non-generated files.
 
     python scripts/docstyle.py                       # the package
     python scripts/docstyle.py --by-package          # plus one row per subpackage
+    python scripts/docstyle.py --package /tmp/old/nfd_gpu   # another checkout's package
     python scripts/docstyle.py --go NFD=NFD_CLONE::source --go GFD=GFD_CLONE::internal/lm
 
 A `--go` path is a directory of Go files, or `GITDIR::SUBDIR` to read a bare clone's HEAD.
@@ -81,27 +83,38 @@ class Tally:
 
 
 def prose(text: str) -> str:
-    """The text less its code blocks (after `::` or `>>>`) and inline code."""
+    """Return the text less its code blocks and inline code.
+
+    A code block is the indented block after a line ending with `::`,
+    or a `>>>` session up to the next blank line.
+    """
     out: list[str] = []
-    code_indent: int | None = None
-    after_colons = False
+    block_indent: int | None = None  # in a `::` block: lines indented deeper are code
+    colons_indent: int | None = None  # the last text line ended with `::`, at this indent
+    doctest = False
     for line in text.splitlines():
+        stripped = line.strip()
         indent = len(line) - len(line.lstrip())
-        if code_indent is not None:
-            if not line.strip() or indent >= code_indent:
+        if doctest:
+            if stripped:
                 continue
-            code_indent = None
-        if line.lstrip().startswith(">>>"):
-            code_indent = indent
+            doctest = False
+        if block_indent is not None:
+            if not stripped or indent > block_indent:
+                continue
+            block_indent = None
+        if colons_indent is not None and stripped:
+            deeper = indent > colons_indent
+            block_indent = colons_indent if deeper else None
+            colons_indent = None
+            if deeper:
+                continue
+        if stripped.startswith(">>>"):
+            doctest = True
             continue
-        if after_colons and line.strip():
-            if indent > 0:
-                code_indent = indent
-                continue
-            after_colons = False
         out.append(line)
         if line.rstrip().endswith("::"):
-            after_colons = True
+            colons_indent = indent
     joined = re.sub(r"``[^`]*``", "code", "\n".join(out))
     return re.sub(r"`[^`\n]*`", "code", joined)
 
@@ -143,6 +156,19 @@ def summary_line(text: str) -> bool:
     return len(lines) == 1 or not lines[1].strip()
 
 
+def docstrings(path: Path) -> list[str]:
+    """The module, class and function docstrings of one Python file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    nodes: list[ast.AST] = [tree]
+    nodes += [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    found = [ast.get_docstring(n) for n in nodes]  # type: ignore[arg-type]
+    return [doc for doc in found if doc]
+
+
 def python_tally(package: Path) -> tuple[Tally, dict[str, Tally]]:
     """Tally the package's docstrings, in total and per subpackage."""
     total = Tally()
@@ -152,18 +178,9 @@ def python_tally(package: Path) -> tuple[Tally, dict[str, Tally]]:
         module = ".".join(rel.with_suffix("").parts)
         parts = rel.parts
         sub = parts[1] if len(parts) > 2 else "(top-level modules)"
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        nodes: list[ast.AST] = [tree]
-        nodes += [
-            n
-            for n in ast.walk(tree)
-            if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-        ]
-        for node in nodes:
-            doc = ast.get_docstring(node)  # type: ignore[arg-type]
-            if doc:
-                total.add(doc, module)
-                subs.setdefault(sub, Tally()).add(doc, module)
+        for doc in docstrings(path):
+            total.add(doc, module)
+            subs.setdefault(sub, Tally()).add(doc, module)
     return total, subs
 
 
@@ -226,8 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--by-package", action="store_true", help="one row per subpackage")
     parser.add_argument("--go", action="append", default=[], metavar="LABEL=PATH")
     parser.add_argument("--worst", type=int, default=15, help="worst modules listed")
+    parser.add_argument("--package", type=Path, default=PACKAGE, help="another nfd_gpu tree")
     args = parser.parse_args(argv)
-    total, subs = python_tally(PACKAGE)
+    total, subs = python_tally(args.package)
     print(f"{'':<28} {'docs':>6} {'words/sent':>10} {'parens/100w':>12} {'summary':>10}")
     print(total.row("nfd_gpu"))
     for spec in args.go:
