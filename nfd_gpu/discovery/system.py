@@ -11,7 +11,7 @@ from nfd_gpu.model import Snapshot
 
 
 def gpu_modules(vendors: Iterable[Vendor]) -> tuple[str, ...]:
-    """Return the vendors' kernel modules; their version is in ``sys/module/<name>/version``."""
+    """Return the vendors' kernel modules, whose version is reported: ``sys/module/<m>/version``."""
     return tuple(m for v in vendors for m in v.modules)
 
 

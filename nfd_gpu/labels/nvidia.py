@@ -18,10 +18,10 @@ As in GFD's ``internal/lm``, the labels are small labelers merged in order: :dat
   model, MIG-enabled or not, as in GFD.
 - MIG strategy, by ``--mig-strategy``, ``NFD_GPU_MIG_STRATEGY`` or ``flags.migStrategy`` of the
   sharing config. ``none`` is the default; it, ``single`` and ``mixed`` behave as GFD's. An
-  invalid ``single`` gives ``gpu.product=<model>-MIG-INVALID``, count 0. ``auto`` is nfd-gpu's
-  own: ``none`` when no GPU has MIG on; ``single`` when every GPU has MIG on and all MIG
-  devices share one profile; else ``mixed``. MIG devices carry ``memory``,
-  ``multiprocessors``, ``slices.gi/ci`` and ``engines.copy/decoder/encoder/jpeg/ofa``,
+  invalid ``single`` gives ``gpu.product=<model>-MIG-INVALID``, count 0. ``auto``, nfd-gpu's
+  own, derives it from the hardware: ``none`` when no GPU has MIG on; ``single`` when every
+  GPU has MIG on and all MIG devices share one profile; else ``mixed``. MIG devices carry
+  ``memory``, ``multiprocessors``, ``slices.gi/ci`` and ``engines.copy/decoder/encoder/jpeg/ofa``,
   from NVML's MIG device attributes.
 - Sharing: ``--sharing-config`` is the device plugin's config file.
   :mod:`nfd_gpu.config.sharing` reads it into :class:`NvidiaOptions`. Labels:
