@@ -1,35 +1,45 @@
 """``nfd-gpu snapshot DIR``: capture what discovery reads, so ``scan --root DIR`` replays it.
 
-One real scan runs with :meth:`HostRoot.set_recorder`; every path it read, listed,
+One real scan runs with :meth:`HostRoot.set_recorder`. Every path it read, listed,
 readlink'd or tested is then copied from the root into DIR, and nothing else:
 
-* path components that are symbolic links are recreated as links (absolute targets
-  rewritten relative, so DIR is self-contained) and followed, so the sysfs shape
-  (``sys/bus/pci/devices/<bdf>``, ``driver``, ``iommu_group``, ``physfn``, ``virtfnN``,
-  ``drm``) survives; dangling links and link loops are copied as the links they are;
-* regular files are copied bounded: at most ``MAX_READ`` + 1 bytes, i.e. what a scan reads
-  plus the byte that tells it the file was longer (so the truncation warning replays);
-* a directory that was listed gets its entries as markers (an empty directory, an empty
-  file, or the link), enough for the same listing; below ``dev/`` only the entries
-  discovery uses (``nvidia*``, ``kfd``, ``dri/card*``, ``dri/renderD*``, ``vfio/*``), all
-  as empty marker files with the node's permission bits (device nodes are never opened;
-  they replay as regular files);
-* FIFOs, sockets and device nodes that were read become empty files (what a scan read);
-* pci.ids (``usr/share/...``) is read by the pci.ids parser, not through the recorder: the
-  first one found is copied whole (public data, at most 16 MiB) so product names replay;
-* NVML: as ``scan --nvml auto`` asks it: a root that has an ``nvml.json`` (a fixture, an
-  earlier snapshot) gets it copied as is (a regular file, at most 4 MiB); otherwise every
-  answer the library (``pynvml``, or ``nvml_lib``) gave is recorded through
-  :mod:`nfd_gpu.discovery.nvidia.record` into ``nvml.json`` (also under ``--root /host``).
+* Path components that are symbolic links are recreated as links and followed.
+  Absolute targets are rewritten relative, so DIR is self-contained.
+  So the sysfs shape survives: ``sys/bus/pci/devices/<bdf>``, ``driver``, ``iommu_group``,
+  ``physfn``, ``virtfnN``, ``drm``.
+  Dangling links and link loops are copied as the links they are.
+* Regular files are copied bounded: at most ``MAX_READ`` + 1 bytes.
+  That is what a scan reads plus the byte that tells it the file was longer.
+  So the truncation warning replays.
+* A directory that was listed gets its entries as markers, enough for the same listing.
+  A marker is an empty directory, an empty file, or the link.
+* Below ``dev/``, only the entries discovery uses: ``nvidia*``, ``kfd``, ``dri/card*``,
+  ``dri/renderD*``, ``vfio/*``.
+  They become empty marker files with the node's permission bits.
+  Device nodes are never opened; they replay as regular files.
+* FIFOs, sockets and device nodes that were read become empty files: what a scan read.
+* pci.ids under ``usr/share/`` is read by the pci.ids parser, not through the recorder.
+  The first one found is copied whole, so product names replay.
+  It is public data, at most 16 MiB.
+* NVML, as ``scan --nvml auto`` asks it:
+  a root that has an ``nvml.json`` gets it copied as is, a regular file of at most 4 MiB.
+  Such a root is a fixture or an earlier snapshot.
+  Otherwise every answer the library gave is recorded into ``nvml.json``.
+  The library is ``pynvml``, or ``nvml_lib``.
+  The recording goes through :mod:`nfd_gpu.discovery.nvidia.record`, also under ``--root /host``.
 
-``SNAPSHOT.json`` lists what was captured (files, links, skipped paths) for a bug report.
+``SNAPSHOT.json`` lists what was captured, for a bug report: files, links, skipped paths.
 
-Every read of the root goes through :class:`HostRoot` (confined to it: a link to
-``/etc/shadow`` in the root is re-rooted, never followed out), pci.ids and ``nvml.json``
-included. Every write goes through ``_Dest``: DIR is created (or an existing empty
-directory that is not a link), and each path below it is created from DIR's descriptor
-component by component with ``O_NOFOLLOW`` (files ``O_EXCL``), so nothing is written
-outside DIR, not even through a link planted in DIR while the snapshot runs.
+Confinement:
+
+* Every read of the root goes through :class:`HostRoot`, pci.ids and ``nvml.json`` included.
+  Reads are confined to the root: a link to ``/etc/shadow`` in it is re-rooted,
+  never followed out.
+* Every write goes through ``_Dest``.
+  DIR is created, or it is an existing empty directory that is not a link.
+  Each path below it is created from DIR's descriptor, component by component,
+  with ``O_NOFOLLOW``; files also get ``O_EXCL``.
+  So nothing is written outside DIR, not even through a link planted in DIR during the run.
 """
 
 from __future__ import annotations
@@ -71,7 +81,7 @@ MARKER_ONLY = ("dev",)
 
 
 class CaptureError(Exception):
-    """DIR cannot be used (not empty, not a directory, not writable)."""
+    """DIR cannot be used: not empty, not a directory, or not writable."""
 
 
 @dataclass
@@ -90,9 +100,12 @@ _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "
 
 
 class _Dest:
-    """Writes below DIR only: every path is created component by component from DIR's
-    descriptor, directories opened ``O_NOFOLLOW`` and files created ``O_EXCL |
-    O_NOFOLLOW``, so no link (planted or copied) is ever followed by a write."""
+    """Write below DIR only.
+
+    Every path is created component by component from DIR's descriptor.
+    Directories are opened ``O_NOFOLLOW``; files are created ``O_EXCL | O_NOFOLLOW``.
+    So no link, planted or copied, is ever followed by a write.
+    """
 
     def __init__(self, dest: str) -> None:
         try:
@@ -121,8 +134,11 @@ class _Dest:
         os.close(self._dir(rel))
 
     def write(self, rel: str, data: bytes, mode: int = 0o644, *, replace: bool = False) -> bool:
-        """Create ``rel`` with ``data``. An existing ``rel`` is left as it is (False), or
-        with ``replace`` (a file copied over its marker) rewritten if a regular file."""
+        """Create ``rel`` with ``data``; return False when it was left as it is.
+
+        An existing ``rel`` is left as it is. With ``replace`` it is rewritten if a regular
+        file: a file copied over its marker.
+        """
         parent, _, name = rel.rpartition("/")
         pfd = self._dir(parent)
         try:
@@ -155,8 +171,10 @@ class _Dest:
 
 
 class _Copier:
-    """Copies what a scan read from the root (read through :class:`HostRoot`, confined
-    to it) into DIR (written through :class:`_Dest`)."""
+    """Copy what a scan read from the root into DIR.
+
+    Reads go through :class:`HostRoot`, confined to the root; writes go through :class:`_Dest`.
+    """
 
     def __init__(self, root: str, dest: str, report: CaptureReport) -> None:
         self.host = HostRoot(root)
@@ -209,7 +227,7 @@ class _Copier:
             self.report.bytes += len(data)
 
     def _entries(self, rel: str) -> None:
-        """Markers for the entries of a listed directory ``rel`` (a resolved path)."""
+        """Return markers for the entries of a listed directory ``rel``, a resolved path."""
         keep = LIST_FILTERS.get(rel)
         for name in self.host.listdir(rel):
             if keep is not None and not name.startswith(keep):
@@ -275,8 +293,7 @@ class _Copier:
 
 
 def _new_dest(dest: str) -> None:
-    """DIR created here (its parents as needed), or an existing empty directory that is
-    not a symbolic link."""
+    """Return DIR, created here with its parents, or an existing empty directory, not a link."""
     try:
         st = os.lstat(dest)
     except FileNotFoundError:
@@ -299,11 +316,12 @@ def capture_host(
     nvml_lib: ModuleType | None = None,
     xid_seconds: float = 0.0,
 ) -> CaptureReport:
-    """Scan ``root`` while recording, then copy what was read into ``dest`` (empty or new).
+    """Scan ``root`` while recording, then copy what was read into ``dest``, empty or new.
 
-    ``nvml_lib``: the NVML library to record through (tests pass a fake ``pynvml``); by
-    default ``pynvml`` when it imports, unless the root has an ``nvml.json`` (copied).
-    ``xid_seconds``: then watch NVML's XID events that long, recorded as ``"events"``.
+    - ``nvml_lib``: the NVML library to record through; tests pass a fake ``pynvml``.
+      By default ``pynvml`` when it imports, unless the root has an ``nvml.json``.
+      That file is then copied.
+    - ``xid_seconds``: then watch NVML's XID events that long, recorded as ``"events"``.
     """
     dest_s = os.fspath(dest)
     root_s = os.fspath(root).rstrip("/") or "/"
@@ -379,9 +397,13 @@ def _peer_pci_files(copier: _Copier, snap: Snapshot) -> list[str]:
 
 
 def _copy_whole(copier: _Copier, candidates: tuple[str, ...], limit: int) -> tuple[str, int] | None:
-    """The first of ``candidates`` the root has as a regular file, read through HostRoot
-    (confined, at most ``limit`` bytes) and written as a regular file: pci.ids (public
-    data, so product names replay) or an NVML recording; (its path, its size) or None."""
+    """Copy the first of ``candidates`` the root has as a regular file; return its path and size.
+
+    - It is read through HostRoot, confined, at most ``limit`` bytes.
+    - It is written as a regular file.
+    - Used for pci.ids, public data, so product names replay; and for an NVML recording.
+    - Return None when the root has none.
+    """
     host, report = copier.host, copier.report
     for rel in candidates:
         st = host.stat(rel)
@@ -402,7 +424,7 @@ def _copy_whole(copier: _Copier, candidates: tuple[str, ...], limit: int) -> tup
 
 
 def _record_xids(lib: ModuleType, seconds: float) -> None:
-    """The XID events NVML delivers within ``seconds`` (the recorder keeps them)."""
+    """Watch the XID events NVML delivers within ``seconds``; the recorder keeps them."""
     watcher = XidWatcher(lib)
     if not watcher.open():
         return

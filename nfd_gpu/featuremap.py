@@ -1,5 +1,8 @@
-"""Snapshot -> NFD features (``gpu.device``, ``gpu.partition``, ``gpu.node``,
-``pci.device``, ``kernel.loadedmodule``), all values strings."""
+"""Snapshot -> NFD features, all values strings.
+
+The features: ``gpu.device``, ``gpu.partition``, ``gpu.node``, ``pci.device``,
+``kernel.loadedmodule``.
+"""
 
 from __future__ import annotations
 
@@ -58,7 +61,7 @@ def gpu_instance(g: Gpu) -> dict[str, str]:
 
 
 def pci_instance(d: PciDevice) -> dict[str, str]:
-    """NFD's own ``pci.device`` shape: class cut to 4 hex digits, ids without ``0x``."""
+    """Return NFD's own ``pci.device`` shape: class cut to 4 hex digits, ids without ``0x``."""
     out = {
         "class": d.class_id[:4],
         "vendor": d.vendor,
@@ -77,7 +80,7 @@ def pci_instance(d: PciDevice) -> dict[str, str]:
 
 
 def runtime_flags(rt: Runtime) -> list[str]:
-    """The ``gpu.runtime`` flag feature: the runtime pieces found."""
+    """Return the ``gpu.runtime`` flag feature: the runtime pieces found."""
     out = []
     if rt.nvidia_toolkit_config:
         out.append("nvidia-container-toolkit")

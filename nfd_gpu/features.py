@@ -8,9 +8,10 @@
       "instances":  {"<domain>.<feature>": {"elements": [{"attributes": {"<k>": "<string>"}}]}},
     }
 
-Feature names are lower case (NFD lower-cases the feature name of every rule term,
-so an upper-case name could never match). All values are strings.
-This module is the contract between discovery, the rule engine and the sinks.
+- Feature names are lower case. NFD lower-cases the feature name of every rule term,
+  so an upper-case name could never match.
+- All values are strings.
+- This module is the contract between discovery, the rule engine and the sinks.
 """
 
 from __future__ import annotations
@@ -28,14 +29,14 @@ def empty() -> Features:
 
 
 def add_flags(features: Features, name: str, elements: Iterable[str]) -> None:
-    """Add (union) flag elements to feature ``name``."""
+    """Add flag elements to feature ``name``, as a union."""
     elems = features["flags"].setdefault(name, {"elements": {}})["elements"]
     for e in elements:
         elems[e] = {}
 
 
 def add_attributes(features: Features, name: str, elements: Mapping[str, str]) -> None:
-    """Add attribute elements to feature ``name`` (later values win)."""
+    """Add attribute elements to feature ``name``; later values win."""
     features["attributes"].setdefault(name, {"elements": {}})["elements"].update(
         {k: str(v) for k, v in elements.items()}
     )
@@ -49,8 +50,10 @@ def add_instances(features: Features, name: str, instances: Iterable[Mapping[str
 
 
 def merge(into: Features, other: Features) -> None:
-    """Merge ``other`` into ``into`` the way nfd-master merges NodeFeature objects:
-    flags are unioned, attributes overwritten per key, instances appended."""
+    """Merge ``other`` into ``into`` the way nfd-master merges NodeFeature objects.
+
+    Flags are unioned, attributes overwritten per key, instances appended.
+    """
     for name, fs in other.get("flags", {}).items():
         add_flags(into, name, fs.get("elements", {}))
     for name, fs in other.get("attributes", {}).items():
@@ -67,7 +70,7 @@ OWNED_PREFIX = "gpu."
 
 
 def owned(features: Features) -> Features:
-    """The features whose names nfd-gpu owns (``gpu.*``), as a new feature set."""
+    """Return the features whose names nfd-gpu owns, ``gpu.*``, as a new feature set."""
     return {
         kind: {
             name: copy.deepcopy(fs)

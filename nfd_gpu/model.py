@@ -1,8 +1,8 @@
 """The snapshot model: immutable, JSON-serialisable records of what discovery found.
 
-A :class:`Snapshot` is the single input of every labeler. It converts to NFD's
-feature model (``flags`` / ``attributes`` / ``instances``) with
-:func:`nfd_gpu.featuremap.snapshot_features`.
+A :class:`Snapshot` is the single input of every labeler.
+:func:`nfd_gpu.featuremap.snapshot_features` converts it to NFD's feature model:
+``flags``, ``attributes`` and ``instances``.
 """
 
 from __future__ import annotations
@@ -21,13 +21,14 @@ SCHEMA_VERSION = 1
 
 @dataclass(frozen=True, slots=True)
 class PcieLink:
-    """Negotiated (current) and maximum PCIe link of a function, and the maximum of the
-    port above it (``port_*``: its upstream bridge; None when it has none, e.g. a root
-    complex integrated endpoint, or in a VM).
+    """The PCIe link of a function: negotiated, that is current, and maximum.
 
-    ``gen`` / ``width`` are what the link can do: the lower of both ends' maximum (Linux
-    ``max_link_speed`` / ``max_link_width``, docs/health.md "PCIe link"). The current speed
-    is not a loss: GPUs train their link down to 2.5 GT/s when idle and back up under load.
+    - ``port_*``: the maximum of the port above it, its upstream bridge.
+      None when it has none, as a root complex integrated endpoint or in a VM.
+    - ``gen`` and ``width`` are what the link can do: the lower of both ends' maximum.
+      Linux calls them ``max_link_speed`` and ``max_link_width``; see docs/health.md "PCIe link".
+    - The current speed is not a loss: GPUs train their link down to 2.5 GT/s when idle,
+      and back up under load.
     """
 
     current_gen: int | None = None
@@ -51,7 +52,7 @@ class PcieLink:
 
     @property
     def lanes_lost(self) -> int:
-        """Lanes the link trained without (a real loss: a link's width does not idle)."""
+        """Lanes the link trained without: a real loss, since a link's width does not idle."""
         width = self.width
         return width - self.current_width if width and self.current_width else 0
 
@@ -122,9 +123,10 @@ class Partition:
 
 @dataclass(frozen=True, slots=True)
 class NvidiaGpu:
-    """NVIDIA facts of a GPU (procfs, NVML, the model table, the vGPU capability).
+    """NVIDIA facts of a GPU: procfs, NVML, the model table, the vGPU capability.
 
-    Empty (every fact unknown) on the GPUs of other vendors."""
+    Empty, every fact unknown, on the GPUs of other vendors.
+    """
 
     compute_major: int | None = None  # CUDA compute capability
     compute_minor: int | None = None
@@ -153,7 +155,7 @@ class NvidiaGpu:
 
 @dataclass(frozen=True, slots=True)
 class AmdGpu:
-    """AMD facts of a GPU (KFD, amdgpu sysfs, the model table). Empty on other vendors'."""
+    """AMD facts of a GPU: KFD, amdgpu sysfs, the model table. Empty on other vendors'."""
 
     gfx: str | None = None  # ISA name, e.g. gfx90a
     simd_count: int | None = None
@@ -172,7 +174,7 @@ class AmdGpu:
 
 @dataclass(frozen=True, slots=True)
 class IntelGpu:
-    """Intel facts of a GPU (i915 / xe sysfs, the model table). Empty on other vendors'."""
+    """Intel facts of a GPU: i915 or xe sysfs, the model table. Empty on other vendors'."""
 
     tiles: int | None = None
     local_memory_bytes: int | None = None  # lmem_total_bytes x tiles (i915), VRAM (xe)
@@ -185,11 +187,13 @@ HEALTH_STATES = ("unknown", "ok", "no-driver", "degraded", "failed")
 
 @dataclass(frozen=True, slots=True)
 class HealthReason:
-    """One fault read on a GPU: what (``reason``), from where (``source``), how much.
+    """One fault read on a GPU: what, from where, how much.
 
-    ``value`` is the count read (errors, pages, links down) or, for ``xid``, the XID code.
-    ``severity`` (``degraded`` | ``failed``) is set when :mod:`nfd_gpu.health` judges the
-    reading against the thresholds; discovery leaves it empty."""
+    - ``reason`` says what and ``source`` from where.
+    - ``value`` is the count read: errors, pages, links down. For ``xid`` it is the XID code.
+    - ``severity`` is ``degraded`` or ``failed``. It is set when :mod:`nfd_gpu.health`
+      judges the reading against the thresholds; discovery leaves it empty.
+    """
 
     reason: str  # ecc-uncorrectable, row-remap-pending, xid, aer-fatal, ... (docs/health.md)
     source: str  # nvml | nvml-events | sysfs
@@ -201,27 +205,31 @@ class HealthReason:
 class Health:
     """A GPU's health record: its state, the faults behind it and the signals read.
 
-    ``signals`` names every signal that could be read (``nvml.ecc``, ``sysfs.aer``, ...):
-    a GPU with signals and no fault is ``ok``, one without any signal ``unknown``."""
+    - ``signals`` names every signal that could be read: ``nvml.ecc``, ``sysfs.aer``, ...
+    - A GPU with signals and no fault is ``ok``; one without any signal is ``unknown``.
+    """
 
     state: str = "unknown"  # one of HEALTH_STATES
     reasons: tuple[HealthReason, ...] = ()
     signals: tuple[str, ...] = ()
 
     def read(self, signals: tuple[str, ...], reasons: tuple[HealthReason, ...] = ()) -> Health:
-        """This record with more signals read and faults found (state left to judging)."""
+        """Return this record with more signals read and faults found; judging sets the state."""
         merged = tuple(sorted(set(self.signals) | set(signals)))
         return dataclasses.replace(self, signals=merged, reasons=self.reasons + reasons)
 
 
 @dataclass(frozen=True, slots=True)
 class Gpu:
-    """A physical GPU (or, inside a VM, the passed-through VF / vGPU).
+    """A physical GPU, or inside a VM the passed-through VF or vGPU.
 
-    The facts every vendor has are fields here; each vendor's own facts are in its record
-    (``nvidia``, ``amd``, ``intel``), empty on the other vendors' GPUs. ``provenance`` says
-    where each fact came from, apart from them: it names facts, labels never read it. The
-    JSON form is flat (:data:`GPU_JSON`; ``provenance`` is its ``sources`` key)."""
+    - The facts every vendor has are fields here.
+    - Each vendor's own facts are in its record: ``nvidia``, ``amd``, ``intel``.
+      It is empty on the other vendors' GPUs.
+    - ``provenance`` says where each fact came from, apart from them.
+      It names facts; labels never read it.
+    - The JSON form is flat: :data:`GPU_JSON`. ``provenance`` is its ``sources`` key.
+    """
 
     address: str
     vendor: str  # nvidia | amd | intel
@@ -344,7 +352,7 @@ V1_IN_SOURCES: dict[str, tuple[str, Callable[[dict[str, str]], bool | None]]] = 
 
 
 def gpu_to_dict(g: Gpu) -> dict[str, Any]:
-    """The flat JSON form of ``g`` (:data:`GPU_JSON`)."""
+    """Return the flat JSON form of ``g``: :data:`GPU_JSON`."""
     nested = dataclasses.asdict(g)  # {"address": ..., "nvidia": {"compute_major": ...}, ...}
     return {
         key: (nested if rec == "gpu" else nested[rec])[JSON_FIELD.get(key, key)]
@@ -353,7 +361,7 @@ def gpu_to_dict(g: Gpu) -> dict[str, Any]:
 
 
 def gpu_from_dict(d: dict[str, Any]) -> Gpu:
-    """A :class:`Gpu` from its flat JSON form; a missing key keeps its default."""
+    """Build a :class:`Gpu` from its flat JSON form; a missing key keeps its default."""
     parts: dict[str, dict[str, Any]] = {"gpu": {}, "nvidia": {}, "amd": {}, "intel": {}}
     for key, rec in GPU_JSON:
         if key in d:
@@ -371,7 +379,7 @@ def gpu_from_dict(d: dict[str, Any]) -> Gpu:
 
 @dataclass(frozen=True, slots=True)
 class VgpuType:
-    """A mediated-device (vGPU) type a GPU offers (``mdev_supported_types/<type>``)."""
+    """A mediated-device type, or vGPU type, a GPU offers: ``mdev_supported_types/<type>``."""
 
     parent: str  # PCI address of the GPU
     type: str  # directory name, e.g. "nvidia-558"
@@ -383,7 +391,7 @@ class VgpuType:
 
 @dataclass(frozen=True, slots=True)
 class DeviceNode:
-    """A device node under ``dev/`` (a regular file stands in for it in fixtures)."""
+    """A device node under ``dev/``; in fixtures a regular file stands in for it."""
 
     path: str  # relative to the root, e.g. "dev/dri/renderD128"
     mode: str | None  # permission bits in octal, e.g. "0666"; None: derived from sysfs
@@ -392,7 +400,7 @@ class DeviceNode:
 
 @dataclass(frozen=True, slots=True)
 class Runtime:
-    """Container-runtime facts around the GPUs (``nfd_gpu.discovery.runtime``)."""
+    """Container-runtime facts around the GPUs, from ``nfd_gpu.discovery.runtime``."""
 
     dev_visible: bool = False  # the root has a dev/ directory
     device_nodes: tuple[DeviceNode, ...] = ()
@@ -478,7 +486,7 @@ def _load(cls: type[T], d: dict[str, Any]) -> T:
 
 
 def _value(name: str, v: Any) -> Any:
-    """A field's value from its JSON form: lists back to tuples, the PCIe link a record."""
+    """Return a field's value from its JSON form: lists back to tuples, the PCIe link a record."""
     if name == "link" and v is not None:
         return PcieLink(**v)
     if name == "health" and isinstance(v, dict):

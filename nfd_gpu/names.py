@@ -1,19 +1,23 @@
-"""Kubernetes name rules: the one place that says what a label name, a label value, a
-qualified-name prefix and an allowed namespace are.
+"""Kubernetes name rules: what a label name, label value, prefix and allowed namespace are.
 
-Both validators read it: ``labels/validate.py`` (every label a profile emits) and
-``rules/validate.py`` (rule output, as nfd-master filters it). They only word the
-errors, each in its own established form. :func:`sanitize_value` makes any string a
-valid value or name part (what the node summary writes: product names, versions).
+The prefix is the qualified-name prefix. This is the one place that says it.
 
-- name part: 1-63 characters, ``([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]``
-  (k8s ``IsQualifiedName``); a label value is empty or the same shape;
-- prefix: a lower-case DNS-1123 subdomain of at most 253 characters (also the rule of
-  a Node's and a Pod's name); a namespace's name is a DNS-1123 label (at most 63);
-- namespaces (nfd-master's default policy): ``kubernetes.io`` and
-  ``*.kubernetes.io`` are denied except the NFD namespaces
-  ``feature.node.kubernetes.io``, ``profile.node.kubernetes.io`` and their
-  sub-namespaces.
+- Both validators read it: ``labels/validate.py`` checks every label a profile emits;
+  ``rules/validate.py`` checks rule output, as nfd-master filters it.
+  They only word the errors, each in its own established form.
+- :func:`sanitize_value` makes any string a valid value or name part.
+  The node summary writes such values: product names, versions.
+
+The rules:
+
+- Name part: 1-63 characters, ``([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]``.
+  That is k8s ``IsQualifiedName``. A label value is empty or the same shape.
+- Prefix: a lower-case DNS-1123 subdomain of at most 253 characters.
+  That is also the rule of a Node's and a Pod's name.
+- A namespace's name is a DNS-1123 label of at most 63.
+- Namespaces, by nfd-master's default policy: ``kubernetes.io`` and ``*.kubernetes.io``
+  are denied. The exceptions are the NFD namespaces ``feature.node.kubernetes.io``,
+  ``profile.node.kubernetes.io`` and their sub-namespaces.
 """
 
 from __future__ import annotations
@@ -34,23 +38,26 @@ _DNS1123_LABEL_RE = re.compile(_DNS1123_LABEL)
 
 
 def is_name_shape(s: str) -> bool:
-    """Non-empty, alphanumeric ends, ``[-A-Za-z0-9_.]`` inside (length not checked)."""
+    """Tell a name shape: non-empty, alphanumeric ends, ``[-A-Za-z0-9_.]`` inside; any length."""
     return _NAME_RE.fullmatch(s) is not None
 
 
 def is_dns1123_subdomain(s: str) -> bool:
-    """A qualified name's prefix: lower-case DNS-1123 subdomain, at most 253 characters."""
+    """Tell a qualified name's prefix: lower-case DNS-1123 subdomain, at most 253 characters."""
     return len(s) <= PREFIX_MAX and _DNS1123_SUBDOMAIN_RE.fullmatch(s) is not None
 
 
 def is_dns1123_label(s: str) -> bool:
-    """A namespace's name: a lower-case DNS-1123 label, at most 63 characters."""
+    """Tell a namespace's name: a lower-case DNS-1123 label, at most 63 characters."""
     return len(s) <= NAME_MAX and _DNS1123_LABEL_RE.fullmatch(s) is not None
 
 
 def namespace_allowed(ns: str, allowed: Collection[str] = NFD_NAMESPACES) -> bool:
-    """nfd-master's rule: ``kubernetes.io`` and ``*.kubernetes.io`` only when ``ns`` is
-    one of ``allowed`` or a sub-namespace of one; any other namespace is allowed."""
+    """Apply nfd-master's rule to namespace ``ns``.
+
+    ``kubernetes.io`` and ``*.kubernetes.io`` are allowed only when ``ns`` is one of
+    ``allowed`` or a sub-namespace of one. Any other namespace is allowed.
+    """
     if ns == "kubernetes.io" or ns.endswith(".kubernetes.io"):
         return any(ns == a or ns.endswith("." + a) for a in allowed)
     return True
@@ -62,10 +69,12 @@ _EDGE_RE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
 
 
 def sanitize_value(value: str, limit: int = NAME_MAX) -> str:
-    """Make any string a valid label value (or name part).
+    """Make any string a valid label value or name part.
 
-    Keeps ``[A-Za-z0-9._-]``, turns each run of anything else into one ``-``,
-    trims to ``limit`` characters and to alphanumeric ends. May return ``""``.
+    - Keeps ``[A-Za-z0-9._-]``.
+    - Turns each run of anything else into one ``-``.
+    - Trims to ``limit`` characters and to alphanumeric ends.
+    - May return ``""``.
     """
     s = _BAD_RUN_RE.sub("-", value)
     s = _EDGE_RE.sub("", s)

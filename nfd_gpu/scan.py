@@ -58,14 +58,15 @@ def discover(
     sources: Sequence[Source] = SOURCES,
     nfd_attributes: bool = True,
 ) -> Snapshot:
-    """Read the host into a :class:`Snapshot` (read-only; failures become warnings): each
-    source of :data:`~nfd_gpu.discovery.registry.SOURCES` (or ``sources``) in order,
-    skipping those whose vendors have no GPU here.
+    """Read the host into a :class:`Snapshot`; read-only, failures become warnings.
 
-    ``nvml_lib`` replaces the NVML library (``nfd-gpu snapshot`` records through it);
-    ``nvml`` is the NVML session (mode, and the agent's state kept between passes);
-    ``nfd_attributes=False`` skips what only NFD's ``pci.device`` feature carries
-    (:attr:`~nfd_gpu.discovery.source.Context.nfd_attributes`)."""
+    - Runs each source of :data:`~nfd_gpu.discovery.registry.SOURCES`, or of ``sources``,
+      in order. Sources whose vendors have no GPU here are skipped.
+    - ``nvml_lib`` replaces the NVML library; ``nfd-gpu snapshot`` records through it.
+    - ``nvml`` is the NVML session: the mode, and the agent's state kept between passes.
+    - ``nfd_attributes=False`` skips what only NFD's ``pci.device`` feature carries.
+      See :attr:`~nfd_gpu.discovery.source.Context.nfd_attributes`.
+    """
     if nvml is not None:
         nvml.status = "none"  # until NVIDIA GPUs ask it
     ctx = Context(host, nvml_lib=nvml_lib, nvml=nvml, nfd_attributes=nfd_attributes)
@@ -83,9 +84,10 @@ def label(
     nvidia_options: NvidiaOptions | None = None,
     profile_options: Sequence[str] = (),
 ) -> tuple[dict[str, str], list[str]]:
-    """Labels of the chosen profiles, validated; invalid ones dropped with a warning.
+    """Return the labels of the chosen profiles, validated; invalid ones dropped with a warning.
 
-    ``profile_options`` are names from :data:`nfd_gpu.labels.options.PROFILE_OPTIONS`."""
+    ``profile_options`` are names from :data:`nfd_gpu.labels.options.PROFILE_OPTIONS`.
+    """
     opts = LabelOptions(namespace, nvidia_options, tuple(profile_options))
     warnings: list[str] = []
     labels: dict[str, str] = {}
@@ -98,20 +100,25 @@ def label(
 
 
 class RuleOutputs:
-    """The last rule output of one caller (an agent: one per :class:`~nfd_gpu.agent.Agent`),
-    reused while neither the rule set nor the features changed. A caller of its own owns
-    it, so two agents in one process do not evict each other's; a one-shot scan passes
-    none and evaluates in full."""
+    """The last rule output of one caller, reused while the rule set and features are unchanged.
+
+    - An agent is one caller: one per :class:`~nfd_gpu.agent.Agent`.
+    - Each caller owns its own, so two agents in one process do not evict each other's.
+    - A one-shot scan passes none and evaluates in full.
+    """
 
     def __init__(self) -> None:
         self._last: tuple[Any, str, Any] | None = None  # (rule set, features repr, output)
 
     def output(self, ruleset: Any, feats: Features, evaluate: Callable[..., Any]) -> Any:
-        """The last output while the rule set and the features are the ones it was made
-        from, else a full evaluation. The rule set is fingerprinted by identity (immutable;
-        a changed file loads a new one), the features by their ``repr`` (exact, ~0.05 ms
-        for an 8-GPU node: evaluating 1,000 rules costs ~10 ms). Evaluation depends on
-        nothing else (no clock, no environment)."""
+        """Return the last output if the rule set and features are the same, else evaluate in full.
+
+        - The rule set is fingerprinted by identity. It is immutable; a changed file loads
+          a new one.
+        - The features are fingerprinted by their ``repr``. It is exact and takes ~0.05 ms
+          for an 8-GPU node; evaluating 1,000 rules costs ~10 ms.
+        - Evaluation depends on nothing else: no clock, no environment.
+        """
         fingerprint = repr(feats)
         last = self._last
         if last is not None and last[0] is ruleset and last[1] == fingerprint:
@@ -136,19 +143,25 @@ def run_scan(
     health: HealthOptions | HealthTracker | None = None,
     rule_outputs: RuleOutputs | None = None,
 ) -> ScanResult:
-    """Discover, label and apply custom rules. Hardware problems are warnings, never
-    exceptions. ``nvml``: ``auto`` / ``on`` / ``off`` or the agent's session; with ``on``
-    NVML not answering on a node with NVIDIA GPUs raises
-    :class:`~nfd_gpu.discovery.nvidia.session.NvmlRequired`. An invalid rule file raises
-    :class:`nfd_gpu.rules.RuleError`, unless
-    ``tolerant_rules`` (the agent): then broken rules are skipped and reported as
-    warnings and rule errors while the valid ones still apply. ``rules``: a loaded
-    :class:`~nfd_gpu.rules.RuleSet` instead of ``rules_path`` (the agent's, which keeps
-    each file's last valid version: ``agent/rulefiles.py``). ``nfd_attributes=False``
-    (nothing reads the ``pci.device`` feature: no rules, no features printed) skips its two
-    IOMMU attributes, two failed opens per PCI function on most hosts. ``rule_outputs``:
-    the caller's :class:`RuleOutputs` (the agent's), reusing the last rule output while
-    the features and the rule set are unchanged; without it the rules are evaluated."""
+    """Discover, label and apply custom rules.
+
+    Hardware problems are warnings, never exceptions.
+
+    - ``nvml``: ``auto``, ``on``, ``off``, or the agent's session.
+      With ``on``, NVML not answering on a node with NVIDIA GPUs raises
+      :class:`~nfd_gpu.discovery.nvidia.session.NvmlRequired`.
+    - An invalid rule file raises :class:`nfd_gpu.rules.RuleError`, unless ``tolerant_rules``.
+      The agent sets it: then broken rules are skipped and reported as warnings and rule errors.
+      The valid ones still apply.
+    - ``rules``: a loaded :class:`~nfd_gpu.rules.RuleSet` instead of ``rules_path``.
+      The agent passes its own, which keeps each file's last valid version: ``agent/rulefiles.py``.
+    - ``nfd_attributes=False`` skips the ``pci.device`` feature's two IOMMU attributes.
+      That saves two failed opens per PCI function on most hosts.
+      Use it when nothing reads that feature: no rules, no features printed.
+    - ``rule_outputs``: the caller's :class:`RuleOutputs`, the agent's.
+      It reuses the last rule output while the features and the rule set are unchanged.
+      Without it the rules are evaluated.
+    """
     host = HostRoot(root)
     session = NvmlSession(nvml) if isinstance(nvml, str) else nvml
     try:

@@ -1,9 +1,10 @@
 """The node summary: one set of values describing a node's GPUs, computed from the snapshot.
 
-Both outputs read it: the neutral label profile (:mod:`nfd_gpu.labels.neutral`, which adds
-its namespace) and the ``gpu.node`` attribute feature (:mod:`nfd_gpu.featuremap`). Keys have
-no prefix; docs/labels.md documents each. :func:`node_summary` merges small summarisers in
-order, one per concern; a node without GPUs has an empty summary.
+- Both outputs read it: the neutral label profile and the ``gpu.node`` attribute feature.
+  They are :mod:`nfd_gpu.labels.neutral`, which adds its namespace, and :mod:`nfd_gpu.featuremap`.
+- Keys have no prefix; docs/labels.md documents each.
+- :func:`node_summary` merges small summarisers in order, one per concern.
+- A node without GPUs has an empty summary.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def _summary(values: Iterable[str | None]) -> str | None:
 
 
 def _one_or_mixed(values: list[str]) -> str:
-    """The value when all agree, else ``mixed`` (``values`` not empty)."""
+    """Return the value when all agree, else ``mixed``; ``values`` is not empty."""
     return values[0] if len(set(values)) == 1 else MIXED
 
 
@@ -93,8 +94,10 @@ def _architecture(snap: Snapshot) -> dict[str, str]:
 
 
 def _drivers(snap: Snapshot) -> dict[str, str]:
-    """``driver`` and each vendor's ``<vendor>.driver.version`` / ``.major`` (the versions
-    discovery recorded per vendor: ``Snapshot.vendor_driver_versions``)."""
+    """Return ``driver`` and each vendor's ``<vendor>.driver.version`` and ``.major``.
+
+    Those are the versions discovery recorded per vendor: ``Snapshot.vendor_driver_versions``.
+    """
     out = {"driver": _summary(g.driver or "none" for g in snap.gpus) or "none"}
     for vendor, raw in sorted(snap.vendor_driver_versions.items()):
         version = sanitize_value(raw)
@@ -119,8 +122,10 @@ def _modes(snap: Snapshot) -> dict[str, str]:
 
 
 def _nvidia(snap: Snapshot) -> dict[str, str]:
-    """``mig.capable``, ``mig.enabled``, ``nvidia.cuda.*`` (nodes with NVIDIA GPUs) and
-    ``nvidia.l4t.*`` (a Jetson's)."""
+    """Return ``mig.capable``, ``mig.enabled``, ``nvidia.cuda.*`` and ``nvidia.l4t.*``.
+
+    ``nvidia.cuda.*`` is for nodes with NVIDIA GPUs, ``nvidia.l4t.*`` for a Jetson.
+    """
     nv = _vendor_gpus(snap, "nvidia")
     if not nv:
         return {}
@@ -142,7 +147,10 @@ def _nvidia(snap: Snapshot) -> dict[str, str]:
 
 
 def _partitions(snap: Snapshot) -> dict[str, str]:
-    """``partitions`` (MIG devices and AMD partitions, counted once), ``mig.<profile>.count``."""
+    """Return ``partitions`` and ``mig.<profile>.count``.
+
+    ``partitions`` counts MIG devices and AMD partitions once.
+    """
     if not snap.partitions:
         return {}
     out = {"partitions": str(len(snap.partitions))}
@@ -191,9 +199,11 @@ def _amd_partition_modes(snap: Snapshot) -> dict[str, str]:
 
 
 def _pcie(snap: Snapshot) -> dict[str, str]:
-    """The lowest ``pcie.gen`` / ``pcie.width`` the GPUs' links can do (both ends'
-    maximum: an idle link's lower speed never changes them), ``pcie.degraded`` (a link
-    trained narrower than that)."""
+    """Return the lowest ``pcie.gen`` and ``pcie.width`` the GPUs' links can do; ``pcie.degraded``.
+
+    - What a link can do is both ends' maximum: an idle link's lower speed never changes it.
+    - ``pcie.degraded``: a link trained narrower than that.
+    """
     out: dict[str, str] = {}
     links = [g.link for g in snap.gpus if g.link is not None]
     gens = [gen for lk in links if (gen := lk.gen)]
@@ -243,8 +253,11 @@ def _runtime(snap: Snapshot) -> dict[str, str]:
 
 
 def reason_name(r: HealthReason) -> str:
-    """A fault's name in labels, features and metrics: its reason, an XID as ``xid-<code>``
-    (``xid-other`` for a code NVIDIA's catalog does not name: nfd_gpu.health.signals)."""
+    """Return a fault's name in labels, features and metrics.
+
+    It is its reason, an XID as ``xid-<code>``.
+    ``xid-other`` is for a code NVIDIA's catalog does not name: nfd_gpu.health.signals.
+    """
     return metric_reason(r.reason, r.value)
 
 
@@ -258,11 +271,15 @@ _NODE_STATES = ("failed", "degraded", "no-driver", "ok")
 
 
 def _health(snap: Snapshot) -> dict[str, str]:
-    """``health`` (the worst GPU's state; none when every GPU is unknown), the counts of
-    ``failed`` / ``degraded`` GPUs and of GPUs with no driver bound (when not 0),
-    ``health.lost.count`` (GPUs of the agent's first complete pass that are gone, counted
-    as failed), ``health.all-failed`` (every GPU failed or lost); states judged by
-    nfd_gpu.health."""
+    """Return the health values; nfd_gpu.health judges the states.
+
+    - ``health``: the worst GPU's state; none when every GPU is unknown.
+    - The counts of ``failed`` and ``degraded`` GPUs, and of GPUs with no driver bound,
+      when not 0.
+    - ``health.lost.count``: GPUs of the agent's first complete pass that are gone.
+      They are counted as failed.
+    - ``health.all-failed``: every GPU failed or lost.
+    """
     states = Counter(g.health.state for g in snap.gpus)
     states["failed"] += len(snap.lost_gpus)
     state = next((s for s in _NODE_STATES if states[s]), None)
@@ -302,8 +319,11 @@ SUMMARISERS: tuple[Callable[[Snapshot], dict[str, str]], ...] = (
 
 
 def node_summary(snap: Snapshot) -> dict[str, str]:
-    """The summary values keyed without namespace. Empty when there is no GPU; only the
-    health values when every GPU is lost (the taint rule still sees ``health=failed``)."""
+    """Return the summary values keyed without namespace.
+
+    - Empty when there is no GPU.
+    - Only the health values when every GPU is lost. The taint rule still sees ``health=failed``.
+    """
     if not snap.gpus:
         return _health(snap)
     out: dict[str, str] = {}

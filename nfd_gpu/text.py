@@ -1,9 +1,9 @@
 """Text as one safe line: what every line printed or logged goes through.
 
-Controls (C0, DEL, C1), the line and paragraph separators and the bidirectional controls
-(Unicode's Bidi_Control: ALM, LRM, RLM, LRE..RLO, LRI..PDI) are written escaped, so a
-newline or a right-to-left override in a device name, a file or a rule can neither forge a
-line of output nor reorder one on a terminal.
+- Controls are written escaped: C0, DEL, C1, the line and paragraph separators.
+- So are the bidirectional controls, Unicode's Bidi_Control: ALM, LRM, RLM, LRE..RLO, LRI..PDI.
+- So a newline or a right-to-left override in a device name, a file or a rule can neither
+  forge a line of output nor reorder one on a terminal.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ _TABLE = {c: _NAMED.get(c) or (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") fo
 
 
 def shown(text: str) -> str:
-    """``text`` as one line safe to print: controls and bidi controls escaped
-    (``\\n``, ``\\x1b``, ``\\u202e``)."""
+    """Return ``text`` as one line safe to print: controls and bidi controls escaped.
+
+    Examples: ``\\n``, ``\\x1b``, ``\\u202e``.
+    """
     return text.translate(_TABLE)

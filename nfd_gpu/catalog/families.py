@@ -1,20 +1,22 @@
-"""GPU architecture families derived from what the hardware or driver reports, for GPUs the
-model tables (:mod:`nfd_gpu.catalog.tables`) do not name a family for.
+"""GPU architecture families derived from what the hardware or driver reports.
 
-* NVIDIA: from the CUDA compute capability (NVML ``nvmlDeviceGetCudaComputeCapability``,
-  or the table), with GPU Feature Discovery's ``getArchFamily``
-  (NVIDIA/k8s-device-plugin ``internal/lm/resource.go``; ../shared/reference/nvidia.md
-  §5.2): 1 tesla, 2 fermi, 3 kepler, 5 maxwell, 6 pascal, 7.0-7.4 volta, 7.5+ turing,
-  8.0-8.8 ampere, 8.9 ada-lovelace, 9 hopper, 10 and 12 blackwell, 13 rubin. A major GFD
-  does not name (4, 11, ...) is its ``undefined``: no family here.
-* AMD: from the ISA target (KFD ``gfx_target_version``), per LLVM's AMDGPUUsage processor
-  table as the AMD table's header cites it (gfx90x gcn5, gfx908 cdna1, gfx90a cdna2,
-  gfx94x cdna3, gfx950 cdna4, gfx101x rdna1, gfx103x rdna2, gfx110x rdna3, gfx115x rdna3.5,
-  gfx120x rdna4). Only the targets listed: gfx8 is left out (gfx803 is both Fiji, GCN3,
-  and Polaris, GCN4).
+They are for GPUs the model tables do not name a family for: see :mod:`nfd_gpu.catalog.tables`.
 
-Never from PCI device id ranges. A leaf module: labels (GFD's ``gpu.family``) and discovery
-both use it.
+* NVIDIA: from the CUDA compute capability.
+  It comes from NVML's ``nvmlDeviceGetCudaComputeCapability``, or the table.
+  The mapping is GPU Feature Discovery's ``getArchFamily``:
+  NVIDIA/k8s-device-plugin ``internal/lm/resource.go``; ../shared/reference/nvidia.md §5.2.
+  1 tesla, 2 fermi, 3 kepler, 5 maxwell, 6 pascal, 7.0-7.4 volta, 7.5+ turing,
+  8.0-8.8 ampere, 8.9 ada-lovelace, 9 hopper, 10 and 12 blackwell, 13 rubin.
+  A major GFD does not name, such as 4 or 11, is its ``undefined``: no family here.
+* AMD: from the ISA target, KFD's ``gfx_target_version``.
+  The mapping is LLVM's AMDGPUUsage processor table, as the AMD table's header cites it:
+  gfx90x gcn5, gfx908 cdna1, gfx90a cdna2, gfx94x cdna3, gfx950 cdna4, gfx101x rdna1,
+  gfx103x rdna2, gfx110x rdna3, gfx115x rdna3.5, gfx120x rdna4.
+  Only the targets listed. gfx8 is left out: gfx803 is both Fiji, GCN3, and Polaris, GCN4.
+
+Never from PCI device id ranges.
+A leaf module: labels and discovery both use it. Labels use it for GFD's ``gpu.family``.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ _NVIDIA_MAJOR = {
 
 
 def nvidia_family(major: int, minor: int) -> str | None:
-    """The family of a CUDA compute capability, None where GFD says ``undefined``."""
+    """Return the family of a CUDA compute capability; None where GFD says ``undefined``."""
     if major == 7:
         return "volta" if minor < 5 else "turing"
     if major == 8:
@@ -62,7 +64,7 @@ _AMD_GFX = {
 
 
 def amd_family(gfx: str | None) -> str | None:
-    """The family of an AMD ISA target (``gfx942`` -> ``cdna3``), None when not listed."""
+    """Return the family of an AMD ISA target, ``gfx942`` -> ``cdna3``; None when not listed."""
     return _AMD_GFX.get((gfx or "").lower())
 
 
@@ -74,9 +76,12 @@ AMD_FAMILIES = tuple(dict.fromkeys(_AMD_GFX.values()))
 
 
 def vocabulary() -> dict[str, tuple[str, ...]]:
-    """Every ``family`` value the code can produce, per vendor (each vendor of the
-    registry, :func:`tables.vendor_names`): the derived ones (oldest first), then any other
-    the model tables name (docs/labels.md lists them all)."""
+    """Return every ``family`` value the code can produce, per vendor.
+
+    - The vendors are those of the registry: :func:`tables.vendor_names`.
+    - First the derived values, oldest first; then any other the model tables name.
+    - docs/labels.md lists them all.
+    """
     derived = {"nvidia": NVIDIA_FAMILIES, "amd": AMD_FAMILIES}
     out = {}
     for vendor in tables.vendor_names():

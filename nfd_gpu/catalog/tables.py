@@ -1,9 +1,9 @@
-"""The built-in GPU model tables (``nfd_gpu/data/<vendor>.tsv``).
+"""The built-in GPU model tables: ``nfd_gpu/data/<vendor>.tsv``.
 
-They hold what pci.ids lacks (family, compute capability, MIG capability,
-memory, SM/CU count, and the marketing name the vendor library reports), so
-labels do not change when a vendor library becomes available. Each row cites
-its sources in the ``source`` column.
+- They hold what pci.ids lacks: family, compute capability, MIG capability, memory,
+  SM or CU count, and the marketing name the vendor library reports.
+- So labels do not change when a vendor library becomes available.
+- Each row cites its sources in the ``source`` column.
 """
 
 from __future__ import annotations
@@ -64,9 +64,12 @@ DATA = Path(__file__).parent.parent / "data"
 
 @functools.cache
 def vendor_names() -> tuple[str, ...]:
-    """The GPU vendors, in the registry's order: the vendor enum of the scan schema
-    (``data/scan-v1.schema.json``), which ``scripts/scan_schema.py`` writes from
-    ``discovery.registry.VENDORS`` (the layers below discovery read the names here)."""
+    """Return the GPU vendors, in the registry's order.
+
+    - They are the vendor enum of the scan schema, ``data/scan-v1.schema.json``.
+    - ``scripts/scan_schema.py`` writes it from ``discovery.registry.VENDORS``.
+    - The layers below discovery read the names here.
+    """
     import json  # lazy: read for the docs only, a scan needs no JSON codec
 
     doc = json.loads((DATA / "scan-v1.schema.json").read_text("utf-8"))
@@ -75,8 +78,11 @@ def vendor_names() -> tuple[str, ...]:
 
 @functools.cache
 def _index(vendor: str) -> tuple[list[str], dict[str, list[str]]]:
-    """The header and, per device id, its lines as read: a scan converts only the rows of
-    the ids it looks up (parsing every row of every table cost each start ~20 ms)."""
+    """Return the header and, per device id, its lines as read.
+
+    A scan converts only the rows of the ids it looks up.
+    Parsing every row of every table cost each start ~20 ms.
+    """
     try:
         text = (DATA / f"{vendor}.tsv").read_text("utf-8")
     except FileNotFoundError:
@@ -99,7 +105,7 @@ def _index(vendor: str) -> tuple[list[str], dict[str, list[str]]]:
 
 
 def _info(vendor: str, r: dict[str, str]) -> ModelInfo:
-    """One row of ``vendor``'s table, its cells by column name."""
+    """Build one row of ``vendor``'s table from its cells by column name."""
     units = r.get("sm_count") if vendor == "nvidia" else r.get("compute_units")
     if vendor == "intel":
         units = r.get("xe_cores")
@@ -126,21 +132,23 @@ def _info(vendor: str, r: dict[str, str]) -> ModelInfo:
 
 @functools.cache
 def _models(vendor: str, device_id: str) -> tuple[ModelInfo, ...]:
-    """The rows of one (lower-case) device id, converted on first use."""
+    """Return the rows of one lower-case device id, converted on first use."""
     header, by_id = _index(vendor)
     lines = by_id.get(device_id, ())
     return tuple(_info(vendor, dict(zip(header, ln.split("\t"), strict=False))) for ln in lines)
 
 
 def table(vendor: str) -> dict[str, tuple[ModelInfo, ...]]:
-    """device id -> rows (several for AMD ids that differ by revision)."""
+    """Return device id -> rows; AMD ids that differ by revision have several."""
     return {dev: _models(vendor, dev) for dev in _index(vendor)[1]}
 
 
 @functools.cache
 def pci_names(vendor: str) -> dict[str, str]:
-    """device id -> pci.ids name (``data/<vendor>-pci-names.tsv``; only NVIDIA's is shipped,
-    for GFD's vfio strategy), empty without the file."""
+    """Return device id -> pci.ids name from ``data/<vendor>-pci-names.tsv``.
+
+    Only NVIDIA's is shipped, for GFD's vfio strategy. Empty without the file.
+    """
     header, by_id = _index(f"{vendor}-pci-names")
     col = header.index("name") if "name" in header else len(header)
     out: dict[str, str] = {}
@@ -154,8 +162,11 @@ def pci_names(vendor: str) -> dict[str, str]:
 def lookup(
     vendor: str, device_id: str, revision: str = "", subsystem: str = ""
 ) -> ModelInfo | None:
-    """The row for a device: exact subsystem (``vendor:device``) first, then exact revision,
-    then ``*``, then the first row."""
+    """Return the row for a device.
+
+    The order: exact subsystem ``vendor:device`` first, then exact revision, then ``*``,
+    then the first row.
+    """
     rows = _models(vendor, device_id.lower())
     if not rows:
         return None
@@ -176,8 +187,11 @@ def lookup(
 
 @functools.cache
 def tegra(soc: str) -> tuple[str, int, int, str] | None:
-    """An NVIDIA SoC's integrated GPU (``data/tegra.tsv``, by the device-tree compatible
-    ``nvidia,<soc>``): (CUDA device name, compute major, minor, family); None if unknown."""
+    """Return an NVIDIA SoC's integrated GPU from ``data/tegra.tsv``; None if unknown.
+
+    - The key is the device-tree compatible ``nvidia,<soc>``.
+    - The result is CUDA device name, compute major, minor and family.
+    """
     header, by_id = _index("tegra")
     lines = by_id.get(soc.lower())
     if not lines:

@@ -1,9 +1,15 @@
-"""Load the configuration of ``nfd-gpu run``: the settings declared in
-:mod:`nfd_gpu.config.settings` from defaults, a YAML file, the environment and flags.
+"""Load the configuration of ``nfd-gpu run`` from defaults, a YAML file, the environment and flags.
 
-Precedence, lowest first: built-in defaults < YAML config file < Kubernetes downward-API
-environment (``NODE_NAME``, ``POD_NAMESPACE``, ``POD_NAME``, ``POD_UID``, ``KUBECONFIG``)
-< ``NFD_GPU_<KEY>`` environment < command-line flags.
+The settings are declared in :mod:`nfd_gpu.config.settings`.
+
+Precedence, lowest first:
+
+1. built-in defaults;
+2. the YAML config file;
+3. the Kubernetes downward-API environment: ``NODE_NAME``, ``POD_NAMESPACE``, ``POD_NAME``,
+   ``POD_UID``, ``KUBECONFIG``;
+4. the ``NFD_GPU_<KEY>`` environment;
+5. command-line flags.
 
 Every key is documented in ``docs/configuration.md``, generated from the same declaration.
 """
@@ -111,7 +117,7 @@ def read_file(path: str) -> dict[str, Any]:
 
 
 def read_env(env: Mapping[str, str]) -> dict[str, Any]:
-    """Standard downward-API variables, then ``NFD_GPU_*`` (which win)."""
+    """Read the standard downward-API variables, then ``NFD_GPU_*``, which win."""
     out: dict[str, Any] = {}
     for var, key in STANDARD_ENV.items():
         if env.get(var):
@@ -169,8 +175,10 @@ def _validate(cfg: Config) -> None:
 
 
 def health_options(cfg: Config) -> HealthOptions:
-    """The health thresholds of ``cfg`` (ValueError where one is bad: a validated
-    configuration has none)."""
+    """Return the health thresholds of ``cfg``.
+
+    Raises ValueError where one is bad; a validated configuration has none.
+    """
     return HealthOptions.from_settings(
         cfg.health_hold_passes,
         cfg.health_nonfatal_xids,
@@ -180,8 +188,10 @@ def health_options(cfg: Config) -> HealthOptions:
 
 
 def _validate_names(cfg: Config) -> None:
-    """The downward-API names (NODE_NAME, POD_NAMESPACE, ...) as Kubernetes writes them:
-    a value with a ``/``, ``..`` or a newline is refused (shown escaped, never raw)."""
+    """Check the downward-API names, NODE_NAME, POD_NAMESPACE, ..., as Kubernetes writes them.
+
+    A value with a ``/``, ``..`` or a newline is refused. It is shown escaped, never raw.
+    """
     checks = (
         ("node_name", cfg.node_name, lambda v: is_dns1123_subdomain(v) and len(v) <= NODE_NAME_MAX,
          f"a lower-case DNS-1123 subdomain of at most {NODE_NAME_MAX} characters"),
@@ -198,7 +208,7 @@ def _validate_names(cfg: Config) -> None:
 
 
 def split_address(address: str) -> tuple[str, int]:
-    """``host:port`` or ``:port`` -> (host, port); an empty host means all interfaces."""
+    """Split ``host:port`` or ``:port`` into host and port; an empty host means all interfaces."""
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
         raise ConfigError(f"configuration: metrics_address {address!r} is not host:port")
@@ -211,7 +221,7 @@ def load(
     env: Mapping[str, str] | None = None,
     flags: Mapping[str, Any] | None = None,
 ) -> Config:
-    """Build the Config: defaults < file < env < flags (flags with value None are unset)."""
+    """Build the Config: defaults < file < env < flags; flags with value None are unset."""
     env = os.environ if env is None else env
     path = config_path or env.get(CONFIG_ENV) or None
     values: dict[str, Any] = {}

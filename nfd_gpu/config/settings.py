@@ -1,18 +1,29 @@
 """Every setting of ``nfd-gpu run``, declared once: :class:`Config`.
 
-Each field is one setting: its name is the config-file key, its annotation the type, its
-default the default, and its :class:`Setting` the rest (flag, downward-API variable,
-choices, help texts). Derived from it: ``run``'s options and ``scan``'s shared ones
-(``nfd_gpu/cli/options.py``), the ``NFD_GPU_<KEY>`` environment and the config file's keys
-and types (``nfd_gpu/config/loader.py``), and the table in docs/configuration.md
-(``scripts/config_docs.py``; a test keeps it current).
+Each field is one setting:
 
-Help texts may name ``{default}``, ``{choices}`` (``a, b, c``), ``{choices_or}``
-(``a, b or c``), ``{others}`` (the choices but the default) and ``{k8s_env}`` of their
-setting: :func:`fill` writes them in when help is shown. This module imports no other
-``nfd_gpu`` module at load time: every ``nfd-gpu`` command reads it to build the CLI, and
-the choices that label and sink code own (profile names, MIG strategies, outputs) load only
-when needed.
+- its name is the config-file key;
+- its annotation is the type, and its default the default;
+- its :class:`Setting` holds the rest: flag, downward-API variable, choices, help texts.
+
+Derived from it:
+
+- ``run``'s options and ``scan``'s shared ones, in ``nfd_gpu/cli/options.py``;
+- the ``NFD_GPU_<KEY>`` environment, and the config file's keys and types,
+  in ``nfd_gpu/config/loader.py``;
+- the table in docs/configuration.md, by ``scripts/config_docs.py``. A test keeps it current.
+
+Help texts may name placeholders of their setting. :func:`fill` writes them in when help is shown.
+
+- ``{default}``;
+- ``{choices}``, as ``a, b, c``, and ``{choices_or}``, as ``a, b or c``;
+- ``{others}``: the choices but the default;
+- ``{k8s_env}``.
+
+This module imports no other ``nfd_gpu`` module at load time.
+Every ``nfd-gpu`` command reads it to build the CLI.
+The choices that label and sink code own load only when needed:
+profile names, MIG strategies, outputs.
 """
 
 from __future__ import annotations
@@ -42,10 +53,11 @@ Choices = tuple[str, ...] | Callable[[], tuple[str, ...]]
 class Setting:
     """What a setting shows besides its name, type and default.
 
-    ``run_help`` None: no ``run`` flag (the downward API sets it). ``flags`` empty:
-    ``--<key-with-dashes>`` (``--x/--no-x`` for booleans). ``scan_help`` set: ``scan`` has
-    the option too, reading ``NFD_GPU_<KEY>`` itself; ``scan_flags`` empty: ``flags``.
-    ``bounds``: the range of a number, in ``unit`` (seconds unless said).
+    - ``run_help`` None: no ``run`` flag; the downward API sets it.
+    - ``flags`` empty: ``--<key-with-dashes>``, and ``--x/--no-x`` for booleans.
+    - ``scan_help`` set: ``scan`` has the option too, reading ``NFD_GPU_<KEY>`` itself.
+    - ``scan_flags`` empty: ``flags``.
+    - ``bounds``: the range of a number, in ``unit``. The unit is seconds unless said.
     """
 
     doc: str
@@ -67,12 +79,12 @@ def setting(default: T, meta: Setting) -> T:
 
 
 def _error_limit(default: float, doc: str, run_help: str) -> float:
-    """A health setting: the count of errors at which a GPU's state changes (0: off)."""
+    """Return a health setting: the count of errors at which a GPU's state changes; 0 is off."""
     return setting(default, Setting(doc, run_help, bounds=(0.0, 1e9), unit="errors"))
 
 
 def lazy_setting(factory: Callable[[], T], meta: Setting) -> T:
-    """A setting whose default another module owns (read when a Config is made)."""
+    """Return a setting whose default another module owns; it is read when a Config is made."""
     return dataclasses.field(default_factory=factory, metadata={"setting": meta})
 
 
@@ -95,7 +107,7 @@ def _output_names() -> tuple[str, ...]:
 
 
 def _mig_strategies() -> tuple[str, ...]:
-    """GFD's strategies (none, its default, first), then nfd-gpu's own (auto)."""
+    """Return GFD's strategies, none first as its default, then nfd-gpu's own: auto."""
     # lazy: as above (the options' module: listing scan's options loads no profile code)
     from nfd_gpu.labels.nvidia_options import GFD_MIG_STRATEGIES, MIG_STRATEGIES
 
@@ -127,7 +139,7 @@ _DRY_RUN_DOC = (
 
 @dataclass(frozen=True)
 class Config:
-    """Settings of the agent (module docstring). Env is ``NFD_GPU_<UPPER>``."""
+    """Settings of the agent; see the module docstring. Env is ``NFD_GPU_<UPPER>``."""
 
     interval: float = setting(
         60.0,
@@ -398,7 +410,7 @@ def env_var(key: str) -> str:
 
 
 def flags(key: str) -> tuple[str, ...]:
-    """``run``'s option names of a setting."""
+    """Return ``run``'s option names of a setting."""
     explicit = SETTINGS[key].flags
     if explicit:
         return explicit
@@ -417,12 +429,12 @@ def choices(key: str) -> tuple[str, ...]:
 
 
 def words(items: tuple[str, ...], last: str = "or") -> str:
-    """``a, b or c``."""
+    """Join choices as ``a, b or c``."""
     return f"{', '.join(items[:-1])} {last} {items[-1]}" if len(items) > 1 else "".join(items)
 
 
 def shown(value: Any) -> str:
-    """A default as help texts write it: 60, on/off, a,b."""
+    """Write a default as help texts do: 60, on/off, a,b."""
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, float):
@@ -433,7 +445,7 @@ def shown(value: Any) -> str:
 
 
 def fill(text: str, key: str) -> str:
-    """A help text of setting ``key`` with its placeholders (module docstring) written in."""
+    """Return a help text of setting ``key`` with its placeholders written in: see the module."""
     if "{" not in text:
         return text
     cs, dflt = choices(key), default(key)

@@ -1,9 +1,9 @@
-"""The device plugin's / GFD's config file (``--sharing-config``) read into the nvidia
-profile's options.
+"""Read the device plugin's and GFD's ``--sharing-config`` file into the nvidia profile's options.
 
-The file is configuration input: ``nfd-gpu scan`` reads it once, the agent every pass (a bad
-file is a warning there). The label code gets only the typed result,
-:class:`~nfd_gpu.labels.nvidia.NvidiaOptions`, built by :func:`nvidia_options` for both.
+- The file is configuration input: ``nfd-gpu scan`` reads it once, the agent every pass.
+  A bad file is a warning in the agent.
+- The label code gets only the typed result: :class:`~nfd_gpu.labels.nvidia.NvidiaOptions`.
+  :func:`nvidia_options` builds it for both.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from nfd_gpu.labels.nvidia import GFD_MIG_STRATEGIES, MIG_STRATEGIES, NvidiaOpti
 
 
 def _read(path: str) -> dict[str, Any]:
-    """The top-level mapping of a YAML or JSON file (an empty file is an empty mapping)."""
+    """Return the top-level mapping of a YAML or JSON file; an empty file is an empty mapping."""
     from nfd_gpu.config import yamlfile  # lazy: YAML is loaded only when a sharing config is given
 
     try:
@@ -24,7 +24,7 @@ def _read(path: str) -> dict[str, Any]:
 
 
 def _block(path: str, key: str, block: object) -> tuple[dict[str, int], bool]:
-    """(replicas by resource name, renameByDefault) of ``sharing.<key>``."""
+    """Return replicas by resource name, and renameByDefault, of ``sharing.<key>``."""
     if not isinstance(block, dict):
         raise ValueError(f"{path}: sharing.{key}: expected a mapping")
     if not block.get("resources"):
@@ -50,12 +50,14 @@ def _block(path: str, key: str, block: object) -> tuple[dict[str, int], bool]:
 def load_sharing_config(
     path: str, mig_strategy: str | None = None, timestamp: int | None = None
 ) -> NvidiaOptions:
-    """:class:`NvidiaOptions` from a device-plugin / GFD config file (YAML or JSON, ``v1``).
+    """Build :class:`NvidiaOptions` from a device-plugin or GFD config file: YAML or JSON, ``v1``.
 
-    Reads ``sharing.timeSlicing`` / ``sharing.mps`` (``renameByDefault``, ``resources``:
-    ``name`` + ``replicas``), ``flags.migStrategy``, ``flags.failOnInitError`` and
-    ``flags.deviceDiscoveryStrategy`` (auto / nvml / vfio); ``mig_strategy`` (a flag or the
-    environment) wins over the file. Raises ``ValueError`` with a one-line message.
+    - Reads ``sharing.timeSlicing`` and ``sharing.mps``: ``renameByDefault``, and
+      ``resources`` of ``name`` + ``replicas``.
+    - Reads ``flags.migStrategy``, ``flags.failOnInitError`` and
+      ``flags.deviceDiscoveryStrategy``: auto, nvml or vfio.
+    - ``mig_strategy``, from a flag or the environment, wins over the file.
+    - Raises ``ValueError`` with a one-line message.
     """
     doc = _read(path)
     version = doc.get("version", "v1")
@@ -105,7 +107,7 @@ DISCOVERY_STRATEGIES = ("auto", "nvml", "tegra", "vfio")
 
 
 def _discovery(path: str, flags: dict[str, Any]) -> str:
-    """The file's ``flags.deviceDiscoveryStrategy`` (default auto)."""
+    """Return the file's ``flags.deviceDiscoveryStrategy``; auto by default."""
     found = flags.get("deviceDiscoveryStrategy", "auto")
     if found not in DISCOVERY_STRATEGIES:
         raise ValueError(f"{path}: flags.deviceDiscoveryStrategy: invalid option {found!r}")
@@ -113,7 +115,7 @@ def _discovery(path: str, flags: dict[str, Any]) -> str:
 
 
 def _fail_on_init_error(path: str, flags: dict[str, Any]) -> bool:
-    """GFD's ``flags.failOnInitError`` (default true)."""
+    """Return GFD's ``flags.failOnInitError``; true by default."""
     fail = flags.get("failOnInitError", True)
     if not isinstance(fail, bool):
         raise ValueError(f"{path}: flags.failOnInitError: expected true or false")
@@ -123,12 +125,14 @@ def _fail_on_init_error(path: str, flags: dict[str, Any]) -> bool:
 def nvidia_options(
     mig_strategy: str | None = None, sharing_config: str | None = None, timestamp: int | None = None
 ) -> NvidiaOptions:
-    """The nvidia profile's options from its settings, for ``scan`` and the agent alike.
+    """Build the nvidia profile's options from its settings, for ``scan`` and the agent alike.
 
-    ``mig_strategy`` None: not given (flag, ``NFD_GPU_MIG_STRATEGY`` or config file); then
-    the sharing config's ``flags.migStrategy`` decides, else the default (``none``, GFD's).
-    A given strategy wins over the file whatever its value, as in GFD. Raises
-    ``ValueError`` (one line) for an unknown strategy or a bad sharing config."""
+    - ``mig_strategy`` None: not given by flag, ``NFD_GPU_MIG_STRATEGY`` or config file.
+      Then the sharing config's ``flags.migStrategy`` decides.
+      Else the default: ``none``, GFD's.
+    - A given strategy wins over the file whatever its value, as in GFD.
+    - Raises ``ValueError`` in one line for an unknown strategy or a bad sharing config.
+    """
     if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES:
         raise ValueError(f"mig strategy {mig_strategy!r}: expected {', '.join(MIG_STRATEGIES)}")
     if sharing_config is None:

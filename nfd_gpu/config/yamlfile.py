@@ -1,11 +1,13 @@
-"""Reading one small YAML (or JSON) file: the configuration and the sharing config.
+"""Read one small YAML or JSON file: the configuration and the sharing config.
 
-The bytes come from :func:`nfd_gpu.host.boundedfile.read` (a regular file of at most
-``CONFIG_MAX``, 1 MiB, a ConfigMap's limit; a FIFO or device is refused, never waited
-on). :func:`load` returns the parsed document or raises :class:`YamlFileError` that says which
-step failed (``read``, ``utf-8`` or ``yaml``), so no exception of the reading escapes (a
-non-UTF-8 file included); :func:`load_mapping`, the top-level mapping, words that error in
-one line with the file's path as its caller asks.
+- The bytes come from :func:`nfd_gpu.host.boundedfile.read`.
+  That is a regular file of at most ``CONFIG_MAX``: 1 MiB, a ConfigMap's limit.
+  A FIFO or device is refused, never waited on.
+- :func:`load` returns the parsed document or raises :class:`YamlFileError`.
+  The error says which step failed: ``read``, ``utf-8`` or ``yaml``.
+  So no exception of the reading escapes, a non-UTF-8 file included.
+- :func:`load_mapping` returns the top-level mapping.
+  It words that error in one line with the file's path, as its caller asks.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from nfd_gpu.host.boundedfile import CONFIG_MAX
 
 
 class YamlFileError(Exception):
-    """Why ``path`` gave no document: ``step`` is ``read``, ``utf-8``, ``yaml`` or (from
-    :func:`load_mapping`) ``mapping``."""
+    """Why ``path`` gave no document.
+
+    ``step`` is ``read``, ``utf-8`` or ``yaml``; :func:`load_mapping` adds ``mapping``.
+    """
 
     def __init__(self, path: str, step: str, detail: str, line: int | None = None) -> None:
         super().__init__(f"{path}: {detail}")
@@ -32,7 +36,7 @@ class YamlFileError(Exception):
 
 
 def load(path: str, limit: int = CONFIG_MAX) -> Any:
-    """The document of ``path`` (None for an empty file)."""
+    """Return the document of ``path``; None for an empty file."""
     try:
         data = boundedfile.read(path, limit)
     except boundedfile.FileReadError as exc:
@@ -48,10 +52,16 @@ def load(path: str, limit: int = CONFIG_MAX) -> Any:
 
 
 def load_mapping(path: str, wording: Mapping[str, str]) -> dict[str, Any]:
-    """The top-level mapping of ``path`` (an empty file is an empty mapping), or a
-    :class:`YamlFileError` whose message is ``<path>: `` and the caller's ``wording`` of the
-    failed step: a format string of ``detail`` (the reader's words) and ``at`` (`` (line
-    N)`` of a YAML error, else empty); a step it does not word says ``detail``."""
+    """Return the top-level mapping of ``path``; an empty file is an empty mapping.
+
+    On failure, raise a :class:`YamlFileError` whose message is ``<path>: `` and the
+    caller's ``wording`` of the failed step:
+
+    - a wording is a format string of ``detail`` and ``at``;
+    - ``detail``: the reader's words;
+    - ``at``: `` (line N)`` of a YAML error, else empty;
+    - a step it does not word says ``detail``.
+    """
     try:
         doc = load(path)
         if doc is None:

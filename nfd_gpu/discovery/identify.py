@@ -1,13 +1,18 @@
 """The ``identify`` source, after every vendor's: derive before omitting.
 
 A GPU whose family the model table does not give gets it from what the driver or hardware
-reported (:mod:`nfd_gpu.catalog.families`): the NVIDIA compute capability (NVML, or the table),
-the AMD ISA target (KFD, or the table). The family's provenance (``Gpu.provenance``) is the
-source of the fact it was derived from.
+reported. See :mod:`nfd_gpu.catalog.families`.
 
-A GPU still without a family is unknown to nfd-gpu: one warning per distinct set of ids
-names them (vendor:device, subsystem vendor:device, revision) and says how to report it;
-its other facts are labelled as usual. Nothing is guessed from id ranges.
+- NVIDIA: the compute capability, from NVML or the table.
+- AMD: the ISA target, from KFD or the table.
+- The family's provenance, in ``Gpu.provenance``, is the source of the fact it was derived from.
+
+A GPU still without a family is unknown to nfd-gpu:
+
+- one warning per distinct set of ids names them and says how to report it;
+- the ids are vendor:device, subsystem vendor:device, revision;
+- its other facts are labelled as usual;
+- nothing is guessed from id ranges.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ REPORT_HOWTO = (
 
 
 def derived_family(g: Gpu) -> tuple[str, str] | None:
-    """(family, source) from the GPU's own facts, or None."""
+    """Return family and source from the GPU's own facts, or None."""
     nv = g.nvidia
     if g.vendor == "nvidia" and nv.compute_major is not None and nv.compute_minor is not None:
         family = nvidia_family(nv.compute_major, nv.compute_minor)
@@ -38,7 +43,7 @@ def derived_family(g: Gpu) -> tuple[str, str] | None:
 
 
 def with_family(g: Gpu) -> Gpu:
-    """``g`` with its derived family when the table gave none."""
+    """Return ``g`` with its derived family when the table gave none."""
     if g.family is not None:
         return g
     found = derived_family(g)
@@ -49,7 +54,7 @@ def with_family(g: Gpu) -> Gpu:
 
 
 def ids(g: Gpu) -> str:
-    """``vendor:device, subsystem vendor:device, revision`` as lspci -nn prints them."""
+    """Write ``vendor:device, subsystem vendor:device, revision`` as lspci -nn prints them."""
     return (
         f"{g.vendor_id}:{g.device_id}, subsystem {g.subsystem_vendor_id or '?'}:"
         f"{g.subsystem_device_id or '?'}, revision {g.revision or '?'}"
@@ -57,7 +62,7 @@ def ids(g: Gpu) -> str:
 
 
 def unknown_warnings(gpus: tuple[Gpu, ...]) -> list[str]:
-    """One line per distinct set of ids of the GPUs whose family is still unknown."""
+    """Return one line per distinct set of ids of the GPUs whose family is still unknown."""
     by_ids: dict[str, list[Gpu]] = {}
     for g in gpus:
         if g.family is None:

@@ -1,12 +1,14 @@
 """PCI discovery: every function under ``sys/bus/pci/devices``, read once.
 
-Formats (``drivers/pci/pci-sysfs.c``, ``Documentation/ABI/testing/sysfs-bus-pci``):
-``vendor``/``device``/``subsystem_*`` are ``0x%04x``, ``class`` is ``0x%06x``,
-``revision`` ``0x%02x``, ``numa_node`` ``%d`` (``-1`` unknown), link speeds are
-``8 GT/s`` on older kernels and ``8.0 GT/s PCIe`` on newer ones.
+Formats, from ``drivers/pci/pci-sysfs.c`` and ``Documentation/ABI/testing/sysfs-bus-pci``:
 
-``uevent`` carries class, ids, subsystem ids and the bound driver in one read,
-so it is read first; the individual attribute files are the fallback.
+- ``vendor``, ``device`` and ``subsystem_*`` are ``0x%04x``;
+- ``class`` is ``0x%06x``, ``revision`` ``0x%02x``;
+- ``numa_node`` is ``%d``, ``-1`` when unknown;
+- link speeds are ``8 GT/s`` on older kernels and ``8.0 GT/s PCIe`` on newer ones.
+
+``uevent`` carries class, ids, subsystem ids and the bound driver in one read.
+So it is read first; the individual attribute files are the fallback.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ _GT_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6, 128.0: 7}
 
 
 def parse_link_speed(text: str | None) -> int | None:
-    """``8 GT/s`` / ``8.0 GT/s PCIe`` -> 3; ``Unknown`` and garbage -> None."""
+    """Parse a link speed: ``8 GT/s`` or ``8.0 GT/s PCIe`` -> 3; ``Unknown`` and garbage -> None."""
     if not text:
         return None
     m = _SPEED_RE.match(text.strip())
@@ -45,8 +47,10 @@ def parse_link_speed(text: str | None) -> int | None:
 
 
 def parse_link_width(text: str | None) -> int | None:
-    """Lanes (ASCII digits); 0 and values above x32 (e.g. 255 on non-PCIe functions) are
-    unknown."""
+    """Parse a lane count of ASCII digits.
+
+    0 and values above x32 are unknown, such as 255 on non-PCIe functions.
+    """
     word = (text or "").split()[:1]
     if not word or len(word[0]) > 3 or not (word[0].isascii() and word[0].isdigit()):
         return None
@@ -55,9 +59,12 @@ def parse_link_width(text: str | None) -> int | None:
 
 
 def upstream_port(host: HostRoot, base: str) -> str | None:
-    """``sys/bus/pci/devices/<port>`` of the bridge above the function at ``base`` (the
-    parent directory of its ``sys/devices/...`` path), None when the parent is no PCI
-    function (a root bus: a root complex integrated endpoint, or a VM's flat bus)."""
+    """Return ``sys/bus/pci/devices/<port>`` of the bridge above the function at ``base``.
+
+    - The bridge is the parent directory of the function's ``sys/devices/...`` path.
+    - None when the parent is no PCI function: a root bus.
+      That is a root complex integrated endpoint, or a VM's flat bus.
+    """
     target = host.readlink(base)
     if target is None:
         return None
@@ -71,7 +78,7 @@ _HEX_DIGITS = "0123456789abcdefABCDEF"
 
 @functools.lru_cache(maxsize=4096)
 def parse_hex_id(text: str | None, digits: int) -> str | None:
-    """``0x10de`` -> ``10de`` (lower case, zero padded); None for garbage.
+    """Parse an id: ``0x10de`` -> ``10de``, lower case, zero padded; None for garbage.
 
     Cached: the same few ids repeat across thousands of functions.
     """
@@ -97,7 +104,7 @@ def _parse_uevent(text: str) -> dict[str, str]:
 
 @functools.lru_cache(maxsize=4096)
 def _pair(text: str | None) -> tuple[str | None, str | None]:
-    """``10DE:2330`` -> (``10de``, ``2330``)."""
+    """Split ``10DE:2330`` -> ``10de``, ``2330``."""
     if not text:
         return None, None
     a, sep, b = text.partition(":")
@@ -107,8 +114,10 @@ def _pair(text: str | None) -> tuple[str | None, str | None]:
 
 
 def _is_gpu_related(vendor: str, class_id: str, gpu_vendor_ids: Collection[str]) -> bool:
-    """Functions that get the full attribute read: GPU-vendor display / accelerator
-    functions and NVIDIA bridges (NVSwitch)."""
+    """Tell whether a function gets the full attribute read.
+
+    Those are GPU-vendor display or accelerator functions, and NVIDIA bridges: NVSwitch.
+    """
     if vendor not in gpu_vendor_ids:
         return False
     return class_id[:2] in ("03", "12") or (vendor == "10de" and class_id[:4] == "0680")
@@ -117,7 +126,7 @@ def _is_gpu_related(vendor: str, class_id: str, gpu_vendor_ids: Collection[str])
 def read_identity(
     host: HostRoot, address: str
 ) -> tuple[str, str, str, str, str, str | None] | None:
-    """(class, vendor, device, subsystem vendor, subsystem device, driver) of a function.
+    """Return class, vendor, device, subsystem vendor, subsystem device and driver of a function.
 
     ``uevent`` carries all of them in one read; the attribute files are the fallback.
     """
@@ -158,16 +167,18 @@ def read_device(
     physfn: str | None = None,
     nfd_attributes: bool = True,
 ) -> PciDevice | None:
-    """Read one PCI function. None (with a warning) when its identity is unreadable.
+    """Read one PCI function; None, with a warning, when its identity is unreadable.
 
-    Every function gets identity, driver and SR-IOV attributes (what NFD's
-    ``pci.device`` needs; a VF given with ``physfn`` has no SR-IOV files to read).
-    GPU-related functions (``full``; by default decided by vendor and class: a function of
-    one of ``gpu_vendor_ids``, the registered vendors' PCI ids) also get
-    revision, NUMA node, IOMMU group, ``physfn``, PCIe link and DRM nodes. Keeping the
-    other thousands of functions (NIC VFs, bridges) to two reads each keeps a scan
-    cheaper than ``lspci``. ``nfd_attributes=False`` leaves out the IOMMU attributes only
-    NFD's ``pci.device`` feature carries.
+    - Every function gets identity, driver and SR-IOV attributes: what NFD's ``pci.device``
+      needs. A VF given with ``physfn`` has no SR-IOV files to read.
+    - GPU-related functions also get revision, NUMA node, IOMMU group, ``physfn``,
+      PCIe link and DRM nodes.
+    - GPU-related is ``full``. By default vendor and class decide it:
+      a function of one of ``gpu_vendor_ids``, the registered vendors' PCI ids.
+    - The other thousands of functions, NIC VFs and bridges, cost two reads each.
+      That keeps a scan cheaper than ``lspci``.
+    - ``nfd_attributes=False`` leaves out the IOMMU attributes only NFD's ``pci.device``
+      feature carries.
     """
     base = f"{PCI_DEVICES}/{address}"
     raw: dict[str, str] = {}  # NFD attributes the typed fields cannot hold
@@ -207,8 +218,10 @@ def read_device(
 def _typed_identity(
     host: HostRoot, base: str, nfd: dict[str, str], raw: dict[str, str]
 ) -> tuple[str, str, str, str, str, None]:
-    """The identity of a function with malformed ids: "" where a value is not hex, the
-    value as NFD read it into ``raw``."""
+    """Return the identity of a function with malformed ids.
+
+    A value that is not hex is "". The value as NFD read it goes into ``raw``.
+    """
     typed = {a: parse_hex_id(host.read_text(f"{base}/{a}"), 4) for a in NFD_MANDATORY[1:]}
     typed["class"] = parse_hex_id(host.read_text(f"{base}/class"), 6)
     raw.update({a: v for a, v in nfd.items() if typed[a] is None})
@@ -225,8 +238,10 @@ def _typed_identity(
 def _sriov(
     host: HostRoot, base: str, physfn: str | None, raw: dict[str, str]
 ) -> tuple[int | None, int | None, tuple[str, ...]]:
-    """(total VFs, enabled VFs, VF addresses), bounded whatever the files say; a negative
-    total is kept as read in ``raw`` (as NFD does)."""
+    """Return total VFs, enabled VFs and VF addresses, bounded whatever the files say.
+
+    A negative total is kept as read in ``raw``, as NFD does.
+    """
     # A VF (``physfn`` known from its PF's virtfnN link) has no SR-IOV capability, so
     # no sriov_* files: not reading them saves a failed open per host-side VF.
     totalvfs = None if physfn else host.read_int(f"{base}/sriov_totalvfs")
@@ -253,8 +268,10 @@ def _sriov(
 
 
 def _with_gpu_attributes(host: HostRoot, base: str, basic: PciDevice) -> PciDevice:
-    """``basic`` with what only GPU-related functions get: revision, NUMA node, IOMMU group,
-    ``physfn``, PCIe link and DRM nodes."""
+    """Return ``basic`` with what only GPU-related functions get.
+
+    That is revision, NUMA node, IOMMU group, ``physfn``, PCIe link and DRM nodes.
+    """
     numa = host.read_int(f"{base}/numa_node")
     link = None
     cur_speed = host.read_text(f"{base}/current_link_speed")
@@ -288,10 +305,14 @@ def _with_gpu_attributes(host: HostRoot, base: str, basic: PciDevice) -> PciDevi
 
 
 def _bars(host: HostRoot, base: str) -> tuple[tuple[int, int, int], ...]:
-    """(index, size in bytes, flags) of the memory windows in the first six lines of
-    ``resource`` (the BARs; Documentation/PCI/sysfs-pci.rst): read for functions bound to a
-    VFIO driver only (GFD's vfio strategy reports those of vfio-pci's as memory). A missing
-    file or a line that is not three hex values (a window lost) is a warning."""
+    """Return index, size in bytes and flags of the memory windows: the BARs.
+
+    - They are the first six lines of ``resource``. See Documentation/PCI/sysfs-pci.rst.
+    - Read for functions bound to a VFIO driver only.
+      GFD's vfio strategy reports those of vfio-pci's as memory.
+    - A missing file is a warning.
+    - So is a line that is not three hex values: a window lost.
+    """
     out: list[tuple[int, int, int]] = []
     rel = f"{base}/resource"
     for i, line in enumerate((host.read_text(rel, optional=False) or "").splitlines()[:6]):
@@ -309,9 +330,11 @@ NFD_MANDATORY = ("class", "vendor", "device", "subsystem_vendor", "subsystem_dev
 
 
 def _nfd_value(host: HostRoot, rel: str) -> str | None:
-    """An attribute as NFD's pci source reads it: trimmed, a leading ``0x`` dropped; None
-    when unreadable or not printable (a feature value must stay one line). NUL bytes are
-    kept, as NFD keeps them (read_text drops them)."""
+    """Return an attribute as NFD's pci source reads it: trimmed, a leading ``0x`` dropped.
+
+    - None when unreadable or not printable: a feature value must stay one line.
+    - NUL bytes are kept, as NFD keeps them. read_text drops them.
+    """
     data = host.read_bytes(rel)
     if data is None:
         return None
@@ -320,8 +343,10 @@ def _nfd_value(host: HostRoot, rel: str) -> str | None:
 
 
 def _nfd_identity(host: HostRoot, base: str) -> dict[str, str]:
-    """NFD's five mandatory attributes (class cut to 4 characters), or {} when one is
-    unreadable."""
+    """Return NFD's five mandatory attributes, or {} when one is unreadable.
+
+    The class is cut to 4 characters.
+    """
     out = {}
     for attr in NFD_MANDATORY:
         value = _nfd_value(host, f"{base}/{attr}")
@@ -355,12 +380,13 @@ def list_addresses(host: HostRoot) -> list[str]:
 def discover(
     host: HostRoot, gpu_vendor_ids: Collection[str], nfd_attributes: bool = True
 ) -> tuple[PciDevice, ...]:
-    """Every readable PCI function on the host, in address order; the functions of
-    ``gpu_vendor_ids`` (PCI vendor ids) that can be GPUs get the full read (the IOMMU
-    attributes of NFD's ``pci.device`` only with ``nfd_attributes``).
+    """Return every readable PCI function on the host, in address order.
 
-    A VF named by its PF's ``virtfnN`` link is recorded with ``physfn`` from that
-    link (PFs sort before their VFs), so host-side VFs cost two reads each.
+    - The functions of ``gpu_vendor_ids`` that can be GPUs get the full read.
+      Those are PCI vendor ids.
+    - The IOMMU attributes of NFD's ``pci.device`` are read only with ``nfd_attributes``.
+    - A VF named by its PF's ``virtfnN`` link is recorded with ``physfn`` from that link.
+      PFs sort before their VFs. So host-side VFs cost two reads each.
     """
     devices = []
     nfd = nfd_attributes
@@ -382,7 +408,7 @@ def discover(
 
 
 def source(gpu_vendor_ids: Collection[str]) -> Source:
-    """The ``pci`` source, reading the functions of ``gpu_vendor_ids`` in full."""
+    """Return the ``pci`` source, reading the functions of ``gpu_vendor_ids`` in full."""
 
     def run(ctx: Context, snap: Snapshot) -> Snapshot:
         pci = discover(ctx.host, gpu_vendor_ids, ctx.nfd_attributes)

@@ -1,20 +1,23 @@
-"""The one PCI address type: every source's address (sysfs names, procfs, NVML ``busId`` /
-``busIdLegacy``, KFD ``domain`` + ``location_id``, DRM links) is parsed into a
-:class:`PciAddress` and compared as numbers, never as text.
+"""The one PCI address type: every source's address is parsed into a :class:`PciAddress`.
+
+- Sources: sysfs names, procfs, NVML ``busId`` and ``busIdLegacy``,
+  KFD ``domain`` + ``location_id``, DRM links.
+- Addresses are compared as numbers, never as text.
 
 The sources write the same function differently:
 
-* sysfs (the kernel, ``drivers/pci/probe.c``: ``"%04x:%02x:%02x.%d"``) and the NVIDIA
-  driver's procfs (``"%04x:%02x:%02x.%x"``): lower case, the domain *at least* four
-  digits, so a 32-bit Hyper-V / Azure domain prints in full: ``3f8cfdd:00:00.0``;
-* NVML ``busId``: ``"%08X:%02X:%02X.0"``, upper case, eight domain digits
-  (``03F8CFDD:00:00.0``); ``busIdLegacy`` has four;
+* sysfs, from the kernel's ``drivers/pci/probe.c``: ``"%04x:%02x:%02x.%d"``.
+* The NVIDIA driver's procfs: ``"%04x:%02x:%02x.%x"``.
+* Both are lower case, the domain *at least* four digits.
+  So a 32-bit Hyper-V or Azure domain prints in full: ``3f8cfdd:00:00.0``.
+* NVML ``busId``: ``"%08X:%02X:%02X.0"``, upper case, eight domain digits:
+  ``03F8CFDD:00:00.0``. ``busIdLegacy`` has four.
 * KFD: the domain and ``location_id`` as decimal numbers.
 
-Cutting a domain to four digits (as ``nvidia-container-cli`` once did,
-NVIDIA/nvidia-docker#1316) makes the facts of such a VM match no function. The text
-form of an address (:meth:`PciAddress.__str__`) is the kernel's, so it names the sysfs
-directory.
+Cutting a domain to four digits makes the facts of such a VM match no function.
+``nvidia-container-cli`` once did that: NVIDIA/nvidia-docker#1316.
+The text form of an address, :meth:`PciAddress.__str__`, is the kernel's.
+So it names the sysfs directory.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ MAX_DEVICE = 0x1F  # 5 bits of devfn
 
 @dataclass(frozen=True, order=True, slots=True)
 class PciAddress:
-    """A PCI function address: domain (32 bits), bus, device (slot), function."""
+    """A PCI function address: domain of 32 bits, bus, device or slot, function."""
 
     domain: int
     bus: int
@@ -40,8 +43,11 @@ class PciAddress:
 
     @classmethod
     def parse(cls, text: str | None) -> PciAddress | None:
-        """Any source's address text (any case, any domain width up to 8 digits, the domain
-        optional as in ``lspci`` without ``-D``); None when it is not one."""
+        """Parse any source's address text; None when it is not one.
+
+        Any case and any domain width up to 8 digits are accepted.
+        The domain is optional, as in ``lspci`` without ``-D``.
+        """
         if not text:
             return None
         m = _ADDR.match(text.strip().lower())
@@ -56,14 +62,16 @@ class PciAddress:
 
     @classmethod
     def from_kfd(cls, domain: int, location_id: int) -> PciAddress:
-        """A KFD node's address: ``location_id`` holds bus (bits 8-15), device (3-7) and
-        function (0-2)."""
+        """Build a KFD node's address: ``location_id`` holds bus, device and function.
+
+        The bits are 8-15 for the bus, 3-7 for the device and 0-2 for the function.
+        """
         loc = location_id & 0xFFFF
         return cls(domain & 0xFFFFFFFF, loc >> 8, (loc >> 3) & MAX_DEVICE, loc & 0x7)
 
     @property
     def slot(self) -> tuple[int, int, int]:
-        """(domain, bus, device): the functions of one card share it."""
+        """Return domain, bus and device: the functions of one card share it."""
         return self.domain, self.bus, self.device
 
     def __str__(self) -> str:
@@ -71,7 +79,9 @@ class PciAddress:
 
 
 def canonical(text: str | None) -> str | None:
-    """The sysfs text of any source's address (``03F8CFDD:00:00.0`` -> ``3f8cfdd:00:00.0``),
-    None when ``text`` is not an address."""
+    """Return the sysfs text of any source's address; None when ``text`` is not an address.
+
+    Example: ``03F8CFDD:00:00.0`` -> ``3f8cfdd:00:00.0``.
+    """
     addr = PciAddress.parse(text)
     return str(addr) if addr is not None else None

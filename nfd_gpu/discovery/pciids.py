@@ -1,7 +1,7 @@
-"""pci.ids lookups from the host root (``usr/share/misc``, ``usr/share/hwdata``, ``usr/share``).
+"""pci.ids lookups from the host root: ``usr/share/misc``, ``usr/share/hwdata``, ``usr/share``.
 
-Only the vendor blocks that are asked for are parsed, and only when a name is
-needed, so a scan without unknown GPUs never reads the 1.3 MB file.
+Only the vendor blocks that are asked for are parsed, and only when a name is needed.
+So a scan without unknown GPUs never reads the 1.3 MB file.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class PciIds:
 
 
 def marketing_part(name: str) -> str:
-    """``GH100 [H100 SXM5 80GB]`` -> ``H100 SXM5 80GB``; names without brackets unchanged."""
+    """Cut ``GH100 [H100 SXM5 80GB]`` to ``H100 SXM5 80GB``; names without brackets unchanged."""
     if "[" in name and "]" in name:
         inner = name[name.rfind("[") + 1 : name.rfind("]")].strip()
         if inner:

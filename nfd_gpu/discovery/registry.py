@@ -1,16 +1,23 @@
 """The GPU vendors, and every discovery source in the order ``scan.discover`` runs them.
 
-A vendor is a package with a ``VENDOR`` (:class:`~nfd_gpu.discovery.source.Vendor`: PCI id,
-names, drivers, modules, its own sources) and one line in ``VENDORS``; docs/architecture.md
-has a worked example.
+A vendor is a package with a ``VENDOR`` and one line in ``VENDORS``.
+The ``VENDOR`` is a :class:`~nfd_gpu.discovery.source.Vendor`: PCI id, names, drivers,
+modules, its own sources. docs/architecture.md has a worked example.
 
-The order matters: ``pci`` lists the functions, ``gpus`` builds the GPU records from them,
-the vendor sources refine those records (NVIDIA's also fills the driver versions that
-``module-versions`` could not read), ``driver-versions`` records each vendor's from its
-``Vendor.drivers``, ``identify`` derives the families the tables lack and warns about GPUs
-still unknown, ``health`` reads the PCIe health signals, ``vgpu`` and ``runtime`` read what
-the GPUs expose, ``system`` reads the host around them. The shared steps that must
-recognise the vendors' GPUs, drivers or modules are given the vendors by PCI id.
+The order matters:
+
+1. ``pci`` lists the functions.
+2. ``gpus`` builds the GPU records from them.
+3. The vendor sources refine those records.
+   NVIDIA's also fills the driver versions that ``module-versions`` could not read.
+4. ``driver-versions`` records each vendor's version from its ``Vendor.drivers``.
+5. ``identify`` derives the families the tables lack, and warns about GPUs still unknown.
+6. ``health`` reads the PCIe health signals.
+7. ``vgpu`` and ``runtime`` read what the GPUs expose.
+8. ``system`` reads the host around them.
+
+The shared steps that must recognise the vendors' GPUs, drivers or modules are given the
+vendors by PCI id.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ def by_pci_id(vendors: Iterable[Vendor]) -> dict[str, Vendor]:
 
 
 def sources(vendors: tuple[Vendor, ...]) -> tuple[Source, ...]:
-    """Every source, in order, for these vendors (their own sources in the vendors' order)."""
+    """Return every source, in order, for these vendors; their own come in the vendors' order."""
     ids = by_pci_id(vendors)
     return (
         pci.source(ids),

@@ -1,36 +1,44 @@
 """Runtime facts: can containers reach the GPUs, and with which software?
 
-Read under the host root (all optional, nothing is executed):
+Read under the host root. All of it is optional; nothing is executed.
 
-* device nodes ``dev/nvidia*``, ``dev/dri/{card,renderD}*``, ``dev/kfd``,
-  ``dev/vfio/*``: existence and permission bits (``stat``). In test fixtures
-  regular files stand in for the character devices (git keeps no device nodes
-  and only 0644/0755 modes), so ``char_device`` is false there.
-* NVIDIA container toolkit: ``etc/nvidia-container-runtime/config.toml`` and the
-  ``nvidia-container-runtime`` / ``nvidia-ctk`` binaries under ``usr/bin``.
-* CDI specs in ``etc/cdi`` and ``var/run/cdi`` (``*.yaml``, ``*.yml``, ``*.json``):
-  the ``kind`` each declares (``nvidia.com/gpu``), read from a ``kind:`` line or a
-  JSON ``"kind"`` member, without a YAML parser.
-* ROCm: ``opt/rocm/.info/version``. OpenCL ICDs: ``etc/OpenCL/vendors/*.icd``.
-  Level Zero loader: ``libze_loader.so.1`` or ``libze_loader.so`` in the usual library
-  directories (looked up by name: a directory listing would record hundreds of names).
+* Device nodes ``dev/nvidia*``, ``dev/dri/{card,renderD}*``, ``dev/kfd``, ``dev/vfio/*``:
+  existence and permission bits, by ``stat``.
+  In test fixtures regular files stand in for the character devices.
+  Git keeps no device nodes and only 0644/0755 modes. So ``char_device`` is false there.
+* NVIDIA container toolkit: ``etc/nvidia-container-runtime/config.toml``, and the
+  ``nvidia-container-runtime`` and ``nvidia-ctk`` binaries under ``usr/bin``.
+* CDI specs in ``etc/cdi`` and ``var/run/cdi``: ``*.yaml``, ``*.yml``, ``*.json``.
+  The ``kind`` each declares, such as ``nvidia.com/gpu``, is read without a YAML parser.
+  It comes from a ``kind:`` line or a JSON ``"kind"`` member.
+* ROCm: ``opt/rocm/.info/version``.
+* OpenCL ICDs: ``etc/OpenCL/vendors/*.icd``.
+* Level Zero loader: ``libze_loader.so.1`` or ``libze_loader.so`` in the usual library
+  directories. It is looked up by name: a directory listing would record hundreds of names.
 
-``devices_ready`` is true when every GPU's device nodes exist: for a GPU used by
-containers, its ``renderD`` node (AMD: also ``dev/kfd``; NVIDIA: ``dev/nvidiactl``
-and one ``dev/nvidia<N>`` per GPU); for a GPU or VF passed through, its
-``dev/vfio/<iommu group>``. It is None when no GPU has nodes to check.
+``devices_ready`` is true when every GPU's device nodes exist:
 
-Without ``dev/`` under the root (the DaemonSet does not mount the host's ``/dev``:
-docs/install.md), the nodes the kernel itself creates in devtmpfs are derived from
-sysfs: ``dev/dri/<name>`` for each ``card<N>``/``renderD<N>`` in ``sys/class/drm``
-(the DRM device name, devnode ``dri/<name>``), ``dev/kfd`` for ``sys/class/kfd/kfd``,
-and ``dev/vfio/<group>`` for the IOMMU group of each device bound to a VFIO driver
-(``vfio-pci``, ``*_vfio_pci``: the driver registers the group, devnode
-``vfio/<group>``). Their mode is unknown (``None``). ``dev/nvidia*`` are made by
-``nvidia-modprobe`` with ``mknod`` and leave no trace in sysfs: without ``dev/`` they
-are unknown, and so is ``devices_ready`` on a node with NVIDIA GPUs in container mode.
-What each vendor's containers need is its ``Vendor``'s to say (``dev_list``,
-``dev_needs``, ``dev_per_gpu``, ``render_node``, ``dev_in_sysfs``: discovery/source.py).
+- for a GPU used by containers, its ``renderD`` node;
+  AMD also needs ``dev/kfd``;
+  NVIDIA needs ``dev/nvidiactl`` and one ``dev/nvidia<N>`` per GPU;
+- for a GPU or VF passed through, its ``dev/vfio/<iommu group>``;
+- it is None when no GPU has nodes to check.
+
+Without ``dev/`` under the root, the nodes the kernel creates in devtmpfs are derived from sysfs.
+The DaemonSet does not mount the host's ``/dev``: see docs/install.md.
+
+- ``dev/dri/<name>`` for each ``card<N>`` or ``renderD<N>`` in ``sys/class/drm``.
+  That is the DRM device name, devnode ``dri/<name>``.
+- ``dev/kfd`` for ``sys/class/kfd/kfd``.
+- ``dev/vfio/<group>`` for the IOMMU group of each device bound to a VFIO driver:
+  ``vfio-pci`` or ``*_vfio_pci``. The driver registers the group, devnode ``vfio/<group>``.
+- Their mode is unknown: ``None``.
+- ``nvidia-modprobe`` makes ``dev/nvidia*`` with ``mknod``; they leave no trace in sysfs.
+  Without ``dev/`` they are unknown.
+  So is ``devices_ready`` on a node with NVIDIA GPUs in container mode.
+
+What each vendor's containers need is its ``Vendor``'s to say, in discovery/source.py:
+``dev_list``, ``dev_needs``, ``dev_per_gpu``, ``render_node``, ``dev_in_sysfs``.
 """
 
 from __future__ import annotations
@@ -62,7 +70,7 @@ _YAML_KIND = re.compile(r"""^kind\s*:\s*["']?([^"'\s#]+)["']?\s*(#.*)?$""")
 
 
 def parse_cdi_kind(text: str | None) -> str | None:
-    """The ``kind`` of a CDI spec (``vendor.com/class``); None when absent or invalid."""
+    """Return the ``kind`` of a CDI spec, ``vendor.com/class``; None when absent or invalid."""
     if not text:
         return None
     stripped = text.lstrip()
@@ -83,7 +91,7 @@ def parse_cdi_kind(text: str | None) -> str | None:
 
 
 def parse_rocm_version(text: str | None) -> str | None:
-    """``opt/rocm/.info/version`` (``6.2.0-66``) -> ``6.2.0``; None when not a version."""
+    """Parse ``opt/rocm/.info/version``: ``6.2.0-66`` -> ``6.2.0``; None when not a version."""
     if not text or not text.strip():
         return None
     token = text.split()[0].split("-", 1)[0]
@@ -106,7 +114,7 @@ def _stat(host: HostRoot, rel: str) -> DeviceNode | None:
 
 
 def dev_list(vendors: tuple[Vendor, ...]) -> tuple[str, ...]:
-    """The prefixes of the vendors' nodes directly under dev/ (``Vendor.dev_list``)."""
+    """Return the prefixes of the vendors' nodes directly under dev/: ``Vendor.dev_list``."""
     return tuple(p for v in vendors for p in v.dev_list)
 
 
@@ -119,8 +127,10 @@ def device_nodes(host: HostRoot, vendors: tuple[Vendor, ...]) -> tuple[DeviceNod
 
 
 def _iommu_group(host: HostRoot, address: str, read: dict[str, str | None]) -> str | None:
-    """The IOMMU group of a function pci.py read without it (a host-side VF), read once per
-    scan: ``read`` holds the groups already read."""
+    """Return the IOMMU group of a function pci.py read without it: a host-side VF.
+
+    It is read once per scan: ``read`` holds the groups already read.
+    """
     if address not in read:
         read[address] = host.readlink_name(f"sys/bus/pci/devices/{address}/iommu_group")
     return read[address]
@@ -132,8 +142,11 @@ def derived_device_nodes(
     vendors: tuple[Vendor, ...],
     read: dict[str, str | None] | None = None,
 ) -> tuple[DeviceNode, ...]:
-    """The devtmpfs nodes of DRM, the vendors' own (KFD) and VFIO groups, named from sysfs
-    (no ``dev/``); ``read``: the IOMMU groups read so far (see :func:`_iommu_group`)."""
+    """Return the devtmpfs nodes of DRM, KFD and VFIO groups, named from sysfs.
+
+    - Used when there is no ``dev/``. KFD stands for the vendors' own nodes.
+    - ``read``: the IOMMU groups read so far. See :func:`_iommu_group`.
+    """
     read = {} if read is None else read
     names = [f"dev/dri/{n}" for n in host.listdir("sys/class/drm") if _DRM_NODE.match(n)]
     for v in vendors:
@@ -165,7 +178,7 @@ def opencl_icds(host: HostRoot) -> tuple[str, ...]:
 
 
 def level_zero(host: HostRoot) -> bool:
-    """The loader by its names (never a listing of whole library directories)."""
+    """Find the loader by its names, never by a listing of whole library directories."""
     return any(host.exists(f"{d}/{n}") for d in LIB_DIRS for n in LEVEL_ZERO_LOADER)
 
 
@@ -176,10 +189,12 @@ def required_nodes(
     host: HostRoot | None = None,
     read: dict[str, str | None] | None = None,
 ) -> list[list[str]]:
-    """Per GPU, the device nodes containers or VMs need (empty: nothing to check).
-    Host-side VFs are read without their IOMMU group (pci.py keeps them cheap), so
-    ``host`` supplies it for the VFs of a ``vf-passthrough`` GPU (``read``: the groups
-    read so far, see :func:`_iommu_group`)."""
+    """Return, per GPU, the device nodes containers or VMs need; empty: nothing to check.
+
+    - Host-side VFs are read without their IOMMU group: pci.py keeps them cheap.
+      So ``host`` supplies it for the VFs of a ``vf-passthrough`` GPU.
+    - ``read``: the groups read so far. See :func:`_iommu_group`.
+    """
     read = {} if read is None else read
     groups = {d.address: d.iommu_group for d in pci if d.iommu_group}
     if host is not None:
@@ -211,8 +226,11 @@ def required_nodes(
 def _per_gpu_nodes_present(
     gpus: tuple[Gpu, ...], vendors: tuple[Vendor, ...], present: set[str]
 ) -> bool:
-    """Each vendor with one node per GPU (``Vendor.dev_per_gpu``) has at least as many
-    ``dev/<prefix><N>`` as GPUs in containers."""
+    """Tell whether each vendor with one node per GPU has enough nodes.
+
+    Those vendors set ``Vendor.dev_per_gpu``. Each needs at least as many
+    ``dev/<prefix><N>`` as GPUs in containers.
+    """
     for v in vendors:
         if v.dev_per_gpu:
             minor = re.compile(rf"^dev/{re.escape(v.dev_per_gpu)}[0-9]+$")
@@ -254,7 +272,7 @@ def discover(
 
 
 def source(vendors: dict[str, Vendor]) -> Source:
-    """The runtime step for these vendors (by PCI id): their device nodes."""
+    """Return the runtime step for these vendors, given by PCI id: their device nodes."""
     known = tuple(vendors.values())
 
     def _discover(ctx: Context, snap: Snapshot) -> Snapshot:

@@ -1,19 +1,27 @@
 """The shape of a discovery source: one step that reads the host and adds to the snapshot.
 
-Every source has a name, the GPU vendors it needs (it is skipped when no GPU of those
-vendors was found; ``()`` = always run) and ``discover(ctx, snapshot) -> snapshot``: it
-reads the host through ``ctx.host`` (a :class:`~nfd_gpu.host.HostRoot`) and returns the
-snapshot with its facts added (the snapshot is frozen: ``dataclasses.replace``). A
-:class:`Source` is those three fields. Sources never raise for hardware problems: those are
-warnings on the host.
+Every source has three fields, and :class:`Source` is those three:
 
-A GPU vendor is a :class:`Vendor`: its PCI id, names and drivers (what the shared steps need
-to recognise its GPUs) and its own sources. Each vendor package (``discovery/nvidia/``,
-``discovery/amd/``, ``discovery/intel/``) defines one ``VENDOR``.
+- a name;
+- the GPU vendors it needs. It is skipped when no GPU of those vendors was found.
+  ``()`` means always run;
+- ``discover(ctx, snapshot) -> snapshot``. It reads the host through ``ctx.host``,
+  a :class:`~nfd_gpu.host.HostRoot`. It returns the snapshot with its facts added.
+  The snapshot is frozen, so that is ``dataclasses.replace``.
 
-The vendors and the ordered list of sources are in :mod:`nfd_gpu.discovery.registry`
-(``VENDORS``, ``SOURCES``); the order is part of the behaviour (later sources refine the
-GPU records earlier ones built).
+Sources never raise for hardware problems: those are warnings on the host.
+
+A GPU vendor is a :class:`Vendor`:
+
+- its PCI id, names and drivers: what the shared steps need to recognise its GPUs;
+- its own sources.
+
+Each vendor package defines one ``VENDOR``: ``discovery/nvidia/``, ``discovery/amd/``,
+``discovery/intel/``.
+
+The vendors and the ordered list of sources are in :mod:`nfd_gpu.discovery.registry`:
+``VENDORS`` and ``SOURCES``. The order is part of the behaviour: later sources refine the
+GPU records earlier ones built.
 """
 
 from __future__ import annotations
@@ -44,8 +52,11 @@ class Context:
 
 @dataclass(frozen=True)
 class Source:
-    """One discovery step (see the module docstring): most are a module's ``SOURCE``, the
-    shared steps that must know the vendors are built by a ``source(vendors)``."""
+    """One discovery step; see the module docstring.
+
+    Most are a module's ``SOURCE``. The shared steps that must know the vendors are built by
+    a ``source(vendors)``.
+    """
 
     name: str
     discover: Callable[[Context, Snapshot], Snapshot]
@@ -82,5 +93,5 @@ class Vendor:
 
 
 def wanted(source: Source, snap: Snapshot) -> bool:
-    """Whether ``source`` runs on this snapshot: always, or when a GPU it needs is there."""
+    """Tell whether ``source`` runs on this snapshot: always, or when a GPU it needs is there."""
     return not source.needs or any(g.vendor in source.needs for g in snap.gpus)

@@ -11,16 +11,18 @@ from nfd_gpu.model import Snapshot
 
 
 def gpu_modules(vendors: Iterable[Vendor]) -> tuple[str, ...]:
-    """The vendors' kernel modules, whose version is reported (``sys/module/<name>/version``)."""
+    """Return the vendors' kernel modules, whose version is reported: ``sys/module/<m>/version``."""
     return tuple(m for v in vendors for m in v.modules)
 
 
 def loaded_modules(host: HostRoot) -> tuple[str, ...]:
-    """Names of loaded modules: ``proc/modules`` (as NFD's kernel source reads it).
+    """Return the names of loaded modules: ``proc/modules``, as NFD's kernel source reads it.
 
-    Where that file is not there (a pod mounts ``/proc/driver`` and ``/sys`` only; a kernel
-    without module support has none), the loadable modules whose ``sys/module/<name>/initstate``
-    is ``live`` (Documentation/ABI/testing/sysfs-module): the same set."""
+    - Without that file, the loadable modules whose ``sys/module/<name>/initstate`` is
+      ``live``: the same set. See Documentation/ABI/testing/sysfs-module.
+    - The file is missing when a pod mounts ``/proc/driver`` and ``/sys`` only,
+      and on a kernel without module support.
+    """
     text = host.read_text("proc/modules")
     if text is None:
         lines = [m for m in host.listdir("sys/module") if _live(host, m)]
@@ -41,12 +43,16 @@ def _live(host: HostRoot, module: str) -> bool:
 def builtin_modules(
     host: HostRoot, gpu_modules: tuple[str, ...], loaded: Iterable[str] | None = None
 ) -> tuple[str, ...]:
-    """Modules built into the kernel (Talos builds i915/xe in: no ``proc/modules`` line).
+    """Return the modules built into the kernel.
 
-    ``lib/modules/<proc/sys/kernel/osrelease>/modules.builtin`` (``.ko`` paths, as NFD's
-    ``kernel.enabledmodule``), plus the GPU driver modules that have a ``sys/module/<name>``
-    directory without a ``proc/modules`` entry (built in, kernel without that file).
-    ``loaded``: :func:`loaded_modules`, when already read."""
+    Talos builds i915 and xe in: no ``proc/modules`` line.
+
+    - ``lib/modules/<proc/sys/kernel/osrelease>/modules.builtin``: ``.ko`` paths,
+      as NFD's ``kernel.enabledmodule`` reads them.
+    - Plus the GPU driver modules that have a ``sys/module/<name>`` directory without a
+      ``proc/modules`` entry: built in, or a kernel without that file.
+    - ``loaded``: :func:`loaded_modules`, when already read.
+    """
     names: set[str] = set()
     release = (host.read_text("proc/sys/kernel/osrelease") or "").strip()
     if release and "/" not in release and not release.startswith("."):
@@ -64,9 +70,12 @@ def builtin_modules(
 def module_versions(
     host: HostRoot, modules: tuple[str, ...], attr: str = "version"
 ) -> dict[str, str]:
-    """``sys/module/<m>/<attr>`` for the GPU driver modules that have one: ``version``
-    (``MODULE_VERSION``), or ``srcversion`` (modpost's checksum of the module's sources,
-    which AMD's labeller writes as ``amd.com/gpu.driver-src-version``)."""
+    """Return ``sys/module/<m>/<attr>`` for the GPU driver modules that have one.
+
+    - ``version`` is ``MODULE_VERSION``.
+    - Else ``srcversion``: modpost's checksum of the module's sources.
+      AMD's labeller writes it as ``amd.com/gpu.driver-src-version``.
+    """
     out = {}
     for m in modules:
         v = host.read_text(f"sys/module/{m}/{attr}")
@@ -80,13 +89,13 @@ def module_versions(
 
 
 def machine(host: HostRoot) -> str | None:
-    """DMI product name (``sys/class/dmi/id/product_name``), as GFD's gpu.machine."""
+    """Return the DMI product name, ``sys/class/dmi/id/product_name``, as GFD's gpu.machine."""
     v = host.read_text("sys/class/dmi/id/product_name")
     return v or None
 
 
 def versions(gpu_vendors: Mapping[str, Vendor]) -> Source:
-    """The ``module-versions`` source: early, the vendor sources add to the versions."""
+    """Return the ``module-versions`` source; it runs early, the vendor sources add to it."""
     modules = gpu_modules(gpu_vendors.values())
 
     def run(ctx: Context, snap: Snapshot) -> Snapshot:
@@ -100,9 +109,13 @@ def versions(gpu_vendors: Mapping[str, Vendor]) -> Source:
 
 
 def vendor_versions(gpu_vendors: Mapping[str, Vendor]) -> Source:
-    """The ``driver-versions`` source, after the vendor sources (NVIDIA's fills its module's
-    version from NVML when sysfs has none): the driver version of each vendor with GPUs
-    here, that of the first of its ``Vendor.drivers`` with a module version."""
+    """Return the ``driver-versions`` source, run after the vendor sources.
+
+    - It gives the driver version of each vendor with GPUs here.
+    - That is the version of the first of its ``Vendor.drivers`` with a module version.
+    - It runs last because NVIDIA's source fills its module's version from NVML when sysfs
+      has none.
+    """
     vendors = tuple(gpu_vendors.values())
 
     def run(ctx: Context, snap: Snapshot) -> Snapshot:
@@ -119,7 +132,7 @@ def vendor_versions(gpu_vendors: Mapping[str, Vendor]) -> Source:
 
 
 def source(gpu_vendors: Mapping[str, Vendor]) -> Source:
-    """The ``system`` source: loaded and built-in modules, the machine name."""
+    """Return the ``system`` source: loaded and built-in modules, the machine name."""
     modules = gpu_modules(gpu_vendors.values())
 
     def run(ctx: Context, snap: Snapshot) -> Snapshot:

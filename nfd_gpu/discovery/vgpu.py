@@ -1,10 +1,10 @@
-"""Mediated-device (vGPU) types offered by GPUs: ``mdev_supported_types``.
+"""Mediated-device types offered by GPUs, that is vGPU types: ``mdev_supported_types``.
 
-``Documentation/ABI/testing/sysfs-bus-vfio-mdev`` (Linux): each
-``<device>/mdev_supported_types/<type-id>/`` directory holds ``device_api`` and
-``available_instances`` (mandatory) and optionally ``name`` and ``description``.
-NVIDIA vGPU (``nvidia-<n>``) and Intel GVT-g (``i915-GVTg_V5_<n>``) use it. A GPU
-that offers types is a vGPU host (mode ``vgpu-host``) unless it is passed through.
+- Linux's ``Documentation/ABI/testing/sysfs-bus-vfio-mdev``: each
+  ``<device>/mdev_supported_types/<type-id>/`` directory holds ``device_api`` and
+  ``available_instances``, both mandatory. ``name`` and ``description`` are optional.
+- NVIDIA vGPU uses it, as ``nvidia-<n>``; so does Intel GVT-g, as ``i915-GVTg_V5_<n>``.
+- A GPU that offers types is a vGPU host, mode ``vgpu-host``, unless it is passed through.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ PASSTHROUGH_MODES = ("pf-passthrough",)
 
 
 def parse_count(text: str | None) -> int | None:
-    """``available_instances``: a non-negative decimal; None otherwise."""
+    """Parse ``available_instances``: a non-negative decimal; None otherwise."""
     if text is None:
         return None
     token = text.strip()
@@ -55,7 +55,7 @@ def read_types(host: HostRoot, gpus: tuple[Gpu, ...]) -> tuple[VgpuType, ...]:
 
 
 def apply(gpus: tuple[Gpu, ...], types: tuple[VgpuType, ...]) -> tuple[Gpu, ...]:
-    """GPUs offering mdev types become ``vgpu-host`` (a passed-through GPU stays so)."""
+    """Mark GPUs offering mdev types ``vgpu-host``; a passed-through GPU stays so."""
     parents = {t.parent for t in types}
     out = []
     for g in gpus:

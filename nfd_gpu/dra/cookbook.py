@@ -1,11 +1,17 @@
-"""The CEL cookbook: for each neutral label, the selector that picks the same devices with
-each vendor's DRA driver, or why there is none. docs/dra.md is generated from it; every
-recipe is evaluated by Kubernetes' own DRA CEL compiler on the preview devices of every
-fixture (tests/dra/test_cookbook.py, the ``dra-cel`` judge of tests/e2e/build.sh).
+"""The CEL cookbook: per neutral label, the selector that picks the same devices per DRA driver.
 
-A :class:`Recipe` is checked as: for each device ``d`` with a ``value``, the selector for
-that value matches exactly the devices ``e`` of the driver with ``promise(d, e)``: the
-devices carrying what ``d``'s label says (the same family, at least its memory, ...)."""
+- Where there is none, the cookbook says why.
+- docs/dra.md is generated from it.
+- Kubernetes' own DRA CEL compiler evaluates every recipe on the preview devices of every
+  fixture. See tests/dra/test_cookbook.py and the ``dra-cel`` judge of tests/e2e/build.sh.
+
+How a :class:`Recipe` is checked, for each device ``d`` with a ``value``:
+
+- the selector for that value must match exactly the devices ``e`` of the driver with
+  ``promise(d, e)``;
+- those are the devices carrying what ``d``'s label says: the same family, at least its
+  memory, ...
+"""
 
 from __future__ import annotations
 
@@ -241,8 +247,11 @@ Check = tuple[str, dict[str, object], tuple[str, ...]]
 
 
 def checks(devs: Sequence[Device]) -> Iterator[Check]:
-    """Every recipe with every value ``devs`` (one node's devices) has: the selector must
-    match exactly the devices of the same DeviceClass that carry what the label says."""
+    """Return every recipe with every value ``devs`` has; ``devs`` is one node's devices.
+
+    The selector must match exactly the devices of the same DeviceClass that carry what the
+    label says.
+    """
     for recipe in RECIPES:
         for d in devs:
             value = recipe.value(d) if d.driver == recipe.driver else None

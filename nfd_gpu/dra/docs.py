@@ -1,5 +1,7 @@
-"""docs/dra.md, generated from the cookbook (``python -m nfd_gpu.dra.docs > docs/dra.md``;
-tests/dra/test_cookbook.py checks it)."""
+"""Generate docs/dra.md from the cookbook: ``python -m nfd_gpu.dra.docs > docs/dra.md``.
+
+tests/dra/test_cookbook.py checks it.
+"""
 
 from __future__ import annotations
 

@@ -1,16 +1,21 @@
-"""The devices each vendor's DRA driver would publish for a node, built from nfd-gpu's
-facts in the driver's attribute shape (../shared/reference/dra-attributes.md). A
-**preview**: the driver's own ResourceSlice is authoritative; attributes nfd-gpu has no
-fact for (NVIDIA's ``brand``, AMD's libdrm ``family``, Intel's ``model``/``family`` from
-Intel's table) are left out, never guessed.
+"""The devices each vendor's DRA driver would publish for a node, built from nfd-gpu's facts.
 
-- ``gpu.nvidia.com``: GPUs bound to ``nvidia`` (type ``gpu``; MIG-enabled GPUs as their
-  MIG devices, type ``mig``), GPUs on ``vfio-pci`` as type ``vfio``; failed GPUs are left
-  out (the driver drops unhealthy devices);
-- ``gpu.amd.com``: GPUs bound to ``amdgpu`` (type ``amdgpu``; partitioned GPUs as their
-  partitions, type ``amdgpu-partition``);
-- ``gpu.intel.com``: GPUs bound to ``i915``/``xe`` (type ``gpu``; VFs inside a VM ``vf``),
-  with ``health``.
+- They are in the driver's attribute shape: see ../shared/reference/dra-attributes.md.
+- It is a **preview**: the driver's own ResourceSlice is authoritative.
+- Attributes nfd-gpu has no fact for are left out, never guessed.
+  Those are NVIDIA's ``brand``, AMD's libdrm ``family``, and Intel's ``model`` and
+  ``family`` from Intel's table.
+
+Per driver:
+
+- ``gpu.nvidia.com``: GPUs bound to ``nvidia``, type ``gpu``.
+  MIG-enabled GPUs appear as their MIG devices, type ``mig``.
+  GPUs on ``vfio-pci`` are type ``vfio``.
+  Failed GPUs are left out: the driver drops unhealthy devices.
+- ``gpu.amd.com``: GPUs bound to ``amdgpu``, type ``amdgpu``.
+  Partitioned GPUs appear as their partitions, type ``amdgpu-partition``.
+- ``gpu.intel.com``: GPUs bound to ``i915`` or ``xe``, type ``gpu``; VFs inside a VM are ``vf``.
+  They carry ``health``.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ INTEL_HEALTH = {"ok": "Healthy", "degraded": "Healthy", "failed": "Unhealthy"}
 
 @dataclass(frozen=True)
 class Device:
-    """One device as a driver would publish it, with the GPU (and partition) behind it."""
+    """One device as a driver would publish it, with the GPU and partition behind it."""
 
     driver: str
     name: str
@@ -40,15 +45,18 @@ class Device:
 
     @property
     def device_class(self) -> str:
-        """The DeviceClass that offers it: NVIDIA's by type (``gpu.nvidia.com``,
-        ``mig.nvidia.com``, ``vfio.gpu.nvidia.com``), the others' one per driver."""
+        """Return the DeviceClass that offers it.
+
+        - NVIDIA's is by type: ``gpu.nvidia.com``, ``mig.nvidia.com``, ``vfio.gpu.nvidia.com``.
+        - The other vendors have one per driver.
+        """
         kind = self.attributes.get("type", {}).get("string")
         if self.driver != DRIVERS["nvidia"] or kind == "gpu":
             return self.driver
         return "mig.nvidia.com" if kind == "mig" else "vfio.gpu.nvidia.com"
 
     def api(self) -> Obj:
-        """The ``resource.k8s.io/v1`` Device."""
+        """Return the ``resource.k8s.io/v1`` Device."""
         out: Obj = {"name": self.name, "attributes": self.attributes}
         if self.capacity:
             out["capacity"] = self.capacity
@@ -56,7 +64,7 @@ class Device:
 
 
 def version(text: str | None) -> str | None:
-    """A driver version as semver (``535.104.05`` -> ``535.104.5``; two parts get ``.0``)."""
+    """Write a driver version as semver: ``535.104.05`` -> ``535.104.5``; two parts get ``.0``."""
     if not text:
         return None
     parts = text.strip().split(".")
@@ -67,15 +75,14 @@ def version(text: str | None) -> str | None:
 
 
 def nvidia_architecture(family: str | None) -> str | None:
-    """go-nvlib's architecture name of a family label value (``ada-lovelace`` ->
-    ``Ada Lovelace``)."""
+    """Map a family label value to go-nvlib's architecture: ``ada-lovelace`` -> ``Ada Lovelace``."""
     if not family:
         return None
     return " ".join(w.capitalize() for w in family.split("-"))
 
 
 def amd_product(g: Gpu) -> str | None:
-    """AMD's ``productName``: sysfs ``product_name`` with spaces as underscores."""
+    """Return AMD's ``productName``: sysfs ``product_name`` with spaces as underscores."""
     name = g.amd.board_product or g.product
     return "_".join(name.split()) if name else None
 
@@ -173,12 +180,12 @@ def _intel(snap: Snapshot) -> Iterator[Device]:
 
 
 def devices(snap: Snapshot) -> list[Device]:
-    """Every driver's preview devices for the node, NVIDIA's, AMD's, then Intel's."""
+    """Return every driver's preview devices for the node: NVIDIA's, AMD's, then Intel's."""
     return [*_nvidia(snap), *_amd(snap), *_intel(snap)]
 
 
 def preview_document(snap: Snapshot) -> Obj:
-    """``scan --format dra-preview``: per driver, the devices of a would-be slice."""
+    """Build ``scan --format dra-preview``: per driver, the devices of a would-be slice."""
     by_driver: dict[str, list[Obj]] = {}
     for d in devices(snap):
         by_driver.setdefault(d.driver, []).append(d.api())

@@ -1,30 +1,40 @@
 """HostRoot: every read of the host goes through here, relative to a root.
 
-The root is ``/`` on a host, ``/host`` in a container, or a fixture / captured
-snapshot directory in tests. Reads are bounded (64 KiB), decoded safely, and a
-broken file (permission denied, garbage bytes, a dangling link, a directory
-where a file belongs) becomes a warning, never an exception. Only regular files are
-read and only directories listed: a device node, FIFO or socket planted where an
-attribute file belongs is opened non-blocking (never as a controlling terminal), found
-by ``fstat`` to be no regular file, and closed unread, with a warning.
+The root is ``/`` on a host and ``/host`` in a container.
+In tests it is a fixture or a captured snapshot directory.
 
-**Confinement.** Below a root other than ``/`` every path is resolved *inside* the
-root, as if the process were chrooted there: an absolute symbolic link (``/etc/shadow``)
-is re-rooted (``<root>/etc/shadow``) and ``..`` never climbs above the root, so no
-link planted in a tree can make the scan read a file of the machine running it. The
-kernel's own sysfs links are relative and stay inside ``/sys``, so they resolve as
-before. Linux >= 5.6 does this in one ``openat2(RESOLVE_IN_ROOT)`` call per open (no
-extra system calls); where that call is missing or refused (seccomp) the same
-resolution runs here, component by component, with the links cached per instance.
+Reads:
 
-**Errors versus warnings.** A damaged host file is a *warning*: the scan still
-describes the host. Running out of resources (``EMFILE``, ``ENFILE``, ``ENOMEM``,
-``ENOBUFS``) or a directory listing that fails says nothing about the host: such a
-scan is *incomplete* and its failures go to ``errors`` (and ``warnings``); the agent
-then keeps the last good publication instead of publishing a partial label set.
+- They are bounded to 64 KiB and decoded safely.
+- A broken file becomes a warning, never an exception. Broken means: permission denied,
+  garbage bytes, a dangling link, a directory where a file belongs.
+- Only regular files are read and only directories listed.
+- A device node, FIFO or socket planted where an attribute file belongs is opened
+  non-blocking, never as a controlling terminal. ``fstat`` finds it is no regular file.
+  It is closed unread, with a warning.
 
-Performance matters: a node can have thousands of PCI functions, so this module
-uses ``os.open``/``os.read`` on plain strings instead of :mod:`pathlib`.
+**Confinement.** Below a root other than ``/``, every path is resolved *inside* the root.
+It is as if the process were chrooted there:
+
+- An absolute symbolic link such as ``/etc/shadow`` is re-rooted to ``<root>/etc/shadow``.
+- ``..`` never climbs above the root.
+- So no link planted in a tree can make the scan read a file of the machine running it.
+- The kernel's own sysfs links are relative and stay inside ``/sys``. They resolve as before.
+- Linux >= 5.6 does this in one ``openat2(RESOLVE_IN_ROOT)`` call per open, with no extra
+  system calls.
+- Where that call is missing or refused by seccomp, the same resolution runs here.
+  It goes component by component, with the links cached per instance.
+
+**Errors versus warnings.**
+
+- A damaged host file is a *warning*: the scan still describes the host.
+- Some failures say nothing about the host: running out of resources, or a directory
+  listing that fails. The resources are ``EMFILE``, ``ENFILE``, ``ENOMEM`` and ``ENOBUFS``.
+- Such a scan is *incomplete*. Its failures go to ``errors``, and to ``warnings`` too.
+- The agent then keeps the last good publication instead of publishing a partial label set.
+
+Performance matters: a node can have thousands of PCI functions.
+So this module uses ``os.open`` and ``os.read`` on plain strings instead of :mod:`pathlib`.
 """
 
 from __future__ import annotations
@@ -61,9 +71,10 @@ class _OpenHow(ctypes.Structure):
 
 
 class _Openat2:
-    """``openat2(dirfd, path, {flags, resolve=RESOLVE_IN_ROOT})`` through libc's
-    ``syscall``; ``usable`` turns False for good the first time the kernel or a seccomp
-    filter refuses it."""
+    """Call ``openat2(dirfd, path, {flags, resolve=RESOLVE_IN_ROOT})`` through libc's ``syscall``.
+
+    ``usable`` turns False for good the first time the kernel or a seccomp filter refuses it.
+    """
 
     NR = 437  # the same number on every architecture (asm-generic unified table)
     RESOLVE_IN_ROOT = 0x10
@@ -85,7 +96,7 @@ class _Openat2:
         self._how: dict[int, Any] = {}
 
     def open(self, dirfd: int, rel: str, flags: int) -> int:
-        """An fd, or raises OSError; raises _Unsupported when openat2 cannot be used."""
+        """Return an fd, or raise OSError; raise _Unsupported when openat2 cannot be used."""
         how = self._how.get(flags)
         if how is None:
             how = self._how[flags] = ctypes.byref(_OpenHow(flags, 0, self.RESOLVE_IN_ROOT))
@@ -143,7 +154,7 @@ class HostRoot:
             self.close()
 
     def close(self) -> None:
-        """Close the descriptors held for confinement (also done on garbage collection)."""
+        """Close the descriptors held for confinement; garbage collection does it too."""
         if self._parent is not None:
             os.close(self._parent[1])
             self._parent = None
@@ -152,14 +163,18 @@ class HostRoot:
             self._dirfd = -1
 
     def set_recorder(self, recorder: Callable[[str], None] | None) -> None:
-        """Call ``recorder(rel)`` for every path read, listed, readlink'd or tested
-        (``exists`` / ``is_dir``); used by ``nfd-gpu snapshot``."""
+        """Call ``recorder(rel)`` for every path read, listed, readlink'd or tested.
+
+        Tested means ``exists`` or ``is_dir``. ``nfd-gpu snapshot`` uses it.
+        """
         self._recorder = recorder
 
     def path(self, rel: str) -> str:
-        """Absolute path of ``rel`` (a path relative to the root, no leading ``/``),
-        *not* confined: for messages and for the snapshot copier only; reads go
-        through the methods below."""
+        """Return the absolute path of ``rel``, *not* confined.
+
+        - ``rel`` is relative to the root, with no leading ``/``.
+        - For messages and for the snapshot copier only. Reads go through the methods below.
+        """
         rel = rel.lstrip("/")
         if self.root == "/":
             return "/" + rel
@@ -169,7 +184,7 @@ class HostRoot:
         self.warnings.append(message)
 
     def error(self, message: str) -> None:
-        """A failure that makes the scan incomplete (also listed as a warning)."""
+        """Record a failure that makes the scan incomplete; it is listed as a warning too."""
         self.errors.append(message)
         self.warnings.append(message)
 
@@ -195,7 +210,10 @@ class HostRoot:
         return os.open(real or ".", flags | _O_NOFOLLOW, dir_fd=self._dirfd)
 
     def _readlink_raw(self, rel: str) -> str | None:
-        """Target of the link at ``rel`` (parent resolved by the caller), None if no link."""
+        """Return the target of the link at ``rel``, or None if no link.
+
+        The caller resolves the parent.
+        """
         if rel in self._links:
             return self._links[rel]
         try:
@@ -206,9 +224,12 @@ class HostRoot:
         return target
 
     def resolve(self, rel: str, *, follow: bool = True) -> str:
-        """``rel`` with every symbolic link resolved inside the root (portable resolver;
-        no leading ``/``, ``""`` for the root itself). Raises OSError(ELOOP) after
-        MAX_LINKS links."""
+        """Return ``rel`` with every symbolic link resolved inside the root.
+
+        - This is the portable resolver.
+        - The result has no leading ``/``; it is ``""`` for the root itself.
+        - Raises OSError(ELOOP) after MAX_LINKS links.
+        """
         if self._dirfd < 0:
             self._dirfd = os.open(self.root, _O_PATH | _O_DIRECTORY | _O_CLOEXEC)
         pending = rel.split("/")
@@ -252,11 +273,11 @@ class HostRoot:
     def read_bytes(
         self, rel: str, *, optional: bool = True, limit: int = MAX_READ, record: bool = True
     ) -> bytes | None:
-        """Read at most ``limit`` bytes (64 KiB). ``None`` when the file cannot be read.
+        """Read at most ``limit`` bytes, 64 KiB by default; None when the file cannot be read.
 
-        A missing file is silent when ``optional``; every other failure (and a
-        missing required file) is recorded as a warning. ``record=False`` hides the
-        read from the snapshot recorder.
+        - A missing file is silent when ``optional``.
+        - Every other failure is recorded as a warning, a missing required file included.
+        - ``record=False`` hides the read from the snapshot recorder.
         """
         if record and self._recorder is not None:
             self._recorder(rel)
@@ -319,9 +340,13 @@ class HostRoot:
         return data
 
     def read_at(self, rel: str, offset: int, size: int) -> bytes | None:
-        """Up to ``size`` bytes at ``offset`` (``pread``; at most 4 KiB), ``b""`` past the end,
-        None when the file cannot be opened or read. For files where every byte read costs
-        (PCI config space: each access traps to the hypervisor in a VM)."""
+        """Read up to ``size`` bytes at ``offset`` with ``pread``, at most 4 KiB.
+
+        - Return ``b""`` past the end.
+        - Return None when the file cannot be opened or read.
+        - For files where every byte read costs. Example: PCI config space, where each access
+          traps to the hypervisor in a VM.
+        """
         if self._recorder is not None:
             self._recorder(rel)
         try:
@@ -340,8 +365,11 @@ class HostRoot:
             os.close(fd)
 
     def _regular(self, rel: str, fd: int) -> bool:
-        """Whether the open ``fd`` is a regular file; anything else (a device node, a FIFO,
-        a socket planted as an attribute file) is a warning and is never read."""
+        """Tell whether the open ``fd`` is a regular file.
+
+        Anything else is a warning and is never read: a device node, a FIFO, or a socket
+        planted as an attribute file.
+        """
         mode = os.fstat(fd).st_mode
         if stat_mod.S_ISREG(mode):
             return True
@@ -352,7 +380,7 @@ class HostRoot:
         return False
 
     def read_text(self, rel: str, *, optional: bool = True) -> str | None:
-        """Read a text attribute: decoded (invalid UTF-8 replaced), NULs removed, stripped."""
+        """Read a text attribute: decoded with invalid UTF-8 replaced, NULs removed, stripped."""
         data = self.read_bytes(rel, optional=optional)
         if data is None:
             return None
@@ -360,7 +388,7 @@ class HostRoot:
         return text.strip()
 
     def read_int(self, rel: str, *, base: int = 10, optional: bool = True) -> int | None:
-        """Read an integer attribute (``base=0`` accepts ``0x`` prefixes)."""
+        """Read an integer attribute; ``base=0`` accepts ``0x`` prefixes."""
         text = self.read_text(rel, optional=optional)
         if text is None or text == "":
             return None
@@ -371,7 +399,7 @@ class HostRoot:
             return None
 
     def _readlink(self, rel: str) -> str:
-        """``os.readlink`` of the last component of ``rel`` (its parents confined)."""
+        """Call ``os.readlink`` on the last component of ``rel``; its parents are confined."""
         rel = rel.strip("/")
         if self.root == "/":
             return os.readlink("/" + rel)
@@ -386,17 +414,22 @@ class HostRoot:
         return os.readlink(name, dir_fd=pfd)
 
     def readlink(self, rel: str) -> str | None:
-        """The target of the symbolic link at ``rel`` (its parents resolved inside the
-        root), None when it is no link or cannot be read; not recorded (the snapshot
-        copier's own reads)."""
+        """Return the target of the symbolic link at ``rel``.
+
+        - Its parents are resolved inside the root.
+        - None when it is no link or cannot be read.
+        - Not recorded: these are the snapshot copier's own reads.
+        """
         try:
             return self._readlink(rel)
         except OSError:
             return None
 
     def lstat(self, rel: str) -> os.stat_result | None:
-        """``os.lstat`` inside the root (the last component not followed) or None; not
-        recorded (the snapshot copier's own reads)."""
+        """Call ``os.lstat`` inside the root, the last component not followed, or return None.
+
+        Not recorded: these are the snapshot copier's own reads.
+        """
         try:
             fd = self._open(rel, _O_PATH | _O_NOFOLLOW | _O_CLOEXEC)
         except OSError:
@@ -407,7 +440,7 @@ class HostRoot:
             os.close(fd)
 
     def readlink_name(self, rel: str) -> str | None:
-        """Basename of a symbolic link's target (``driver``, ``iommu_group``, ...)."""
+        """Return the basename of a symbolic link's target: ``driver``, ``iommu_group``, ..."""
         if self._recorder is not None:
             self._recorder(rel)
         try:
@@ -424,10 +457,11 @@ class HostRoot:
         return name or None
 
     def listdir(self, rel: str) -> list[str]:
-        """Sorted names in a directory; ``[]`` when it is missing.
+        """Return the sorted names in a directory; ``[]`` when it is missing.
 
-        A directory that exists but cannot be listed makes the scan incomplete
-        (``errors``): an empty list would look like "no devices"."""
+        A directory that exists but cannot be listed makes the scan incomplete: ``errors``.
+        An empty list would look like "no devices".
+        """
         if self._recorder is not None:
             self._recorder(rel)
         try:
@@ -452,8 +486,10 @@ class HostRoot:
             os.close(fd)
 
     def stat(self, rel: str) -> os.stat_result | None:
-        """``os.stat`` (following links, inside the root) or None; recorded like every
-        other access."""
+        """Call ``os.stat`` inside the root, following links, or return None.
+
+        Recorded like every other access.
+        """
         if self._recorder is not None:
             self._recorder(rel)
         return self._stat(rel)
@@ -476,7 +512,7 @@ class HostRoot:
         return self._stat(rel) is not None
 
     def lexists(self, rel: str) -> bool:
-        """``rel`` exists, a dangling symbolic link included (the link is not followed)."""
+        """Tell whether ``rel`` exists, a dangling symbolic link included; it is not followed."""
         if self._recorder is not None:
             self._recorder(rel)
         try:

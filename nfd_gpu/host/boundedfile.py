@@ -1,22 +1,28 @@
-"""Reading one input file the operator names: the one bounded reader.
+"""Read one input file the operator names: the one bounded reader.
 
-Every file given to nfd-gpu by path (the configuration file, the sharing config, rule
-files, a NodeFeature document for ``rules test``, an NVML recording, the service
-account's namespace file) and the feature file read back (capped at NFD's 65,536 bytes)
-is read here, never with a bare ``open()``:
+Files read here, never with a bare ``open()``:
 
-* opened non-blocking and never as a controlling terminal (``O_NONBLOCK | O_NOCTTY``),
-  so a FIFO, a socket or a terminal given as a path cannot hang the process;
-* ``fstat`` on the open descriptor before any read: only a regular file is read (a FIFO,
-  a device node, a socket or a directory is refused, nothing read from it), so what is
-  checked is what is read;
-* refused without reading when larger than ``limit`` (``st_size``), and never more than
-  ``limit`` + 1 bytes read (a file that grows while read is refused too).
+- every file given to nfd-gpu by path: the configuration file, the sharing config,
+  rule files, a NodeFeature document for ``rules test``, an NVML recording,
+  the service account's namespace file;
+- the feature file read back, capped at NFD's 65,536 bytes.
 
-Symbolic links are followed: a ConfigMap mounted in a pod is a tree of links
-(``config.yaml -> ..data/config.yaml``); ``follow=False`` refuses one (the agent's own
-feature file, read back to see whether it is still what was written). Errors are
-:class:`FileReadError`, whose text is one line naming the file.
+How:
+
+* Opened non-blocking and never as a controlling terminal: ``O_NONBLOCK | O_NOCTTY``.
+  So a FIFO, a socket or a terminal given as a path cannot hang the process.
+* ``fstat`` runs on the open descriptor before any read. Only a regular file is read.
+  A FIFO, a device node, a socket or a directory is refused, nothing read from it.
+  So what is checked is what is read.
+* A file larger than ``limit`` by ``st_size`` is refused without reading.
+* Never more than ``limit`` + 1 bytes are read. A file that grows while read is refused too.
+
+Symbolic links are followed: a ConfigMap mounted in a pod is a tree of links,
+such as ``config.yaml -> ..data/config.yaml``.
+``follow=False`` refuses one. The agent uses it for its own feature file, read back to see
+whether it is still what was written.
+
+Errors are :class:`FileReadError`, whose text is one line naming the file.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ _FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, 
 
 
 class FileReadError(OSError):
-    """``path`` could not be read; ``str()`` is ``<path>: <detail>`` (one line)."""
+    """``path`` could not be read; ``str()`` is one line: ``<path>: <detail>``."""
 
     def __init__(self, path: str, detail: str) -> None:
         super().__init__(f"{path}: {detail}")
@@ -59,8 +65,10 @@ def kind(mode: int) -> str:
 
 
 def read(path: str | os.PathLike[str], limit: int = CONFIG_MAX, *, follow: bool = True) -> bytes:
-    """The bytes of the regular file ``path`` (at most ``limit``); raises FileReadError.
-    ``follow=False``: a symbolic link as ``path`` itself is refused (``O_NOFOLLOW``)."""
+    """Return the bytes of the regular file ``path``, at most ``limit``; raise FileReadError.
+
+    ``follow=False``: a symbolic link as ``path`` itself is refused with ``O_NOFOLLOW``.
+    """
     name = os.fspath(path)
     try:
         fd = os.open(name, _FLAGS if follow else _FLAGS | getattr(os, "O_NOFOLLOW", 0))
@@ -100,7 +108,7 @@ def read(path: str | os.PathLike[str], limit: int = CONFIG_MAX, *, follow: bool 
 
 
 def read_text(path: str | os.PathLike[str], limit: int = CONFIG_MAX) -> str:
-    """:func:`read`, decoded as UTF-8 (a non-UTF-8 file is a FileReadError)."""
+    """Return :func:`read` decoded as UTF-8; a non-UTF-8 file is a FileReadError."""
     data = read(path, limit)
     try:
         return data.decode("utf-8")

@@ -1,15 +1,18 @@
-"""The inventory's API reads: every list paginated (``limit``/``continue``), decoded as
-plain JSON (no generated models: a thousand Nodes decode in milliseconds).
+"""The inventory's API reads: every list paginated, decoded as plain JSON.
 
-What it reads, and the RBAC each needs (docs/operations.md "Inventory"):
+- Lists are paginated with ``limit`` and ``continue``.
+- No generated models: a thousand Nodes decode in milliseconds.
 
-- NodeFeatures named ``nfd-gpu-<node>`` with the ``nfd.node.kubernetes.io/node-name``
-  label (``list nodefeatures``, all namespaces or ``--namespace``): required;
-- Nodes (``list nodes``): allocatable, taints, cordons and which nodes exist;
-- Pods in the NodeFeatures' namespaces (``list pods``): whether an object's agent Pod
-  still runs; without the right the check is skipped, with a note;
-- ResourceSlices (``list resourceslices``, the version the server prefers): skipped with
-  a note where the API is absent or not allowed."""
+What it reads, and the RBAC each needs; see docs/operations.md "Inventory":
+
+- NodeFeatures named ``nfd-gpu-<node>`` with the ``nfd.node.kubernetes.io/node-name`` label.
+  Needs ``list nodefeatures``, in all namespaces or ``--namespace``. Required.
+- Nodes, by ``list nodes``: allocatable, taints, cordons and which nodes exist.
+- Pods in the NodeFeatures' namespaces, by ``list pods``: whether an object's agent Pod
+  still runs. Without the right the check is skipped, with a note.
+- ResourceSlices, by ``list resourceslices``, in the version the server prefers.
+  Skipped with a note where the API is absent or not allowed.
+"""
 
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ DRA_GROUP = "resource.k8s.io"
 
 
 class InventoryError(Exception):
-    """A read the inventory cannot do without (the NodeFeatures, the client): one line."""
+    """A read the inventory cannot do without, the NodeFeatures or the client; one line."""
 
 
 class Denied(Exception):
@@ -66,7 +69,7 @@ class Reader:
         self.chunk = chunk  # objects per list request
 
     def get(self, path: str, query: dict[str, str] | None = None) -> Obj:
-        """One GET, decoded; ``Denied`` on 403/404, ``InventoryError`` on the rest."""
+        """Do one GET, decoded; ``Denied`` on 403/404, ``InventoryError`` on the rest."""
         from kubernetes.client.exceptions import ApiException  # lazy: with the client
         from urllib3.exceptions import HTTPError  # lazy: comes with kubernetes
 
@@ -87,7 +90,7 @@ class Reader:
         return body
 
     def list(self, path: str, query: dict[str, str] | None = None) -> list[Obj]:
-        """Every item of a list, page by page."""
+        """Return every item of a list, page by page."""
         items: list[Obj] = []
         cont = ""
         while True:
@@ -102,7 +105,7 @@ class Reader:
 
 
 def is_agent_object(obj: Obj) -> bool:
-    """An nfd-gpu agent's NodeFeature: ``nfd-gpu-<node>``, labelled with its node."""
+    """Tell an nfd-gpu agent's NodeFeature: ``nfd-gpu-<node>``, labelled with its node."""
     meta = obj.get("metadata") or {}
     return str(meta.get("name", "")).startswith(OBJECT_PREFIX) and bool(
         (meta.get("labels") or {}).get(NODE_NAME_LABEL)
@@ -134,7 +137,7 @@ def _optional(reader: Reader, path: str, what: str, notes: list[str]) -> list[Ob
 
 
 def slice_version(reader: Reader, notes: list[str]) -> str:
-    """The ``resource.k8s.io`` version the server prefers, "" when it serves none."""
+    """Return the ``resource.k8s.io`` version the server prefers; "" when it serves none."""
     try:
         group = reader.get(f"/apis/{DRA_GROUP}")
     except Denied:
@@ -150,7 +153,7 @@ def slice_version(reader: Reader, notes: list[str]) -> str:
 def collect(
     kubeconfig: str | None, namespace: str | None, timeout: float, chunk: int = 500
 ) -> ClusterState:
-    """Read the cluster (``kubeconfig`` None: in-cluster, else ``~/.kube/config``)."""
+    """Read the cluster; ``kubeconfig`` None means in-cluster, else ``~/.kube/config``."""
     try:
         reader = Reader(build_api_client(kubeconfig), timeout, chunk)
     except SinkError as e:
@@ -175,7 +178,7 @@ def collect(
 
 
 def _slices(reader: Reader, notes: list[str]) -> tuple[str, list[Obj] | None]:
-    """The served version of ``resource.k8s.io`` and every ResourceSlice (None: not read)."""
+    """Return the served version of ``resource.k8s.io`` and every ResourceSlice; None: not read."""
     version = slice_version(reader, notes)
     if not version:
         return "", None

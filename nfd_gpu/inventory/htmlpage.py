@@ -1,5 +1,8 @@
-"""The inventory as one self-contained HTML file: inline CSS and an inline SVG bar chart of
-GPUs per product and health; no script, no external asset, every value escaped."""
+"""The inventory as one self-contained HTML file.
+
+- Inline CSS, and an inline SVG bar chart of GPUs per product and health.
+- No script, no external asset; every value escaped.
+"""
 
 from __future__ import annotations
 
@@ -72,7 +75,7 @@ def _table(head: tuple[str, ...], rows: list[tuple[object, ...]], cls: str = "")
 
 
 def page(inv: Inventory) -> str:
-    """The whole HTML document."""
+    """Return the whole HTML document."""
     health = ", ".join(f"{k} {escape(h)}" for h, k in inv.health_totals().items())
     summary = f"{len(inv.gpus)} GPUs on {len(inv.nodes)} nodes" + (f" ({health})" if health else "")
     if inv.stale_gpus:

@@ -1,5 +1,9 @@
-"""The inventory as text: ``table`` (for people), ``csv`` (one row per product x node x
-health) and ``json`` (everything, ``apiVersion: nfd-gpu/inventory-v1``)."""
+"""The inventory as text: ``table``, ``csv`` or ``json``.
+
+- ``table`` is for people.
+- ``csv`` has one row per product x node x health.
+- ``json`` has everything, ``apiVersion: nfd-gpu/inventory-v1``.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ def _columns(rows: Sequence[tuple[str, ...]]) -> str:
 
 
 def table(inv: Inventory) -> str:
-    """GPUs by product x node x health, the totals, the findings and the notes."""
+    """Render GPUs by product x node x health, the totals, the findings and the notes."""
     rows = [("PRODUCT", "NODE", "HEALTH", "GPUS")]
     rows += [(p, n, h, str(k)) for p, n, h, k in inv.rows()]
     out = _columns(rows) if len(rows) > 1 else "no GPUs in the agents' NodeFeatures\n"
@@ -45,7 +49,7 @@ def table(inv: Inventory) -> str:
 
 
 def csv_text(inv: Inventory) -> str:
-    """product,vendor,node,health,gpus,findings: stale objects' rows with health ``stale``."""
+    """Render CSV: product,vendor,node,health,gpus,findings; stale objects' health is ``stale``."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["product", "vendor", "node", "health", "gpus", "findings"])
@@ -60,7 +64,7 @@ def csv_text(inv: Inventory) -> str:
 
 
 def document(inv: Inventory) -> dict[str, object]:
-    """The JSON document."""
+    """Return the JSON document."""
     return {
         "apiVersion": API_VERSION,
         "nodes": len(inv.nodes),

@@ -1,21 +1,22 @@
-"""The inventory's join: each agent's ``gpu.device`` instances with its Node and the DRA
-drivers' ResourceSlices, and what disagrees.
+"""The inventory's join: each agent's ``gpu.device`` instances, its Node, the DRA slices.
 
-The findings (``Finding.kind``):
+It joins them with the DRA drivers' ResourceSlices, and reports what disagrees.
 
-- ``stale``: the object outlived its agent: its Node is gone, or its owner Pod is
-  (absent, or terminated). Its GPUs are listed apart and left out of the totals;
+The findings, by ``Finding.kind``:
+
+- ``stale``: the object outlived its agent. Its Node is gone, or its owner Pod is:
+  absent, or terminated. Its GPUs are listed apart and left out of the totals.
 - ``not-allocatable``: the node's allocatable counts fewer GPUs than its bus has in
-  ``container`` mode and not ``failed`` (a device plugin leaves unhealthy ones out), for a
-  vendor whose DRA driver publishes no slice on the node
-  (``nvidia.com/gpu``, ``nvidia.com/gpu.shared``, ``amd.com/gpu``, ``gpu.intel.com/i915``,
-  ``gpu.intel.com/xe``; a MIG-enabled GPU counts as allocatable when any
-  ``nvidia.com/mig-*`` resource is);
+  ``container`` mode and not ``failed``. A device plugin leaves unhealthy ones out.
+  Only for a vendor whose DRA driver publishes no slice on the node.
+  Resources counted: ``nvidia.com/gpu``, ``nvidia.com/gpu.shared``, ``amd.com/gpu``,
+  ``gpu.intel.com/i915``, ``gpu.intel.com/xe``.
+  A MIG-enabled GPU counts as allocatable when any ``nvidia.com/mig-*`` resource is.
 - ``failed-schedulable``: a ``failed`` GPU on a node neither cordoned nor tainted
-  ``NoSchedule``/``NoExecute``;
+  ``NoSchedule`` or ``NoExecute``.
 - ``missing-from-slice``: the vendor's DRA driver has slices for the node but no device
-  with the GPU's UUID (or as parent UUID) or PCI address; failed GPUs are not expected
-  there (NVIDIA's driver drops unhealthy devices).
+  for the GPU. A device matches by the GPU's UUID, as UUID or parent UUID, or by PCI address.
+  Failed GPUs are not expected there: NVIDIA's driver drops unhealthy devices.
 """
 
 from __future__ import annotations
@@ -76,12 +77,12 @@ class Inventory:
     notes: list[str] = field(default_factory=list)
 
     def rows(self) -> list[tuple[str, str, str, int]]:
-        """(product, node, health, GPUs), sorted."""
+        """Return product, node, health and GPUs rows, sorted."""
         c = Counter((g.product, g.node, g.health) for g in self.gpus)
         return [(p, n, h, k) for (p, n, h), k in sorted(c.items())]
 
     def totals(self) -> list[tuple[str, str, int]]:
-        """(product, health, GPUs), sorted."""
+        """Return product, health and GPUs rows, sorted."""
         c = Counter((g.product, g.health) for g in self.gpus)
         return [(p, h, k) for (p, h), k in sorted(c.items())]
 
@@ -90,7 +91,7 @@ class Inventory:
 
 
 def gpus_of(obj: Obj) -> list[Gpu]:
-    """The object's ``gpu.device`` instances."""
+    """Return the object's ``gpu.device`` instances."""
     node = node_of(obj)
     feats = ((obj.get("spec") or {}).get("features") or {}).get("instances") or {}
     out = []
@@ -116,7 +117,7 @@ def node_of(obj: Obj) -> str:
 
 
 def _stale_reason(obj: Obj, nodes: dict[str, Obj] | None, pods: dict[str, Obj] | None) -> str:
-    """Why the object's agent is gone, "" while it is not known to be."""
+    """Return why the object's agent is gone; "" while it is not known to be."""
     node = node_of(obj)
     if nodes is not None and node not in nodes:
         return f"node {node} does not exist"
@@ -145,7 +146,7 @@ def _allocatable(node: Obj) -> dict[str, int]:
 
 
 def _slice_ids(slices: Iterable[Obj]) -> dict[tuple[str, str], set[str]]:
-    """(node, driver) -> the UUIDs and canonical PCI addresses its slices' devices name."""
+    """Map node and driver to the UUIDs and canonical PCI addresses its slices' devices name."""
     ids: dict[tuple[str, str], set[str]] = {}
     for s in slices:
         spec = s.get("spec") or {}

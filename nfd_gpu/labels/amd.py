@@ -1,32 +1,39 @@
-"""The ``amd`` compatibility profile: the keys and value formats of AMD's
-k8s-node-labeller (ROCm/k8s-device-plugin ``cmd/k8s-node-labeller``,
-docs/labels-amd.md).
+"""The ``amd`` compatibility profile: the keys and value formats of AMD's k8s-node-labeller.
 
-Defaults are the labeller's with its sample DaemonSet flags (``-vram -cu-count
--simd-count -device-id -family -product-name``); its other flags are profile options
-(:mod:`nfd_gpu.labels.options`): ``amd-beta``, ``amd-driver-version``,
-``amd-driver-src-version``, ``amd-compute-memory-partition``,
-``amd-compute-partitioning-supported``, ``amd-memory-partitioning-supported``, and
-``amd-mode`` (the GPU operator's KubeVirt labeller's ``gpu.mode``); ``amd-no-<kind>``
-drops a default kind (the Helm chart's flags leave out ``-product-name``).
+The labeller is ROCm/k8s-device-plugin's ``cmd/k8s-node-labeller``. See docs/labels-amd.md.
 
-Per kind, counted over the labeller's devices: each GPU, and each partition of a
-partitioned GPU (the labeller lists the ``amdgpu_xcp_*`` partitions as devices):
+Defaults and options:
 
-* one distinct value: ``amd.com/gpu.<kind>=<value>``;
-* several: ``amd.com/gpu.<kind>.<value>=<count>`` for each;
+- Defaults are the labeller's with its sample DaemonSet flags:
+  ``-vram -cu-count -simd-count -device-id -family -product-name``.
+- Its other flags are profile options; see :mod:`nfd_gpu.labels.options`.
+  They are ``amd-beta``, ``amd-driver-version``, ``amd-driver-src-version``,
+  ``amd-compute-memory-partition``, ``amd-compute-partitioning-supported``,
+  ``amd-memory-partitioning-supported`` and ``amd-mode``.
+- ``amd-mode`` is the GPU operator's KubeVirt labeller's ``gpu.mode``.
+- ``amd-no-<kind>`` drops a default kind. The Helm chart's flags leave out ``-product-name``.
+
+Per kind, counted over the labeller's devices.
+Those are each GPU, and each partition of a partitioned GPU.
+The labeller lists the ``amdgpu_xcp_*`` partitions as devices.
+
+* One distinct value: ``amd.com/gpu.<kind>=<value>``.
+* Several: ``amd.com/gpu.<kind>.<value>=<count>`` for each.
 * ``amd-beta``: ``beta.amd.com/gpu.<kind>.<value>=<count>`` always, and
   ``beta.amd.com/gpu.<kind>=<value>`` with one distinct value.
 
-Values as the labeller: product names with spaces as ``_`` and parentheses dropped,
-nothing else (a name that is still no valid label value, ``AMD_Instinct_MI250X_/_MI250``,
-is dropped with a warning: the labeller's node update fails then); ``vram`` is
-``round(MiB / 1024)G``, ``0G`` for a GPU whose KFD node reports no memory (a VF guest);
-``driver-version`` is the amdgpu module version, empty for an in-tree driver, and
-``driver-src-version`` its ``srcversion`` (``sys/module/amdgpu/srcversion``);
-``*-partitioning-supported`` is whether the first GPU has the ``available_*_partition``
-file. ``family`` is derived from the ISA target (the labeller asks libdrm for the family
-id; the values agree for the targets in :data:`GFX_FAMILY`).
+Values as the labeller writes them:
+
+- Product names have spaces as ``_`` and parentheses dropped, nothing else.
+  A name that is still no valid label value is dropped with a warning.
+  Example: ``AMD_Instinct_MI250X_/_MI250``. The labeller's node update fails then.
+- ``vram`` is ``round(MiB / 1024)G``.
+  It is ``0G`` for a GPU whose KFD node reports no memory: a VF guest.
+- ``driver-version`` is the amdgpu module version, empty for an in-tree driver.
+- ``driver-src-version`` is its ``srcversion``: ``sys/module/amdgpu/srcversion``.
+- ``*-partitioning-supported`` is whether the first GPU has the ``available_*_partition`` file.
+- ``family`` is derived from the ISA target. The labeller asks libdrm for the family id.
+  The values agree for the targets in :data:`GFX_FAMILY`.
 """
 
 from __future__ import annotations
@@ -131,24 +138,27 @@ KINDS = AMD_KINDS
 
 
 def product_name(raw: str) -> str:
-    """The labeller's: trimmed, spaces to ``_``, parentheses dropped, nothing else."""
+    """Write a product name as the labeller: trimmed, spaces to ``_``, parentheses dropped."""
     return raw.strip().translate(_PRODUCT)
 
 
 def vram_label(mib: int) -> str:
-    """The labeller's format: MiB / 1024 rounded half away from zero, ``G`` suffix."""
+    """Write memory as the labeller: MiB / 1024 rounded half away from zero, ``G`` suffix."""
     return f"{(mib * 2 + 1024) // 2048}G"
 
 
 def _units(gpu: Gpu, parts: list[Partition], vf_ids: list[str]) -> list[dict[str, str]]:
-    """Per-device label values, as the labeller reads them.
+    """Return per-device label values, as the labeller reads them.
 
-    Its devices are the PCI GPUs plus, on a partitioned GPU, the ``amdgpu_xcp_*`` platform
-    devices of partitions 1..n-1. ``vram`` / ``simd-count`` / ``cu-count`` come from the KFD
-    node of each device's render node, so they count partitions; ``device-id``,
-    ``product-name`` and ``family`` read ``/sys/class/drm/card<N>/device/{device,vendor,
-    product_name}``, which a platform device lacks, so they count GPUs. On a
-    ``vf-passthrough`` PF (the labeller's VF mode) one ``device-id`` per VF."""
+    - Its devices are the PCI GPUs plus, on a partitioned GPU, the ``amdgpu_xcp_*`` platform
+      devices of partitions 1..n-1.
+    - ``vram``, ``simd-count`` and ``cu-count`` come from the KFD node of each device's
+      render node. So they count partitions.
+    - ``device-id``, ``product-name`` and ``family`` read
+      ``/sys/class/drm/card<N>/device/{device,vendor,product_name}``.
+      A platform device lacks those, so they count GPUs.
+    - On a ``vf-passthrough`` PF, the labeller's VF mode, there is one ``device-id`` per VF.
+    """
     base: dict[str, str] = {"device-id": gpu.device_id}
     if gpu.mode == "vf-passthrough" and vf_ids:
         return [{"device-id": v} for v in vf_ids]
@@ -182,7 +192,7 @@ def _units(gpu: Gpu, parts: list[Partition], vf_ids: list[str]) -> list[dict[str
 
 
 def _count_labels(kind: str, values: list[str], beta: bool) -> dict[str, str]:
-    """The labeller's ``createLabels``: plain key for one value, else per-value counts."""
+    """Run the labeller's ``createLabels``: plain key for one value, else per-value counts."""
     counts = Counter(values)
     out: dict[str, str] = {}
     if beta:
@@ -197,8 +207,11 @@ def _count_labels(kind: str, values: list[str], beta: bool) -> dict[str, str]:
 
 
 def amd_labels(snap: Snapshot, options: frozenset[str] = frozenset()) -> dict[str, str]:
-    """The labeller's labels; ``options`` are :data:`PROFILE_OPTIONS` names without
-    the ``amd-`` prefix (``beta``, ``driver-version``, ...)."""
+    """Return the labeller's labels.
+
+    ``options`` are :data:`PROFILE_OPTIONS` names without the ``amd-`` prefix:
+    ``beta``, ``driver-version``, ...
+    """
     gpus = [g for g in snap.gpus if g.vendor == "amd"]
     if not gpus or ("require-amdgpu" in options and all(g.driver != "amdgpu" for g in gpus)):
         return {}
@@ -252,7 +265,7 @@ def documented(key: str) -> bool:
 
 
 def render_docs() -> str:
-    """docs/labels-amd.md, generated from LABEL_TABLE (checked by a test)."""
+    """Render docs/labels-amd.md from LABEL_TABLE; a test checks it."""
     lines = [
         "# Labels (amd compatibility profile)",
         "",

@@ -1,24 +1,25 @@
-"""The ``intel`` compatibility profile: the keys and value formats of Intel's GPU
-NodeFeatureRules and labeler (intel/intel-device-plugins-for-kubernetes,
-docs/labels-intel.md).
+"""The ``intel`` compatibility profile: the keys and value formats of Intel's GPU rules and labeler.
 
-As Intel's ``platform-labeling-rules.yaml`` (evaluated over NFD's ``pci.device``, every
-Intel PCI function of class ``0300`` / ``0380``, SR-IOV VFs included):
+Those are the NodeFeatureRules and labeler of intel/intel-device-plugins-for-kubernetes.
+See docs/labels-intel.md.
 
-* ``device-id.<class>-<id>.present`` per distinct class and id;
+As Intel's ``platform-labeling-rules.yaml``, evaluated over NFD's ``pci.device``.
+That covers every Intel PCI function of class ``0300`` or ``0380``, SR-IOV VFs included.
+
+* ``device-id.<class>-<id>.present`` per distinct class and id.
 * ``device-id.<class>-<id>.count``: the number of class-``<class>`` functions, on the id of
-  the first one (upstream's rule; wrong on mixed nodes, intel/helm-charts#68): 9 on a
-  Flex 170 host with 8 VFs;
-* ``device.count``: the functions of the product (``Max_1100``, ``Max_1550``, ``Flex_170``,
-  ``Flex_140``).
+  the first one. That is upstream's rule, wrong on mixed nodes: intel/helm-charts#68.
+  Example: 9 on a Flex 170 host with 8 VFs.
+* ``device.count``: the functions of the product: ``Max_1100``, ``Max_1550``, ``Flex_170``,
+  ``Flex_140``.
 
-Differences from upstream, on purpose: ``product`` / ``family`` (and ``device.count``) are
-set only when every Intel GPU agrees (upstream rules overwrite each other on mixed nodes,
-the last rule in the file winning).
-* ``memory.max`` sums the local memory the driver reports (i915
-  ``lmem_total_bytes`` x tiles, as the labeler; xe ``physical_vram_size_bytes``
-  per tile); GPUs without local memory add 0, as the labeler without
-  ``GPU_MEMORY_OVERRIDE``.
+Differences from upstream, on purpose:
+
+* ``product``, ``family`` and ``device.count`` are set only when every Intel GPU agrees.
+  Upstream rules overwrite each other on mixed nodes, the last rule in the file winning.
+* ``memory.max`` sums the local memory the driver reports.
+  i915: ``lmem_total_bytes`` x tiles, as the labeler. xe: ``physical_vram_size_bytes`` per tile.
+  GPUs without local memory add 0, as the labeler without ``GPU_MEMORY_OVERRIDE``.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ def documented(key: str) -> bool:
 
 
 def render_docs() -> str:
-    """docs/labels-intel.md, generated from LABEL_TABLE (checked by a test)."""
+    """Render docs/labels-intel.md from LABEL_TABLE; a test checks it."""
     lines = [
         "# Labels (intel compatibility profile)",
         "",

@@ -1,8 +1,9 @@
 """The vendor-neutral label profile: the public contract, docs/labels.md.
 
-The values are the node summary (:func:`nfd_gpu.summary.node_summary`, also published as
-the ``gpu.node`` attribute feature); ``neutral_labels`` adds the namespace.
-``LABEL_TABLE`` documents every key and generates docs/labels.md.
+- The values are the node summary: :func:`nfd_gpu.summary.node_summary`.
+  It is also published as the ``gpu.node`` attribute feature.
+- ``neutral_labels`` adds the namespace.
+- ``LABEL_TABLE`` documents every key and generates docs/labels.md.
 """
 
 from __future__ import annotations
@@ -194,13 +195,16 @@ def neutral_labels(snap: Snapshot, namespace: str = NAMESPACE) -> dict[str, str]
 
 
 def documented(key: str) -> bool:
-    """True when an unprefixed neutral key matches an entry of LABEL_TABLE."""
+    """Tell whether an unprefixed neutral key matches an entry of LABEL_TABLE."""
     return in_table(LABEL_TABLE, key)
 
 
 def _filled(table: tuple[LabelDoc, ...]) -> tuple[LabelDoc, ...]:
-    """``table`` with ``{families}`` replaced by the family vocabulary, ``{vendors}`` by
-    the vendors (the vocabulary's keys: every vendor of the registry)."""
+    """Return ``table`` with ``{families}`` and ``{vendors}`` filled in.
+
+    ``{families}`` becomes the family vocabulary. ``{vendors}`` becomes the vendors:
+    the vocabulary's keys, every vendor of the registry.
+    """
     vocab = vocabulary()
     fams = "; ".join(" ".join(f"`{f}`" for f in v) for v in vocab.values() if v)
     vendors = " ".join(f"`{v}`" for v in vocab)
@@ -215,7 +219,7 @@ def _filled(table: tuple[LabelDoc, ...]) -> tuple[LabelDoc, ...]:
 
 
 def render_docs() -> str:
-    """docs/labels.md, generated from LABEL_TABLE (checked by a test)."""
+    """Render docs/labels.md from LABEL_TABLE; a test checks it."""
     lines = [
         "# Labels (neutral profile)",
         "",

@@ -1,44 +1,41 @@
 """The ``nvidia`` compatibility profile: GPU Feature Discovery's keys and value formats.
 
-Keys under ``nvidia.com/`` as GFD v0.19.0 writes them (docs/migration.md, tests/data/nvidia/),
-documented in :data:`LABEL_TABLE` (docs/labels-nvidia.md). As GFD's ``internal/lm``, the
-labels are small labelers merged in order (:data:`LABELERS`).
+Keys are under ``nvidia.com/``, as GFD v0.19.0 writes them: see docs/migration.md and
+tests/data/nvidia/. :data:`LABEL_TABLE` documents them, rendered to docs/labels-nvidia.md.
+As in GFD's ``internal/lm``, the labels are small labelers merged in order: :data:`LABELERS`.
 
-GPUs: those NVML enumerates (bound to ``nvidia``, answered by NVML). As GFD, nothing is
-emitted when NVML does not answer (no driver, a vfio-only host: GFD exits with
-``--fail-on-init-error``) or when one NVML GPU fails (a lost GPU fails GFD's pass). GFD's
-``vfio`` strategy (``NvidiaOptions.discovery``): those bound to vfio-pci (:mod:`.nvidia_vfio`);
-``tegra`` (and ``auto`` on a Jetson): the integrated GPU as CUDA answers (:mod:`.nvidia_tegra`).
-
-Product on mixed nodes (GFD ``newGPULabelers``): GFD writes the labels of every model, the
-MIG-enabled models first and the full-GPU models last, so a full GPU's model wins over a
-MIG-enabled one. Among several full-GPU models (or several MIG-enabled models on a node
-without full GPUs) GFD's winner follows Go map order (its issues #27 / #731); nfd-gpu picks
-the most numerous model, on a tie the first name in sorted order. ``gpu.count`` counts the
-GPUs of that model, MIG-enabled or not, as in GFD.
-
-MIG strategy: ``none`` (default, as GFD), ``single`` or ``mixed`` (``--mig-strategy``,
-``NFD_GPU_MIG_STRATEGY`` or ``flags.migStrategy`` of the sharing config) behave as GFD's: an
-invalid ``single`` gives ``gpu.product=<model>-MIG-INVALID``, count 0. ``auto`` (nfd-gpu's
-own) derives it from the hardware: ``none`` when no GPU has MIG on, ``single`` when every GPU
-has MIG on and all MIG devices share one profile, ``mixed`` otherwise.
-MIG devices carry ``memory``, ``multiprocessors``, ``slices.gi/ci`` and
-``engines.copy/decoder/encoder/jpeg/ofa`` from NVML's MIG device attributes.
-
-Sharing (``--sharing-config``, the device plugin's config file, read into
-:class:`NvidiaOptions` by :mod:`nfd_gpu.config.sharing`): ``gpu.replicas`` and
-``gpu.sharing-strategy`` (``time-slicing`` or ``mps``; as the device plugin's
-``api/config/v1/sharing.go``: the strategy is MPS when the ``mps`` block has replicas, and
-the replicas come from the ``mps`` block whenever there is one),
-``-SHARED`` on the product when replicas > 1 (unless ``renameByDefault``), ``mps.capable``.
-MPS with MIG-enabled GPUs is a warning and no label at all (GFD fails its pass).
-``gpu.clique`` when every fabric-attached GPU reports the same cluster UUID and clique id.
-
-``gfd.timestamp`` only with ``NvidiaOptions.timestamp`` (``--gfd-timestamp``; the agent
-fixes it once at start, as GFD does): off by default because a value that changes on every
-restart rewrites the node object. ``vgpu.present`` / ``vgpu.host-driver-version`` /
-``vgpu.host-driver-branch`` from the GPUs' vGPU-guest facts
-(:mod:`nfd_gpu.discovery.nvidia.vgpu`).
+- GPUs: by default those NVML enumerates, bound to ``nvidia``. As GFD, nothing is emitted
+  when NVML does not answer: no driver, or a vfio-only host. GFD exits there with
+  ``--fail-on-init-error``. Nothing either when one NVML GPU fails: a lost GPU fails GFD's pass.
+- GFD's ``vfio`` strategy, by ``NvidiaOptions.discovery``: the GPUs bound to vfio-pci, see
+  :mod:`.nvidia_vfio`. ``tegra``, and ``auto`` on a Jetson: the integrated GPU as CUDA
+  answers, see :mod:`.nvidia_tegra`.
+- Product on mixed nodes, as GFD's ``newGPULabelers``: GFD writes every model's labels, the
+  MIG-enabled models first, the full-GPU models last. So a full GPU's model wins. Among
+  several full-GPU models GFD's winner follows Go map order: its issues #27 and #731. So it
+  does among MIG-enabled models on a node without full GPUs. nfd-gpu picks the most numerous
+  model; on a tie, the first name in sorted order. ``gpu.count`` counts the GPUs of that
+  model, MIG-enabled or not, as in GFD.
+- MIG strategy, by ``--mig-strategy``, ``NFD_GPU_MIG_STRATEGY`` or ``flags.migStrategy`` of the
+  sharing config. ``none`` is the default; it, ``single`` and ``mixed`` behave as GFD's. An
+  invalid ``single`` gives ``gpu.product=<model>-MIG-INVALID``, count 0. ``auto``, nfd-gpu's
+  own, derives it from the hardware: ``none`` when no GPU has MIG on; ``single`` when every
+  GPU has MIG on and all MIG devices share one profile; else ``mixed``. MIG devices carry
+  ``memory``, ``multiprocessors``, ``slices.gi/ci`` and ``engines.copy/decoder/encoder/jpeg/ofa``,
+  from NVML's MIG device attributes.
+- Sharing: ``--sharing-config`` is the device plugin's config file.
+  :mod:`nfd_gpu.config.sharing` reads it into :class:`NvidiaOptions`. Labels:
+  ``gpu.replicas``, ``gpu.sharing-strategy`` of ``time-slicing`` or ``mps``, ``mps.capable``.
+  As the device plugin's ``api/config/v1/sharing.go``: the strategy is MPS when the ``mps``
+  block has replicas. The replicas come from the ``mps`` block whenever there is one.
+  ``-SHARED`` ends the product when replicas > 1, unless ``renameByDefault``. MPS with
+  MIG-enabled GPUs is a warning and no label at all: GFD fails its pass.
+- ``gpu.clique`` when every fabric-attached GPU reports the same cluster UUID and clique id.
+- ``gfd.timestamp`` only with ``NvidiaOptions.timestamp``, set by ``--gfd-timestamp``. The
+  agent fixes it once at start, as GFD does. It is off by default: a value that changes on
+  every restart rewrites the node object.
+- ``vgpu.present``, ``vgpu.host-driver-version`` and ``vgpu.host-driver-branch`` come from
+  the GPUs' vGPU-guest facts: see :mod:`nfd_gpu.discovery.nvidia.vgpu`.
 """
 
 from __future__ import annotations
@@ -62,7 +59,7 @@ _KEEP = re.compile(r"[^A-Za-z0-9_. -]")
 
 
 def gfd_sanitise(s: str) -> str:
-    """GFD ``sanitise()``: drop chars outside ``[A-Za-z0-9-_. ]``, whitespace runs -> ``-``."""
+    """Sanitise as GFD's ``sanitise()``: keep ``[A-Za-z0-9-_. ]``, whitespace runs -> ``-``."""
     return "-".join(_KEEP.sub("", s).split())
 
 
@@ -72,7 +69,7 @@ def _family(major: int, minor: int) -> str:
 
 
 def _version_labels(prefix: str, version: str, rev: str = "") -> dict[str, str]:
-    """``<prefix>.major`` / ``.minor`` (and ``.<rev>``) of an ``X.Y[.Z]`` version."""
+    """Return ``<prefix>.major``, ``.minor`` and, if any, ``.<rev>`` of an ``X.Y[.Z]`` version."""
     parts = version.split(".")
     if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts):
         return {}
@@ -113,7 +110,7 @@ def strategy(gpus: list[Gpu], parts: list[Partition]) -> str:
 
 
 def single_is_valid(gpus: list[Gpu], parts: list[Partition]) -> str | None:
-    """None when strategy ``single`` is valid here, else why not (GFD's four conditions)."""
+    """Return None when strategy ``single`` is valid here, else why not: GFD's four conditions."""
     with_parts = {p.parent for p in parts}
     if any(g.nvidia.mig_enabled and g.address not in with_parts for g in gpus):
         return "a MIG-enabled GPU has no MIG devices"
@@ -125,7 +122,7 @@ def single_is_valid(gpus: list[Gpu], parts: list[Partition]) -> str | None:
 
 
 def _sharing(opts: NvidiaOptions, resource: str) -> tuple[str, str, bool]:
-    """(replicas, sharing-strategy, shared) of a resource under the sharing config."""
+    """Return replicas, sharing-strategy and shared of a resource under the sharing config."""
     n = opts.replicas.get(resource, 0)
     if n > 1:
         return str(n), opts.sharing, not opts.rename_by_default
@@ -143,16 +140,17 @@ def clique(gpus: list[Gpu], warnings: list[str] | None = None) -> str | None:
 
 
 def gfd_gpus(snap: Snapshot, warnings: list[str] | None = None) -> list[Gpu]:
-    """The GPUs GFD labels: those bound to the ``nvidia`` driver (NVML's) but a DGX Display
-    (:data:`GFD_SKIPPED_NAMES`). Empty when none is, when NVML answered for some GPUs and
-    failed for another or lists none of them (RmInitAdapter failed), or when ``nvmlInit``
-    failed with the library present.
+    """Return the GPUs GFD labels: those bound to the ``nvidia`` driver, less a DGX Display.
 
-    GFD only sees GPUs through NVML (``--device-discovery-strategy auto``): without the
-    driver it exits (``--fail-on-init-error``, default true); an NVML error on one GPU (lost,
-    ...) fails its labelling pass. Either way it writes no ``nvidia.com`` label. GPUs bound
-    to another driver (``vfio-pci``) are invisible to NVML. When nfd-gpu itself has no NVML
-    (no recorded answers, no library) the driver-bound GPUs are labelled from procfs/PCI.
+    - The skipped names are :data:`GFD_SKIPPED_NAMES`.
+    - Empty when NVML answered for some GPUs and failed for another; when NVML lists none of
+      them, RmInitAdapter failed; or when ``nvmlInit`` failed with the library present.
+    - Why: GFD only sees GPUs through NVML, by ``--device-discovery-strategy auto``. Without
+      the driver it exits: ``--fail-on-init-error`` defaults to true. An NVML error on one
+      GPU, a lost one say, fails its labelling pass. Either way it writes no ``nvidia.com``
+      label. GPUs bound to another driver, such as ``vfio-pci``, are invisible to NVML.
+    - When nfd-gpu itself has no NVML, no recorded answers and no library, the driver-bound
+      GPUs are labelled from procfs and PCI.
     """
     gpus = [g for g in snap.gpus if g.vendor == "nvidia"]
     init_error = nvml_init_error(snap)
@@ -170,13 +168,15 @@ def gfd_gpus(snap: Snapshot, warnings: list[str] | None = None) -> list[Gpu]:
 
 
 def _not_answering(g: Gpu) -> bool:
-    """NVML was up and did not list this GPU (RmInitAdapter failed: "No devices were
-    found"): GFD sees no device, an NVML error for GFD, not a node without NVML."""
+    """Tell whether NVML was up and did not list this GPU: RmInitAdapter failed.
+
+    NVML says "No devices were found". GFD sees no device: an NVML error, not a node without NVML.
+    """
     return any(r.reason == "not-answering" and r.source == "nvml" for r in g.health.reasons)
 
 
 def nvml_init_error(snap: Snapshot) -> str | None:
-    """Why ``nvmlInit`` failed on this node although the NVML library is there, or None."""
+    """Return why ``nvmlInit`` failed on this node although the NVML library is there, or None."""
     return next((g.nvidia.nvml_init_error for g in snap.gpus if g.nvidia.nvml_init_error), None)
 
 
@@ -190,8 +190,11 @@ def _skipped(g: Gpu) -> bool:
 
 
 def product_model(gpus: list[Gpu]) -> str:
-    """The model ``gpu.*`` describes: a full-GPU model when there is one (GFD writes those
-    last), the most numerous of them, on a tie the first in sorted order."""
+    """Return the model ``gpu.*`` describes.
+
+    A full-GPU model wins when there is one: GFD writes those last. Among them the most
+    numerous wins; on a tie, the first in sorted order.
+    """
     full = [g for g in gpus if not g.nvidia.mig_enabled] or gpus
     names = Counter(gfd_sanitise(g.product or "") for g in full)
     return sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
@@ -231,7 +234,7 @@ def _vgpu(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
 
 
 def _versions(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
-    """``cuda.driver*`` (the driver version) and ``cuda.runtime*`` (CUDA driver API)."""
+    """Return ``cuda.driver*``, the driver version, and ``cuda.runtime*``, the CUDA driver API."""
     if p.bar_memory is not None:
         return nvidia_vfio.version_labels()
     if p.tegra:
@@ -306,8 +309,11 @@ def _mig_strategy(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
 
 
 def _mig_devices(p: _LabelerInputs, warnings: list[str]) -> dict[str, str]:
-    """Strategy single: ``gpu.*`` of the MIG devices (``-MIG-INVALID`` when the node does not
-    allow it); mixed: ``mig-<profile>.*`` per MIG profile."""
+    """Return the labels of the MIG devices.
+
+    - Strategy single: ``gpu.*`` of the MIG devices; ``-MIG-INVALID`` if the node forbids it.
+    - Strategy mixed: ``mig-<profile>.*`` per MIG profile.
+    """
     if p.strategy == "none":
         return {}
     if p.strategy == "single":
@@ -364,8 +370,9 @@ LABELERS: tuple[Callable[[_LabelerInputs, list[str]], dict[str, str]], ...] = (
 def nvidia_labels(
     snap: Snapshot, opts: NvidiaOptions | None = None, warnings: list[str] | None = None
 ) -> dict[str, str]:
-    """GFD's labels of the node (:data:`LABELERS` merged in order); empty where GFD writes
-    none, with the reason in ``warnings``."""
+    """Return GFD's labels of the node: :data:`LABELERS` merged in order.
+
+    Empty where GFD writes none, with the reason in ``warnings``."""
     opts = opts or NvidiaOptions()
     warnings = [] if warnings is None else warnings
     bars = None
@@ -558,7 +565,7 @@ def documented(key: str) -> bool:
 
 
 def render_docs() -> str:
-    """docs/labels-nvidia.md, generated from LABEL_TABLE (checked by a test)."""
+    """Render docs/labels-nvidia.md from LABEL_TABLE; a test checks it."""
     lines = [
         "# Labels (nvidia compatibility profile)",
         "",

@@ -1,7 +1,11 @@
-"""The nvidia profile's options (:class:`NvidiaOptions`) and its MIG strategies, in a module
-of their own so that :class:`~nfd_gpu.labels.profile.LabelOptions` names them without
-importing the profile (no import cycle, type-only ones included: ``tests/test_layers.py``)
-and listing ``scan``'s options (their help names the strategies) loads no profile code.
+"""The nvidia profile's options, :class:`NvidiaOptions`, and its MIG strategies.
+
+They are in a module of their own for two reasons:
+
+- :class:`~nfd_gpu.labels.profile.LabelOptions` names them without importing the profile.
+  So there is no import cycle, type-only ones included: ``tests/test_layers.py``.
+- Listing ``scan``'s options loads no profile code; their help names the strategies.
+
 The profile, :mod:`nfd_gpu.labels.nvidia`, reads them and re-exports the names.
 """
 
@@ -17,10 +21,12 @@ MIG_STRATEGIES = ("auto", *GFD_MIG_STRATEGIES)  # auto: nfd-gpu's own (the profi
 class NvidiaOptions:
     """Options of the nvidia profile: MIG strategy and the device plugin's sharing config.
 
-    ``mig_strategy`` ``none`` (the default, GFD's) / ``single`` / ``mixed`` behave as GFD's
-    ``--mig-strategy``; ``auto`` derives it from the hardware (:mod:`nfd_gpu.labels.nvidia`).
-    ``replicas`` maps a resource name (``nvidia.com/gpu``, ``nvidia.com/mig-1g.5gb``) to its
-    replicas in the active block; ``sharing`` is ``time-slicing`` or ``mps``.
+    - ``mig_strategy``: ``none``, ``single`` and ``mixed`` behave as GFD's ``--mig-strategy``.
+      ``none`` is the default, GFD's.
+    - ``auto`` derives it from the hardware: see :mod:`nfd_gpu.labels.nvidia`.
+    - ``replicas`` maps a resource name to its replicas in the active block.
+      Names are like ``nvidia.com/gpu`` or ``nvidia.com/mig-1g.5gb``.
+    - ``sharing`` is ``time-slicing`` or ``mps``.
     """
 
     mig_strategy: str = "none"

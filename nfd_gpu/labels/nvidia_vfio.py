@@ -1,23 +1,27 @@
-"""GFD's opt-in ``vfio`` device discovery strategy (``flags.deviceDiscoveryStrategy: vfio``):
-the GPUs of a virtualisation host, bound to ``vfio-pci`` for passthrough, labelled from PCI
-alone, as NVIDIA/k8s-device-plugin v0.19.0's vfio resource manager does
-(``internal/resource/sysfs-lib.go``, ``sysfs-device.go``; its device list is go-nvlib's
-``nvpci.GetGPUs``).
+"""GFD's opt-in ``vfio`` device discovery strategy: ``flags.deviceDiscoveryStrategy: vfio``.
+
+It labels the GPUs of a virtualisation host, bound to ``vfio-pci`` for passthrough, from PCI
+alone. That is what NVIDIA/k8s-device-plugin v0.19.0's vfio resource manager does, in
+``internal/resource/sysfs-lib.go`` and ``sysfs-device.go``.
+Its device list is go-nvlib's ``nvpci.GetGPUs``.
 
 - The GPUs: NVIDIA functions of PCI class ``0x030000`` or ``0x030200`` that are not SR-IOV
-  VFs and are bound to ``vfio-pci``, in PCI address order (``sysfs-lib.go:48-64``): the
-  address read as one hex number, as go-nvlib sorts (``nvpci.go:223-232``), so a 5- to
-  8-digit domain (``10000:01:00.0``, VMD) sorts after ``2000:01:00.0``.
-- Product: the pci.ids device name (``sysfs-device.go:50-52``, go-nvlib ``nvpci.go:342-348``),
-  ``UNKNOWN_DEVICE`` for an id the list lacks. nfd-gpu's copy is ``data/nvidia-pci-names.tsv``
-  (Debian's pci.ids 2026.10.24, tests/data/ids/README.md); GFD's image has no pci.ids, so
-  GFD names from the copy built into go-nvlib (pci.ids 2025.07.11).
-- Memory: the 64-bit memory BARs summed and rounded up to a power of two, in bytes (GFD
-  writes go-nvlib's ``GetTotalAddressableMemory`` value as ``gpu.memory``,
-  ``sysfs-device.go:55-58``; ``nvpci/resources.go:89-139``); none when no BAR is known.
-- Compute capability ``-1.-1`` (``sysfs-device.go:35-37``: family ``undefined``), no MIG,
-  no fabric; driver version ``unknown.unknown.unknown`` and CUDA ``0.0``
-  (``sysfs-lib.go:67-74``).
+  VFs and are bound to ``vfio-pci``. See ``sysfs-lib.go:48-64``.
+- They come in PCI address order, the address read as one hex number, as go-nvlib sorts.
+  See ``nvpci.go:223-232``.
+  So a 5- to 8-digit domain, such as VMD's ``10000:01:00.0``, sorts after ``2000:01:00.0``.
+- Product: the pci.ids device name, ``UNKNOWN_DEVICE`` for an id the list lacks.
+  See ``sysfs-device.go:50-52`` and go-nvlib's ``nvpci.go:342-348``.
+- nfd-gpu's copy of the names is ``data/nvidia-pci-names.tsv``: Debian's pci.ids 2026.10.24.
+  See tests/data/ids/README.md.
+  GFD's image has no pci.ids, so GFD names from the copy built into go-nvlib: pci.ids 2025.07.11.
+- Memory: the 64-bit memory BARs summed and rounded up to a power of two, in bytes.
+  None when no BAR is known.
+  GFD writes go-nvlib's ``GetTotalAddressableMemory`` value as ``gpu.memory``.
+  See ``sysfs-device.go:55-58`` and ``nvpci/resources.go:89-139``.
+- Compute capability ``-1.-1``, so family ``undefined``. See ``sysfs-device.go:35-37``.
+- No MIG, no fabric.
+- Driver version ``unknown.unknown.unknown`` and CUDA ``0.0``. See ``sysfs-lib.go:67-74``.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ _LISTED_VENDORS = ("10de", "15b3")  # go-nvlib lists NVIDIA and Mellanox functio
 
 
 def pci_name(device_id: str) -> str:
-    """The pci.ids name of an NVIDIA device id (nfd-gpu's copy), else ``UNKNOWN_DEVICE``."""
+    """Return nfd-gpu's pci.ids name of an NVIDIA device id, else ``UNKNOWN_DEVICE``."""
     return tables.pci_names("nvidia").get(device_id.lower(), UNKNOWN_DEVICE)
 
 
@@ -50,8 +54,10 @@ def address_order(address: str) -> int:
 
 
 def bar_memory(dev: PciDevice) -> int:
-    """The 64-bit memory BARs of ``dev`` summed, rounded up to a power of two (bytes);
-    0 when none is known."""
+    """Return the 64-bit memory BARs of ``dev`` summed, rounded up to a power of two, in bytes.
+
+    0 when none is known.
+    """
     total = sum(size for _, size, flags in dev.bars if flags & _BAR_MEMORY_TYPE == _BAR_64BIT)
     return 1 << (total - 1).bit_length() if total else 0
 
@@ -61,12 +67,14 @@ class VfioRefused(Exception):
 
 
 def vfio_gpus(snap: Snapshot) -> tuple[list[Gpu], dict[str, int]]:
-    """The GPUs GFD's vfio strategy labels, as the vfio manager describes them (product the
-    pci.ids name, the facts above), and their BAR memory in bytes by address.
+    """Return the GPUs GFD's vfio strategy labels, and their BAR memory in bytes by address.
 
-    Raises :class:`VfioRefused` where go-nvlib's device list fails (``nvpci.go:252-284``):
-    a function whose vendor is not a hex id, an NVIDIA or Mellanox one whose class or
-    device is not."""
+    - The GPUs are as the vfio manager describes them: the pci.ids name as product,
+      and the facts above.
+    - Raises :class:`VfioRefused` where go-nvlib's device list fails. See ``nvpci.go:252-284``.
+    - It fails on a function whose vendor is not a hex id.
+      It fails too on an NVIDIA or Mellanox one whose class or device is not.
+    """
     for d in snap.pci:
         if not d.vendor or (d.vendor in _LISTED_VENDORS and not (d.class_id and d.device)):
             raise VfioRefused(f"{d.address}: vendor, class or device unreadable")
@@ -93,14 +101,20 @@ def vfio_gpus(snap: Snapshot) -> tuple[list[Gpu], dict[str, int]]:
 
 
 def version_labels() -> dict[str, str]:
-    """``cuda.*`` of the vfio manager's fixed driver and CUDA versions (GFD
-    ``internal/lm/nvml.go`` newVersionLabeler over them)."""
+    """Return ``cuda.*`` of the vfio manager's fixed driver and CUDA versions.
+
+    That is GFD's newVersionLabeler of ``internal/lm/nvml.go`` over them.
+    """
     return unknown_driver_version_labels(".".join(str(v) for v in CUDA_VERSION))
 
 
 def unknown_driver_version_labels(cuda: str) -> dict[str, str]:
-    """GFD's version labeler over the driver version its non-NVML managers (vfio, tegra)
-    answer, ``unknown.unknown.unknown``, and the CUDA version ``cuda`` (``X.Y``)."""
+    """Run GFD's version labeler over what its non-NVML managers answer.
+
+    - The managers are vfio and tegra.
+    - The driver version they answer is ``unknown.unknown.unknown``.
+    - The CUDA version is ``cuda``, as ``X.Y``.
+    """
     major, minor, rev = DRIVER_VERSION.split(".")
     cmaj, _, cmin = cuda.partition(".")
     return {

@@ -1,5 +1,7 @@
-"""GFD's vGPU labeler (``internal/lm/vgpu.go``): ``vgpu.*`` from the PCI vendor capability of
-the NVIDIA PCI functions."""
+"""GFD's vGPU labeler: ``vgpu.*`` from the PCI vendor capability of the NVIDIA PCI functions.
+
+GFD's is ``internal/lm/vgpu.go``.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +9,22 @@ from nfd_gpu.model import Gpu
 
 
 def vgpu_labels(gpus: list[Gpu]) -> dict[str, str] | None:
-    """``vgpu.*`` as GFD's vGPU labeler writes them (``internal/lm/vgpu.go``), from the PCI
-    vendor capability of the NVIDIA GPUs (``gpus``: all of them, any driver, as GFD lists
-    every NVIDIA PCI function).
+    """Return ``vgpu.*`` as GFD's vGPU labeler writes them, in ``internal/lm/vgpu.go``.
 
-    Where every NVIDIA function's whole config space was read: ``vgpu.present`` is
-    ``true`` when a GPU carries the vGPU capability, else ``false``; host driver version /
-    branch from the capability, the last vGPU winning. A vGPU capability without its host
-    driver record fails GFD's labelling pass: None (no ``nvidia.com`` label). Where a config
-    space is short (an unprivileged reader gets 64 bytes) GFD writes no ``vgpu.*`` label;
-    nfd-gpu writes none either, except ``vgpu.present=true`` when NVML reports a vGPU guest
-    (virtualization mode VGPU; the value GFD writes when it can read the capability).
+    They come from the PCI vendor capability of the NVIDIA GPUs.
+    ``gpus`` are all of them, any driver, as GFD lists every NVIDIA PCI function.
+
+    Where every NVIDIA function's whole config space was read:
+
+    - ``vgpu.present`` is ``true`` when a GPU carries the vGPU capability, else ``false``;
+    - host driver version and branch come from the capability, the last vGPU winning;
+    - a vGPU capability without its host driver record fails GFD's labelling pass.
+      Then the result is None: no ``nvidia.com`` label.
+
+    Where a config space is short, GFD writes no ``vgpu.*`` label.
+    An unprivileged reader gets 64 bytes.
+    nfd-gpu writes none either, except ``vgpu.present=true`` when NVML reports a vGPU guest.
+    That is virtualization mode VGPU. It is the value GFD writes when it can read the capability.
     """
     out: dict[str, str] = {}
     if gpus and all(g.nvidia.vgpu_capability is not None for g in gpus):

@@ -1,15 +1,19 @@
 """Profile options: opt-in label groups of the compatibility profiles.
 
-One table, :data:`PROFILE_OPTIONS`, declares every option: its name (prefixed with the
-profile it belongs to), the profile, and what it adds. ``--profile-option NAME``
-(repeatable; ``NFD_GPU_PROFILE_OPTIONS`` / config ``profile_options``, comma-separated)
-turns one on; docs/configuration.md lists them (checked by a test).
+- One table, :data:`PROFILE_OPTIONS`, declares every option: its name, the profile, and
+  what it adds. The name is prefixed with the profile it belongs to.
+- ``--profile-option NAME`` turns one on. It is repeatable.
+  ``NFD_GPU_PROFILE_OPTIONS`` and config ``profile_options`` take a comma-separated list.
+- docs/configuration.md lists them; a test checks it.
 
-The ``amd`` profile's defaults are the AMD node labeller's with its sample DaemonSet flags
-(``-vram -cu-count -simd-count -device-id -family -product-name``); the other labeller
-flags are options here, and ``amd-no-<kind>`` drops one default kind as leaving its flag
-out does (the labeller's Helm chart leaves out ``-product-name``: ``amd-no-product-name``).
-The GPU operator's labeller adds ``-driver-version``.
+The ``amd`` profile:
+
+- Its defaults are the AMD node labeller's with its sample DaemonSet flags:
+  ``-vram -cu-count -simd-count -device-id -family -product-name``.
+- The other labeller flags are options here.
+- ``amd-no-<kind>`` drops one default kind, as leaving its flag out does.
+  The labeller's Helm chart leaves out ``-product-name``: ``amd-no-product-name``.
+- The GPU operator's labeller adds ``-driver-version``.
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ PROFILE_OPTIONS: dict[str, tuple[str, str]] = {
 
 
 def check(options: Iterable[str], profiles: Iterable[str]) -> str | None:
-    """None when every option is known and its profile selected, else the problem."""
+    """Return None when every option is known and its profile selected, else the problem."""
     chosen = set(profiles)
     for name in options:
         if name not in PROFILE_OPTIONS:
@@ -75,6 +79,6 @@ def check(options: Iterable[str], profiles: Iterable[str]) -> str | None:
 
 
 def selected(profile: str, options: Iterable[str]) -> frozenset[str]:
-    """The options selected for one profile, without the ``<profile>-`` prefix."""
+    """Return the options selected for one profile, without the ``<profile>-`` prefix."""
     prefix = f"{profile}-"
     return frozenset(o.removeprefix(prefix) for o in options if o.startswith(prefix))

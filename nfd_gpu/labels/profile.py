@@ -1,10 +1,12 @@
 """The shape of a label profile: a name, its labels from a snapshot, its documented keys.
 
-Every profile is ``labels(snapshot, options, warnings) -> {key: value}``: it reads only
-the :class:`~nfd_gpu.model.Snapshot` and the :class:`LabelOptions` (no host, file or YAML
-reading), and appends what it could not label to ``warnings``. ``table`` documents its
-keys (:class:`LabelDoc`); ``render_docs`` generates its docs/ page (``docs``) from that
-table. The profiles, in order, are :data:`nfd_gpu.labels.registry.PROFILES`.
+- Every profile is ``labels(snapshot, options, warnings) -> {key: value}``.
+- It reads only the :class:`~nfd_gpu.model.Snapshot` and the :class:`LabelOptions`:
+  no host, file or YAML reading.
+- It appends what it could not label to ``warnings``.
+- ``table`` documents its keys as :class:`LabelDoc` rows.
+- ``render_docs`` generates its docs/ page, ``docs``, from that table.
+- The profiles, in order, are :data:`nfd_gpu.labels.registry.PROFILES`.
 """
 
 from __future__ import annotations
@@ -33,12 +35,12 @@ class LabelDoc:
 
 
 def in_table(table: tuple[LabelDoc, ...], key: str) -> bool:
-    """True when an unprefixed key matches an entry of ``table``."""
+    """Tell whether an unprefixed key matches an entry of ``table``."""
     return any(d.regex().match(key) for d in table)
 
 
 def table_rows(prefix: str, table: tuple[LabelDoc, ...]) -> list[str]:
-    """The markdown table of a label table, keys shown under ``prefix``."""
+    """Return the markdown table of a label table, keys shown under ``prefix``."""
     rows = ["| key | value | meaning |", "|---|---|---|"]
     rows += [f"| `{prefix}/{d.key}` | {d.value} | {d.description} |" for d in table]
     return rows
@@ -55,7 +57,7 @@ class LabelOptions:
 
 @dataclass(frozen=True)
 class Profile:
-    """One label profile (see the module docstring)."""
+    """One label profile; see the module docstring."""
 
     name: str
     labels: Callable[[Snapshot, LabelOptions, list[str]], dict[str, str]]

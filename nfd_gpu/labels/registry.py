@@ -1,9 +1,11 @@
-"""Every label profile, by name: the one list the scan, the CLI, the configuration and the
-docs read. A new profile is one module with a ``PROFILE`` and one line here.
+"""Every label profile, by name: the one list the scan, the CLI, the configuration and docs read.
 
-A profile's module is imported when the profile is first looked up, not before: a scan
-with the default profile never loads the vendor profiles' label code (``nfd-gpu scan``
-start-up), and ``nfd-gpu --help`` lists the names without loading any."""
+- A new profile is one module with a ``PROFILE`` and one line here.
+- A profile's module is imported when the profile is first looked up, not before.
+  So a scan with the default profile never loads the vendor profiles' label code.
+  That keeps ``nfd-gpu scan`` start-up short.
+  ``nfd-gpu --help`` lists the names without loading any.
+"""
 
 from __future__ import annotations
 
@@ -77,19 +79,21 @@ DEFAULT = ("neutral",)
 
 
 def known() -> str:
-    """The profile names, comma-separated (for messages)."""
+    """Return the profile names, comma-separated, for messages."""
     return ", ".join(PROFILES)
 
 
 def unknown(names: Iterable[str]) -> str | None:
-    """The first name that is not a profile, or None when all are."""
+    """Return the first name that is not a profile, or None when all are."""
     return next((n for n in names if n not in PROFILES), None)
 
 
 @functools.cache
 def label_namespaces() -> tuple[str, ...]:
-    """Every label namespace the profiles write by default, in profile order: what the
-    admission policy under deploy/ lets the agent publish (tests/deploy checks it)."""
+    """Return every label namespace the profiles write by default, in profile order.
+
+    It is what the admission policy under deploy/ lets the agent publish; tests/deploy checks it.
+    """
     seen: dict[str, None] = {}
     for profile in PROFILES.values():
         seen.update(dict.fromkeys(profile.namespaces))

@@ -1,9 +1,9 @@
 """The one validator every label a profile emits passes.
 
-The rules (name and value shape, prefix, allowed namespaces) are
-:mod:`nfd_gpu.names`; this module words them for our labels: a key must be
-prefixed, a value is empty or a valid name part. (Values are made valid where they
-are written, with :func:`nfd_gpu.names.sanitize_value`.)
+- The rules are :mod:`nfd_gpu.names`: name and value shape, prefix, allowed namespaces.
+- This module words them for our labels: a key must be prefixed; a value is empty or a
+  valid name part.
+- Values are made valid where they are written, with :func:`nfd_gpu.names.sanitize_value`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from nfd_gpu.names import NAME_MAX, is_dns1123_subdomain, is_name_shape, namespa
 
 
 class LabelError(ValueError):
-    """A label key or value that Kubernetes / nfd-master would reject."""
+    """A label key or value that Kubernetes or nfd-master would reject."""
 
 
 def check_name(name: str) -> None:

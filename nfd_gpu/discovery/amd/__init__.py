@@ -1,8 +1,8 @@
 """AMD GPUs: KFD topology and amdgpu sysfs, and the optional ``pyamdgpuinfo`` library.
 
-* ``amdgpuinfo.py``: the ``amdgpuinfo`` source, marketing name and VRAM from libdrm;
-* ``sysfs.py``: the ``amd`` source, KFD nodes, amdgpu attributes, partitions and XGMI;
-* ``ras.py``: the ``amd-ras`` source, RAS error counts and bad VRAM pages (health).
+* ``amdgpuinfo.py``: the ``amdgpuinfo`` source, marketing name and VRAM from libdrm.
+* ``sysfs.py``: the ``amd`` source, KFD nodes, amdgpu attributes, partitions and XGMI.
+* ``ras.py``: the ``amd-ras`` source, RAS error counts and bad VRAM pages, for health.
 """
 
 from __future__ import annotations

@@ -1,13 +1,17 @@
-"""Adapter for ``pyamdgpuinfo`` (libdrm): marketing name and VRAM size per GPU.
+"""Adapter for ``pyamdgpuinfo``, over libdrm: marketing name and VRAM size per GPU.
 
-The only module that imports ``pyamdgpuinfo``, lazily. The library opens the
-real ``/dev/dri`` nodes, so it is used only when the host root is ``/`` and
-``/dev/dri`` exists. It raises ``OSError`` (no permission, no device) or
-``RuntimeError``; every failure becomes a warning, never a crash.
+- The only module that imports ``pyamdgpuinfo``, lazily.
+- The library opens the real ``/dev/dri`` nodes.
+  So it is used only when the host root is ``/`` and ``/dev/dri`` exists.
+- It raises ``OSError``, for no permission or no device, or ``RuntimeError``.
+  Every failure becomes a warning, never a crash.
 
-API facts (mark9064/pyamdgpuinfo 2.1.x): ``detect_gpus() -> int``,
-``get_gpu(i)`` with ``.pci_slot`` (``0000:03:00.0`` or None), ``.name`` (str or
-None) and ``.memory_info["vram_size"]`` (bytes or None).
+API facts of mark9064/pyamdgpuinfo 2.1.x:
+
+- ``detect_gpus() -> int``;
+- ``get_gpu(i)`` with ``.pci_slot``: ``0000:03:00.0`` or None;
+- ``.name``: str or None;
+- ``.memory_info["vram_size"]``: bytes or None.
 """
 
 from __future__ import annotations
@@ -34,12 +38,12 @@ class AmdgpuInfo:
 
 
 def usable(host: HostRoot) -> bool:
-    """The library reads the live /dev/dri: only for the real root."""
+    """Tell whether the library may run: it reads the live /dev/dri, so only for the real root."""
     return host.root == "/" and os.path.isdir("/dev/dri")
 
 
 def query(host: HostRoot, *, force: bool = False) -> dict[str, AmdgpuInfo]:
-    """PCI address (sysfs form) -> facts. Empty (with a warning on failure) when unavailable."""
+    """Map PCI address, sysfs form, to facts; empty when unavailable, with a warning on failure."""
     if not force and not usable(host):
         return {}
     try:
@@ -80,7 +84,7 @@ def query(host: HostRoot, *, force: bool = False) -> dict[str, AmdgpuInfo]:
 
 
 def apply(gpus: tuple[Gpu, ...], infos: dict[str, AmdgpuInfo]) -> tuple[Gpu, ...]:
-    """AMD GPUs with the library's name and VRAM (library facts win over tables)."""
+    """Return AMD GPUs with the library's name and VRAM; library facts win over tables."""
     if not infos:
         return gpus
     out = []

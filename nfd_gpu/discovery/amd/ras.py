@@ -1,15 +1,16 @@
-"""The ``amd-ras`` source: amdgpu's RAS error counts and retired VRAM pages (sysfs).
+"""The ``amd-ras`` source: amdgpu's RAS error counts and retired VRAM pages, from sysfs.
 
-Formats (Linux Documentation/gpu/amdgpu/ras.rst, from drivers/gpu/drm/amd/amdgpu/amdgpu_ras.c):
+Formats: Linux Documentation/gpu/amdgpu/ras.rst, from drivers/gpu/drm/amd/amdgpu/amdgpu_ras.c.
 
-* ``device/ras/features``: ``feature mask: 0x<hex>``, the RAS blocks enabled; 0 (or no
-  ``ras/`` directory): RAS is off and no count below is read;
-* ``device/ras/<block>_err_count`` (``umc``, ``gfx``, ``sdma``, ``xgmi_wafl``, ...): lines
-  ``ue: <count>`` (uncorrectable) and ``ce: <count>`` (corrected); ``Query currently
-  inaccessible`` while the driver recovers (not read);
-* ``device/ras/gpu_vram_bad_pages``: one line per bad page, ``<pfn> : <size> : <flag>`` with
-  flag ``R`` (reserved: retired), ``P`` (pending: reserved at the next window) or ``F``
-  (could not be reserved).
+* ``device/ras/features``: ``feature mask: 0x<hex>``, the RAS blocks enabled.
+  0, or no ``ras/`` directory, means RAS is off; no count below is read then.
+* ``device/ras/<block>_err_count``, for ``umc``, ``gfx``, ``sdma``, ``xgmi_wafl``, ...:
+  lines ``ue: <count>``, uncorrectable, and ``ce: <count>``, corrected.
+  ``Query currently inaccessible`` while the driver recovers; it is not read.
+* ``device/ras/gpu_vram_bad_pages``: one line per bad page, ``<pfn> : <size> : <flag>``.
+  The flag is ``R``, reserved: retired.
+  Or ``P``, pending: reserved at the next window.
+  Or ``F``: could not be reserved.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from nfd_gpu.model import Gpu, HealthReason, Snapshot
 
 
 def parse_features(text: str) -> int | None:
-    """The mask of ``feature mask: 0x...``; None when the text is not that."""
+    """Return the mask of ``feature mask: 0x...``; None when the text is not that."""
     head, _, mask = text.strip().partition(":")
     if head.strip() != "feature mask":
         return None
@@ -34,8 +35,10 @@ def parse_features(text: str) -> int | None:
 
 
 def parse_err_count(text: str) -> tuple[int, int] | None:
-    """(ue, ce) of an ``*_err_count`` file; None when it has neither (BadCount when one is
-    not a count)."""
+    """Return ue and ce of an ``*_err_count`` file; None when it has neither.
+
+    Raise BadCount when one is not a count.
+    """
     counts: dict[str, int] = {}
     for line in text.splitlines():
         key, _, value = line.partition(":")
@@ -47,7 +50,7 @@ def parse_err_count(text: str) -> tuple[int, int] | None:
 
 
 def parse_bad_pages(text: str) -> dict[str, int]:
-    """Bad pages by flag (``R``, ``P``, ``F``)."""
+    """Count bad pages by flag: ``R``, ``P``, ``F``."""
     out: dict[str, int] = {}
     for line in text.splitlines():
         parts = [p.strip() for p in line.split(":")]

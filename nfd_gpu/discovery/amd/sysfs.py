@@ -1,20 +1,21 @@
 """AMD depth: KFD topology, amdgpu DRM sysfs attributes, partitions and XGMI.
 
-Sources (docs/amd-intel.md "AMD"; the files as in tests/data/amd/topo-mi210-xgmi-pcie):
+Sources: see docs/amd-intel.md "AMD". The files are as in tests/data/amd/topo-mi210-xgmi-pcie.
 
 * ``sys/class/kfd/kfd/topology/nodes/<n>/properties``: ``<key> <decimal>`` lines.
-  GPU nodes have ``simd_count > 0``; ``gfx_target_version`` encodes
-  major*10000 + minor*100 + stepping, printed ``gfx<major><minor><stepping:x>``;
-  ``location_id`` holds bus (bits 8-15), device (3-7) and function (0-2); all
-  partitions of one GPU share bus and device.
-* ``nodes/<n>/mem_banks/<i>/properties`` ``size_in_bytes``;
-  ``nodes/<n>/io_links/<i>/properties`` ``type 11`` = XGMI.
+  GPU nodes have ``simd_count > 0``.
+  ``gfx_target_version`` encodes major*10000 + minor*100 + stepping.
+  It prints as ``gfx<major><minor><stepping:x>``.
+  ``location_id`` holds bus in bits 8-15, device in 3-7 and function in 0-2.
+  All partitions of one GPU share bus and device.
+* ``nodes/<n>/mem_banks/<i>/properties``: ``size_in_bytes``.
+* ``nodes/<n>/io_links/<i>/properties``: ``type 11`` is XGMI.
 * ``sys/bus/pci/devices/<bdf>/{mem_info_vram_total, product_name,
   current_compute_partition, available_compute_partition,
   current_memory_partition, available_memory_partition}``.
 
-Everything is best effort: unreadable or odd files are warnings (from
-:class:`HostRoot`) and the facts stay unknown.
+Everything is best effort. Unreadable or odd files are warnings from :class:`HostRoot`,
+and the facts stay unknown.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ MIB = 1024 * 1024
 
 
 def parse_properties(text: str | None) -> dict[str, int]:
-    """KFD ``properties``: ``<key> <integer>`` per line; other lines are ignored."""
+    """Parse KFD ``properties``: ``<key> <integer>`` per line; other lines are ignored."""
     out: dict[str, int] = {}
     for line in (text or "").splitlines():
         parts = line.split()
@@ -53,7 +54,7 @@ def parse_properties(text: str | None) -> dict[str, int]:
 
 
 def gfx_name(version: int | None) -> str | None:
-    """``gfx_target_version`` to an ISA name: 90010 -> gfx90a, 90402 -> gfx942."""
+    """Turn ``gfx_target_version`` into an ISA name: 90010 -> gfx90a, 90402 -> gfx942."""
     if not version or version < 0:
         return None
     major = version // 10000 % 100
@@ -65,19 +66,21 @@ def gfx_name(version: int | None) -> str | None:
 
 
 def location_address(domain: int, location_id: int) -> str:
-    """PCI address of a KFD node, in the sysfs form (the whole 32-bit domain)."""
+    """Return the PCI address of a KFD node in the sysfs form, with the whole 32-bit domain."""
     return str(PciAddress.from_kfd(domain, location_id))
 
 
 def slot_of(address: str) -> Slot:
-    """(domain, bus, device) of a PCI address, compared as numbers (partitions of a GPU
-    differ only in the function); None for a text that is no address."""
+    """Return domain, bus and device of a PCI address, compared as numbers.
+
+    Partitions of a GPU differ only in the function. None for a text that is no address.
+    """
     addr = PciAddress.parse(address)
     return addr.slot if addr is not None else None
 
 
 def parse_partition_list(text: str | None) -> tuple[str, ...]:
-    """``available_*_partition``: ``SPX, DPX, QPX, CPX`` -> ("cpx", "dpx", "qpx", "spx")."""
+    """Parse ``available_*_partition``: ``SPX, DPX, QPX, CPX`` -> "cpx", "dpx", "qpx", "spx"."""
     if not text or "not supported" in text.lower():
         return ()
     items = {p.strip().lower() for p in text.replace(",", " ").split()}
@@ -85,7 +88,7 @@ def parse_partition_list(text: str | None) -> tuple[str, ...]:
 
 
 def parse_partition_mode(text: str | None) -> str | None:
-    """``current_*_partition``: one word (``CPX``, ``NPS4``) -> lower case, else None."""
+    """Parse ``current_*_partition``: one word, ``CPX`` or ``NPS4`` say, lower-cased; else None."""
     if not text:
         return None
     word = text.strip().split()[0].lower() if text.strip() else ""
@@ -94,7 +97,7 @@ def parse_partition_mode(text: str | None) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class KfdNode:
-    """One KFD GPU node (a whole GPU, or one partition of it)."""
+    """One KFD GPU node: a whole GPU, or one partition of it."""
 
     node: int
     address: str
@@ -128,7 +131,7 @@ def _node_memory(host: HostRoot, base: str) -> int | None:
 
 
 def _bank0(host: HostRoot, base: str) -> int | None:
-    """``mem_banks/0`` ``size_in_bytes`` as written (0 on a VF guest): the labeller's vram."""
+    """Return ``mem_banks/0`` ``size_in_bytes`` as written: the labeller's vram; 0 on a VF guest."""
     size = parse_properties(host.read_text(f"{base}/mem_banks/0/properties")).get("size_in_bytes")
     return size if size is not None and size >= 0 else None
 
@@ -143,7 +146,7 @@ def _xgmi_peers(host: HostRoot, base: str) -> tuple[int, ...]:
 
 
 def read_kfd(host: HostRoot) -> list[KfdNode]:
-    """GPU nodes of the KFD topology (CPU nodes, with ``simd_count 0``, are skipped)."""
+    """Return the GPU nodes of the KFD topology; CPU nodes, with ``simd_count 0``, are skipped."""
     out: list[KfdNode] = []
     names = host.listdir(KFD_NODES)
     for name in sorted((n for n in names if n.isdigit()), key=int):
@@ -186,7 +189,7 @@ def _sum_known(values: Iterable[int | None]) -> int | None:
 def enrich(
     host: HostRoot, gpus: tuple[Gpu, ...], kfd: list[KfdNode] | None = None
 ) -> tuple[tuple[Gpu, ...], tuple[Partition, ...]]:
-    """AMD GPUs completed from KFD and amdgpu sysfs; partitions from KFD nodes."""
+    """Complete AMD GPUs from KFD and amdgpu sysfs; partitions come from KFD nodes."""
     if not any(g.vendor == "amd" for g in gpus):
         return gpus, ()
     nodes = read_kfd(host) if kfd is None else kfd
@@ -212,7 +215,7 @@ def enrich(
 def _enrich_one(
     host: HostRoot, g: Gpu, nodes: list[KfdNode], node_slot: dict[int, Slot]
 ) -> tuple[Gpu, list[Partition]]:
-    """One AMD GPU completed from the model table, amdgpu sysfs and its KFD ``nodes``."""
+    """Complete one AMD GPU from the model table, amdgpu sysfs and its KFD ``nodes``."""
     dev = f"sys/bus/pci/devices/{g.address}"
     provenance = dict(g.provenance)
     info = tables.lookup("amd", g.device_id, g.revision)
@@ -237,7 +240,7 @@ def _enrich_one(
 
 
 def _partitions(g: Gpu, nodes: list[KfdNode]) -> list[Partition]:
-    """One partition per KFD node of a partitioned GPU (none for a single node)."""
+    """Return one partition per KFD node of a partitioned GPU; none for a single node."""
     if len(nodes) < 2:
         return []
     profile = g.amd.partition_compute or f"{len(nodes)}x"
@@ -257,7 +260,7 @@ def _partitions(g: Gpu, nodes: list[KfdNode]) -> list[Partition]:
 
 
 def _amdgpu_attributes(host: HostRoot, dev: str, amd: AmdGpu, provenance: dict[str, str]) -> AmdGpu:
-    """Board name and partition modes from the amdgpu attributes of the PCI device."""
+    """Read board name and partition modes from the amdgpu attributes of the PCI device."""
     board = host.read_text(f"{dev}/product_name") or None
     if board:
         provenance["board_product"] = "sysfs"
@@ -288,8 +291,10 @@ def _amdgpu_attributes(host: HostRoot, dev: str, amd: AmdGpu, provenance: dict[s
 def _with_kfd(
     g: Gpu, nodes: list[KfdNode], node_slot: dict[int, Slot], provenance: dict[str, str]
 ) -> Gpu:
-    """``g`` completed from its KFD nodes (one per partition): SIMDs, CUs, ISA, XCCs,
-    unique id and XGMI peers (other GPUs' slots)."""
+    """Complete ``g`` from its KFD nodes, one per partition.
+
+    It gets SIMDs, CUs, ISA, XCCs, unique id and XGMI peers: other GPUs' slots.
+    """
     first = nodes[0]
     amd = g.amd
     provenance["simd_count"] = "kfd"

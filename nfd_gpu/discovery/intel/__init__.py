@@ -1,4 +1,4 @@
-"""Intel GPUs: tiles, local memory and Xe Link from i915 / xe sysfs (``sysfs.py``)."""
+"""Intel GPUs: tiles, local memory and Xe Link from i915 or xe sysfs, in ``sysfs.py``."""
 
 from __future__ import annotations
 

@@ -1,18 +1,19 @@
 """Intel depth: tiles, local memory and Xe Link from i915 and xe sysfs.
 
-Sources (docs/amd-intel.md "Intel", kernel sources named below):
+Sources: docs/amd-intel.md "Intel", and the kernel sources named below.
 
-* tiles: i915 lists one ``drm/card<N>/gt/gt<i>`` directory per tile; xe lists
-  ``tile<i>`` directories under the PCI device (Intel's labeler counts
-  ``card<N>/gt/gt*`` plus ``card<N>/device/tile?``, and 1 when there are none).
-* local memory, i915: ``drm/card<N>/lmem_total_bytes`` (parsed with base 0);
-  Intel's labeler multiplies it by the tile count and so do we.
-* local memory, xe: ``tile<i>/physical_vram_size_bytes`` (``%llu``, xe_tile_sysfs.c),
-  summed over tiles.
-* Xe Link: an ``i915.iaf.<n>`` (or legacy ``iaf.<n>``) directory with an
-  ``iaf_fabric_id`` attribute below the PCI device (Intel Accelerator Fabric;
-  compute-runtime reads the same path).
-* family / product / tiles fallback: ``nfd_gpu/data/intel.tsv``.
+* Tiles: i915 lists one ``drm/card<N>/gt/gt<i>`` directory per tile.
+  xe lists ``tile<i>`` directories under the PCI device.
+  Intel's labeler counts ``card<N>/gt/gt*`` plus ``card<N>/device/tile?``, and 1 when there
+  are none.
+* Local memory, i915: ``drm/card<N>/lmem_total_bytes``, parsed with base 0.
+  Intel's labeler multiplies it by the tile count, and so do we.
+* Local memory, xe: ``tile<i>/physical_vram_size_bytes``, summed over tiles.
+  The format is ``%llu``, from xe_tile_sysfs.c.
+* Xe Link: an ``i915.iaf.<n>`` or legacy ``iaf.<n>`` directory below the PCI device,
+  with an ``iaf_fabric_id`` attribute. IAF is Intel Accelerator Fabric.
+  compute-runtime reads the same path.
+* Family, product and the tiles fallback: ``nfd_gpu/data/intel.tsv``.
 
 Everything is best effort: facts that cannot be read stay unknown.
 """
@@ -35,7 +36,7 @@ _IAF = re.compile(r"^(i915\.)?iaf\.[0-9]+$")
 
 
 def parse_bytes(text: str | None) -> int | None:
-    """A byte count as sysfs prints it (decimal, or ``0x`` hex); None when not one."""
+    """Parse a byte count as sysfs prints it, decimal or ``0x`` hex; None when not one."""
     if not text:
         return None
     token = text.strip().split()[0] if text.strip() else ""
@@ -55,7 +56,7 @@ def _cards(g: Gpu) -> list[str]:
 
 
 def enrich(host: HostRoot, gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
-    """Intel GPUs completed from i915 / xe sysfs and the model table."""
+    """Complete Intel GPUs from i915 or xe sysfs and the model table."""
     return tuple(_enrich_one(host, g) if g.vendor == "intel" else g for g in gpus)
 
 
@@ -122,9 +123,11 @@ SOURCE = Source("intel", _discover, needs=("intel",))
 
 
 def _survivability(host: HostRoot, g: Gpu) -> Gpu:
-    """xe: ``device/survivability_mode`` exists while the firmware needs a flash (boot or
-    runtime survivability: xe_survivability_mode.c, "Xe Boot Survivability"); i915 has no
-    such attribute (no Intel health signal is read on i915)."""
+    """Tell whether xe's ``device/survivability_mode`` exists: the firmware needs a flash.
+
+    - That is boot or runtime survivability: xe_survivability_mode.c, "Xe Boot Survivability".
+    - i915 has no such attribute. No Intel health signal is read on i915.
+    """
     if g.vendor != "intel" or g.driver != "xe":
         return g
     stuck = host.lexists(f"sys/bus/pci/devices/{g.address}/survivability_mode")

@@ -1,14 +1,14 @@
 """NVIDIA GPUs: driver facts from procfs and NVML, NVML recording and replay, vGPU guests.
 
-* ``procfs.py``: facts without a library (``proc/driver/nvidia``, ``sys/module``, ``dev``);
-* ``nvml.py``: the NVML adapter, the only module that imports ``pynvml``;
-* ``session.py``: which NVML a scan asks (``--nvml``), the agent's state between passes;
-* ``replay.py`` / ``record.py``: NVML answers replayed from / recorded into ``nvml.json``;
-* ``facts.py``: the shape procfs and NVML both return;
-* ``driver.py``: the ``nvidia`` source, those facts merged into the GPU records;
-* ``vgpu.py``: the ``nvidia-vgpu`` source, the PCI vendor capability of vGPU guests;
-* ``tegra.py`` / ``cuda.py``: the ``nvidia-tegra`` source, the integrated GPU of a Jetson
-  (device tree, platform device, L4T release, CUDA's answers).
+* ``procfs.py``: facts without a library, from ``proc/driver/nvidia``, ``sys/module``, ``dev``.
+* ``nvml.py``: the NVML adapter, the only module that imports ``pynvml``.
+* ``session.py``: which NVML a scan asks, by ``--nvml``; the agent's state between passes.
+* ``replay.py`` and ``record.py``: NVML answers replayed from and recorded into ``nvml.json``.
+* ``facts.py``: the shape procfs and NVML both return.
+* ``driver.py``: the ``nvidia`` source, those facts merged into the GPU records.
+* ``vgpu.py``: the ``nvidia-vgpu`` source, the PCI vendor capability of vGPU guests.
+* ``tegra.py`` and ``cuda.py``: the ``nvidia-tegra`` source, the integrated GPU of a Jetson.
+  It reads the device tree, the platform device, the L4T release and CUDA's answers.
 """
 
 from __future__ import annotations

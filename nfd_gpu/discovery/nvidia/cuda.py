@@ -1,16 +1,22 @@
-"""What CUDA's driver library answers about the GPUs: the calls GFD's ``tegra`` strategy makes
-(NVIDIA/k8s-device-plugin ``internal/cuda``, ``internal/resource/cuda-lib.go`` and
-``cuda-device.go``): ``cuInit``, ``cuDriverGetVersion``, ``cuDeviceGetCount``, ``cuDeviceGet``,
-``cuDeviceGetName``, ``cuDeviceTotalMem`` and ``cuDeviceGetAttribute`` (compute capability
-major 75, minor 76).
+"""What CUDA's driver library answers about the GPUs: the calls GFD's ``tegra`` strategy makes.
 
-* ``<root>/cuda.json`` when it exists: a recording, replayed (the fixtures of Jetsons, from
-  public ``deviceQuery`` listings; the GFD judge's fake ``libcuda.so.1`` answers GFD from the
-  same file). Shape: ``{"cuInit": 0, "cuDriverGetVersion": 12090, "devices":
+GFD's code: NVIDIA/k8s-device-plugin ``internal/cuda``, ``internal/resource/cuda-lib.go``
+and ``cuda-device.go``.
+The calls: ``cuInit``, ``cuDriverGetVersion``, ``cuDeviceGetCount``, ``cuDeviceGet``,
+``cuDeviceGetName``, ``cuDeviceTotalMem`` and ``cuDeviceGetAttribute``.
+The attributes asked are compute capability major 75 and minor 76.
+
+Where the answers come from, in order:
+
+* ``<root>/cuda.json`` when it exists: a recording, replayed.
+  The fixtures of Jetsons come from public ``deviceQuery`` listings.
+  The GFD judge's fake ``libcuda.so.1`` answers GFD from the same file.
+  Shape: ``{"cuInit": 0, "cuDriverGetVersion": 12090, "devices":
   [{"cuDeviceGetName": "Orin", "cuDeviceTotalMem": 57454317568, "cuDeviceGetAttribute":
-  {"75": 8, "76": 7}}]}``; an answer ``{"error": N}`` is that call's ``CUresult`` N.
-* else, on the host's own root (``/``), the real ``libcuda.so.1`` (ctypes), when it loads;
-* else nothing (None).
+  {"75": 8, "76": 7}}]}``.
+  An answer ``{"error": N}`` is that call's ``CUresult`` N.
+* Else, on the host's own root ``/``, the real ``libcuda.so.1`` through ctypes, when it loads.
+* Else nothing: None.
 """
 
 from __future__ import annotations
@@ -41,17 +47,17 @@ class CudaFacts:
 
     @property
     def version(self) -> str | None:
-        """``major.minor`` as GFD writes it (``version / 1000``, ``version % 100 / 10``)."""
+        """Return ``major.minor`` as GFD writes it: ``version / 1000``, ``version % 100 / 10``."""
         v = self.driver_version
         return None if v is None else f"{v // 1000}.{v % 100 // 10}"
 
 
 class CudaError(Exception):
-    """A CUDA call answered an error (its ``CUresult``)."""
+    """A CUDA call answered an error: its ``CUresult``."""
 
 
 def query(host: HostRoot) -> CudaFacts | None:
-    """CUDA's answers (module docstring), None where CUDA does not answer."""
+    """Return CUDA's answers, as the module docstring says; None where CUDA does not answer."""
     if host.exists(CUDA_RECORDING):
         return _replayed(host)
     if host.root != "/":
@@ -79,7 +85,7 @@ def _replayed(host: HostRoot) -> CudaFacts | None:
 
 
 def _ask(lib: _Recording | _Library) -> CudaFacts:
-    """The calls in GFD's order: init, count, each device, the driver version."""
+    """Make the calls in GFD's order: init, count, each device, the driver version."""
     lib.init()
     devices = []
     for i in range(lib.count()):

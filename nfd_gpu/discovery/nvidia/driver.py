@@ -1,10 +1,12 @@
-"""The ``nvidia`` source: what the driver says (procfs, overlaid with NVML's answers when NVML
-answers), merged into the NVIDIA GPU records.
+"""The ``nvidia`` source: what the driver says, merged into the NVIDIA GPU records.
 
-procfs (:mod:`~nfd_gpu.discovery.nvidia.procfs`) and NVML (:mod:`~nfd_gpu.discovery.nvidia.nvml`,
-asked through :mod:`~nfd_gpu.discovery.nvidia.session`) both return
-:class:`~nfd_gpu.discovery.nvidia.facts.NvidiaFacts`; :func:`merge` applies either to the
-:class:`Gpu` records, so a fact known both ways gives the same labels with and without NVML.
+- procfs is read, overlaid with NVML's answers when NVML answers.
+- procfs is :mod:`~nfd_gpu.discovery.nvidia.procfs`.
+- NVML is :mod:`~nfd_gpu.discovery.nvidia.nvml`, asked through
+  :mod:`~nfd_gpu.discovery.nvidia.session`.
+- Both return :class:`~nfd_gpu.discovery.nvidia.facts.NvidiaFacts`.
+- :func:`merge` applies either to the :class:`Gpu` records.
+  So a fact known both ways gives the same labels with and without NVML.
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ T = TypeVar("T")
 
 
 def table_facts(g: Gpu) -> Gpu:
-    """An NVIDIA GPU with the model table's compute capability and MIG capability (not
-    MIG-capable when the table does not say)."""
+    """Return an NVIDIA GPU with the model table's compute capability and MIG capability.
+
+    It is not MIG-capable when the table does not say.
+    """
     info = tables.lookup("nvidia", g.device_id, g.revision)
     provenance = dict(g.provenance)
     major = info.compute_major if info else None
@@ -43,10 +47,11 @@ def table_facts(g: Gpu) -> Gpu:
 
 
 def merge(gpus: tuple[Gpu, ...], facts: NvidiaFacts) -> tuple[Gpu, ...]:
-    """Overlay driver facts on the PCI / table facts of the NVIDIA GPUs.
+    """Overlay driver facts on the PCI and table facts of the NVIDIA GPUs.
 
-    Only facts the driver knows replace table facts; a GPU the driver does not know keeps
-    its PCI facts. MIG enabled but with no instances still counts as enabled.
+    - Only facts the driver knows replace table facts.
+    - A GPU the driver does not know keeps its PCI facts.
+    - MIG enabled but with no instances still counts as enabled.
     """
     by_addr = {PciAddress.parse(f.address): f for f in facts.gpus}
     with_parts = {PciAddress.parse(p.parent) for p in facts.partitions}
@@ -65,7 +70,7 @@ def _merge_one(g: Gpu, f: GpuFacts, src: str, has_partitions: bool) -> Gpu:
     provenance = dict(g.provenance)
 
     def known(name: str, new: T | None, old: T | None) -> T | None:
-        """The driver's value when it knows one (recorded in ``provenance``), else ``old``."""
+        """Return the driver's value when it knows one, recorded in ``provenance``; else ``old``."""
         if new is None:
             return old
         provenance[name] = src
@@ -128,7 +133,7 @@ CUDA_BY_BRANCH: dict[int, str] = {
 
 
 def cuda_from_driver(version: str | None) -> str | None:
-    """The CUDA driver API version of a driver version's branch (``580.159.04`` -> ``13.0``)."""
+    """Return the CUDA driver API version of a driver branch: ``580.159.04`` -> ``13.0``."""
     branch = (version or "").split(".", 1)[0]
     return CUDA_BY_BRANCH.get(int(branch)) if branch.isdigit() and len(branch) < 6 else None
 
@@ -136,12 +141,13 @@ def cuda_from_driver(version: str | None) -> str | None:
 def collect(
     host: HostRoot, nvml_lib: ModuleType | None = None, session: NvmlSession | None = None
 ) -> NvidiaFacts:
-    """procfs facts, overlaid with NVML's when NVML answers (see ``session``).
+    """Return procfs facts, overlaid with NVML's when NVML answers; see ``session``.
 
-    ``nvml_lib`` replaces the library (``nfd-gpu snapshot`` passes a recording wrapper);
-    ``session`` says which NVML may be asked and keeps the agent's state between passes.
-    NVML warnings (a lost GPU) go to the host's warnings; such a GPU keeps its procfs facts.
-    Without NVML facts the CUDA version comes from the driver branch (:data:`CUDA_BY_BRANCH`).
+    - ``nvml_lib`` replaces the library; ``nfd-gpu snapshot`` passes a recording wrapper.
+    - ``session`` says which NVML may be asked, and keeps the agent's state between passes.
+    - NVML warnings, such as a lost GPU, go to the host's warnings.
+      Such a GPU keeps its procfs facts.
+    - Without NVML facts, the CUDA version comes from the driver branch: :data:`CUDA_BY_BRANCH`.
     """
     procfs = read_procfs(host)
     if session is None:
@@ -178,8 +184,10 @@ def collect(
 def apply(
     facts: NvidiaFacts, gpus: tuple[Gpu, ...], driver_versions: dict[str, str]
 ) -> tuple[tuple[Gpu, ...], tuple[Partition, ...], dict[str, str]]:
-    """Merge into the GPU records (over the model table's facts); fill the driver version
-    when sysfs has none; add CUDA."""
+    """Merge into the GPU records, over the model table's facts.
+
+    Fill the driver version when sysfs has none, and add CUDA.
+    """
     versions = dict(driver_versions)
     if "nvidia" not in versions and facts.driver_version:
         versions["nvidia"] = facts.driver_version
@@ -206,9 +214,12 @@ DRIVER_NOT_LOADED = "Driver Not Loaded"  # nvmlErrorString(NVML_ERROR_DRIVER_NOT
 
 
 def _init_failed(g: Gpu, why: str) -> Gpu:
-    """The init error on an NVIDIA GPU; bound to ``nvidia``, it is a GPU the driver has and
-    cannot use (``nvml-init-failed``), unless the driver is not loaded yet (NVML's
-    ``Driver Not Loaded``: the driver container is starting; not a fault)."""
+    """Return the init error on an NVIDIA GPU.
+
+    - Bound to ``nvidia``, it is a GPU the driver has and cannot use: ``nvml-init-failed``.
+    - Not when the driver is not loaded yet: NVML's ``Driver Not Loaded``.
+      The driver container is starting; that is not a fault.
+    """
     if g.vendor != "nvidia":
         return g
     if g.driver == "nvidia" and DRIVER_NOT_LOADED not in why:

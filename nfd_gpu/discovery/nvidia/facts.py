@@ -1,9 +1,9 @@
-"""The common shape of NVIDIA facts: what procfs (:mod:`~nfd_gpu.discovery.nvidia.procfs`) and
-NVML (:mod:`~nfd_gpu.discovery.nvidia.nvml`) both return, so either merges into the GPU records
-the same way (:mod:`~nfd_gpu.discovery.nvidia.driver`).
+"""The common shape of NVIDIA facts: what procfs and NVML both return.
 
-Its own module so that the NVML adapter and session import it without importing the
-driver source (which asks the session: no import cycle).
+- procfs is :mod:`~nfd_gpu.discovery.nvidia.procfs`; NVML is :mod:`~nfd_gpu.discovery.nvidia.nvml`.
+- So either merges into the GPU records the same way: see :mod:`~nfd_gpu.discovery.nvidia.driver`.
+- It is a module of its own so that the NVML adapter and session import it without
+  importing the driver source. That source asks the session: no import cycle.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ NVML_RECORDING = "nvml.json"  # an NVML recording at the root of a fixture or ca
 
 @dataclass(frozen=True, slots=True)
 class GpuFacts:
-    """What the NVIDIA driver says about one GPU (None = unknown)."""
+    """What the NVIDIA driver says about one GPU; None means unknown."""
 
     address: str  # sysfs form (pciaddr.canonical): matched as a number, any domain width
     product: str | None = None

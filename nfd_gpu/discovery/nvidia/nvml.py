@@ -1,17 +1,23 @@
-"""NVML adapter: the only module that imports ``pynvml`` (nvidia-ml-py), lazily.
+"""NVML adapter: the only module that imports ``pynvml``, from nvidia-ml-py, lazily.
 
-:func:`query` returns :class:`~nfd_gpu.discovery.nvidia.facts.NvidiaFacts` or ``None`` when NVML
-cannot be initialised (library missing, driver not loaded): the caller then falls back to
-procfs. Nothing is cached, so a later pass retries ``nvmlInit`` (GFD never retries: its
-issues #71 / #75).
+- :func:`query` returns :class:`~nfd_gpu.discovery.nvidia.facts.NvidiaFacts`.
+- It returns ``None`` when NVML cannot be initialised: library missing, driver not loaded.
+  The caller then falls back to procfs.
+- Nothing is cached, so a later pass retries ``nvmlInit``. GFD never retries: see its
+  issues #71 and #75.
 
-Error policy: ``NotSupported`` and ``FunctionNotFound`` mean "absent"; any other error on a
-GPU (e.g. ``GPU is lost``) is a warning for that GPU only, which then keeps its procfs/PCI facts.
+Error policy:
 
-MIG profile names follow go-nvlib (``mig_profile.go``; docs/nvidia.md "MIG naming"):
-``{G}g.{GB}gb`` or ``{C}c.{G}g.{GB}gb`` plus ``+me`` / ``+me.all`` / ``+gfx`` / ``-me``, with
-``GB = round(ceil(8 * memMiB * 2**20 / total) / 8 * ceil(total / 2**30))`` (Go rounding:
-halves away from zero).
+- ``NotSupported`` and ``FunctionNotFound`` mean "absent".
+- Any other error on a GPU, such as ``GPU is lost``, is a warning for that GPU only.
+  That GPU then keeps its procfs and PCI facts.
+
+MIG profile names follow go-nvlib's ``mig_profile.go``; see docs/nvidia.md "MIG naming":
+
+- ``{G}g.{GB}gb`` or ``{C}c.{G}g.{GB}gb``;
+- plus ``+me``, ``+me.all``, ``+gfx`` or ``-me``;
+- ``GB = round(ceil(8 * memMiB * 2**20 / total) / 8 * ceil(total / 2**30))``;
+- Go rounding: halves away from zero.
 """
 
 from __future__ import annotations
@@ -59,16 +65,18 @@ _ABSENT = ("NVMLError_NotSupported", "NVMLError_FunctionNotFound")
 
 
 def mig_memory_gb(memory_mib: int, total_bytes: int) -> int:
-    """go-nvlib's MIG memory size in GB for a profile name.
+    """Return go-nvlib's MIG memory size in GB for a profile name.
 
-    Go's ``math.Round`` rounds half away from zero (Python's ``round`` to even): the H200's
-    4/8 of 141 GB is 70.5 -> ``3g.71gb`` as NVML names it (tests/data/captures/h200-vm)."""
+    Go's ``math.Round`` rounds half away from zero; Python's ``round`` rounds to even.
+    The H200's 4/8 of 141 GB is 70.5 -> ``3g.71gb``, as NVML names it.
+    See tests/data/captures/h200-vm.
+    """
     eighths = math.ceil(8 * memory_mib * 2**20 / total_bytes)
     return round_half_away(eighths * math.ceil(total_bytes / 2**30), 8)
 
 
 def round_half_away(num: int, den: int) -> int:
-    """``num / den`` rounded to the nearest integer, halves away from zero (exact)."""
+    """Return ``num / den`` rounded to the nearest integer, halves away from zero, exactly."""
     q, r = divmod(abs(num), den)
     q += 2 * r >= den
     return q if num >= 0 else -q
@@ -84,8 +92,11 @@ NVML_SONAME = "libnvidia-ml.so.1"
 
 
 def library_present() -> bool:
-    """The NVML shared library opens. Without it ``nvmlInit`` fails, so ``pynvml`` (5,000
-    lines, which import ctypes.util, shutil, tempfile, ...) is not imported to find out."""
+    """Tell whether the NVML shared library opens.
+
+    Without it ``nvmlInit`` fails. So ``pynvml`` is not imported to find out:
+    it is 5,000 lines, which import ctypes.util, shutil, tempfile, ...
+    """
     try:
         ctypes.CDLL(NVML_SONAME)
     except OSError:
@@ -94,7 +105,7 @@ def library_present() -> bool:
 
 
 def load_library() -> ModuleType | None:
-    """``import pynvml`` (or the module a test put in ``sys.modules``); None when missing."""
+    """Run ``import pynvml``, or take the module a test put in ``sys.modules``; None if missing."""
     try:
         return importlib.import_module("pynvml")
     except ImportError:
@@ -132,7 +143,7 @@ class _Gpu:
 
 
 class InitFailed(Exception):
-    """``nvmlInit`` failed although libnvidia-ml is there (the message says why)."""
+    """``nvmlInit`` failed although libnvidia-ml is there; the message says why."""
 
 
 # pynvml's error classes that mean "no libnvidia-ml here" (no driver userspace in this
@@ -141,9 +152,12 @@ _NO_LIBRARY = ("NVMLError_LibraryNotFound", "NVMLError_FunctionNotFound")
 
 
 def init(lib: ModuleType) -> str | None:
-    """``nvmlInit``; None when it succeeded, else why not (one line) when the library is
-    missing. Raises :class:`InitFailed` when it is there and fails (driver not loaded, a
-    library and kernel module of different versions)."""
+    """Call ``nvmlInit``; return None when it succeeded.
+
+    - When the library is missing, return why not, in one line.
+    - Raise :class:`InitFailed` when it is there and fails.
+      Causes: driver not loaded, or a library and kernel module of different versions.
+    """
     try:
         lib.nvmlInit()
     except Exception as exc:
@@ -156,8 +170,10 @@ def init(lib: ModuleType) -> str | None:
 
 
 def query(lib: ModuleType | None = None) -> NvidiaFacts | None:
-    """Everything NVML says (init, collect, shutdown); None without the library. Raises
-    :class:`InitFailed` when ``nvmlInit`` fails with the library there."""
+    """Return everything NVML says: init, collect, shutdown; None without the library.
+
+    Raises :class:`InitFailed` when ``nvmlInit`` fails with the library there.
+    """
     if lib is None:
         if "pynvml" not in sys.modules and not library_present():
             return None  # nvmlInit could not succeed
@@ -176,8 +192,11 @@ def query(lib: ModuleType | None = None) -> NvidiaFacts | None:
 
 
 def collect(lib: ModuleType) -> NvidiaFacts:
-    """Everything an initialised NVML says. A failing system-level call (count, driver)
-    raises ``lib.NVMLError``; a failing GPU is a warning and keeps its procfs facts."""
+    """Return everything an initialised NVML says.
+
+    - A failing system-level call, count or driver, raises ``lib.NVMLError``.
+    - A failing GPU is a warning and keeps its procfs facts.
+    """
     call = _Gpu(lib)
     warnings: list[str] = []
     driver = call.opt("nvmlSystemGetDriverVersion")
@@ -259,10 +278,11 @@ FABRIC_STATE_COMPLETED = 3  # NVML_GPU_FABRIC_STATE_COMPLETED
 
 
 def _clique(lib: ModuleType, h: Any) -> str | None:
-    """``<clusterUUID>.<cliqueId>`` when the GPU is attached to an NVLink fabric, else None.
+    """Return ``<clusterUUID>.<cliqueId>`` when the GPU is attached to an NVLink fabric, else None.
 
-    ``nvmlDeviceGetGpuFabricInfo(handle, byref(c_nvmlGpuFabricInfo_t()))``; every error means
-    "no clique" (the call is absent before Hopper drivers and deprecated after CUDA 13).
+    - The call: ``nvmlDeviceGetGpuFabricInfo(handle, byref(c_nvmlGpuFabricInfo_t()))``.
+    - Every error means "no clique".
+      The call is absent before Hopper drivers and deprecated after CUDA 13.
     """
     fn = getattr(lib, "nvmlDeviceGetGpuFabricInfo", None)
     cls = getattr(lib, "c_nvmlGpuFabricInfo_t", None)

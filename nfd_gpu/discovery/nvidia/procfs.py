@@ -1,17 +1,18 @@
-"""NVIDIA facts without NVML: procfs / sysfs / /dev (no library needed).
+"""NVIDIA facts without NVML: procfs, sysfs and /dev; no library needed.
 
-Sources (docs/nvidia.md; verbatim examples: tests/data/nvidia/procfs_sysfs_examples.txt):
+Sources: see docs/nvidia.md. Verbatim examples are in tests/data/nvidia/procfs_sysfs_examples.txt.
 
-* ``proc/driver/nvidia/version``: ``NVRM version: NVIDIA UNIX x86_64 Kernel Module  <ver>  <date>``
-  (proprietary) or ``NVRM version: NVIDIA UNIX Open Kernel Module for <arch>  <ver>  ...`` (open);
-* ``sys/module/nvidia/version``: the bare version;
-* ``proc/driver/nvidia/gpus/<bdf>/information``: ``Model``, ``GPU UUID``, ``Device Minor``
-  (``key: value``, split on the first ``:``);
-* ``proc/driver/nvidia/capabilities/gpu<minor>/mig/gi<G>/ci<C>``: existing MIG instances;
+* ``proc/driver/nvidia/version``, proprietary:
+  ``NVRM version: NVIDIA UNIX x86_64 Kernel Module  <ver>  <date>``.
+  Open: ``NVRM version: NVIDIA UNIX Open Kernel Module for <arch>  <ver>  ...``.
+* ``sys/module/nvidia/version``: the bare version.
+* ``proc/driver/nvidia/gpus/<bdf>/information``: ``Model``, ``GPU UUID``, ``Device Minor``.
+  Lines are ``key: value``, split on the first ``:``.
+* ``proc/driver/nvidia/capabilities/gpu<minor>/mig/gi<G>/ci<C>``: existing MIG instances.
 * ``dev/nvidia<minor>``, ``dev/nvidiactl``: device nodes.
 
 :func:`read_procfs` returns the same :class:`~nfd_gpu.discovery.nvidia.facts.NvidiaFacts`
-shape as the NVML adapter (:mod:`nfd_gpu.discovery.nvidia.nvml`).
+shape as the NVML adapter, :mod:`nfd_gpu.discovery.nvidia.nvml`.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ _TOKEN_RE = re.compile(r"^[A-Za-z0-9._+-]+$")
 
 
 def parse_version_file(text: str) -> tuple[str | None, str | None]:
-    """(version, "open" | "proprietary") from ``proc/driver/nvidia/version``."""
+    """Return the version and "open" or "proprietary" from ``proc/driver/nvidia/version``."""
     for line in text.splitlines():
         m = _VERSION_RE.search(line)
         if m:
@@ -54,7 +55,7 @@ def parse_information(text: str) -> dict[str, str]:
 
 
 def read_procfs(host: HostRoot) -> NvidiaFacts:
-    """NVIDIA facts from procfs / sysfs / /dev (works without NVML and without libraries)."""
+    """Read NVIDIA facts from procfs, sysfs and /dev; it works without NVML and libraries."""
     version: str | None = None
     module: str | None = None
     text = host.read_text(f"{PROC}/version")

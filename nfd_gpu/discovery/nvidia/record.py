@@ -1,13 +1,14 @@
 """Record NVML answers while the real adapter runs, in the replay format of ``replay``.
 
-:func:`wrap` returns a module with pynvml's API that forwards every call to the wrapped
-library (real ``pynvml``, or a fake one in tests) and writes each answer, or the error it
-raised, into :attr:`Recording.data`. Saved as ``nvml.json`` in a snapshot, it makes
-``nfd-gpu scan --root DIR`` give the same NVML facts without NVML.
+- :func:`wrap` returns a module with pynvml's API.
+- It forwards every call to the wrapped library: real ``pynvml``, or a fake one in tests.
+- It writes each answer, or the error it raised, into :attr:`Recording.data`.
+- Saved as ``nvml.json`` in a snapshot, it makes ``nfd-gpu scan --root DIR`` give the same
+  NVML facts without NVML.
 
-Errors are recorded by class name (``NVMLError_GpuIsLost`` -> ``{"error": "GpuIsLost"}``); a
-failed profile-info probe is left out (the replay answers ``NotSupported`` for it, which the
-adapter treats like ``InvalidArgument``: profile not supported).
+Errors are recorded by class name: ``NVMLError_GpuIsLost`` -> ``{"error": "GpuIsLost"}``.
+A failed profile-info probe is left out. The replay answers ``NotSupported`` for it.
+The adapter treats that like ``InvalidArgument``: profile not supported.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ CONSTANT_PREFIXES = ("NVML_", "c_nvmlGpuFabricInfo_t")
 
 
 def encode(v: Any, depth: int = 0) -> Any:
-    """A JSON value for a pynvml answer: ctypes structs -> dicts, bytes -> str, tuples -> lists."""
+    """Return a JSON value for a pynvml answer: structs -> dicts, bytes -> str, tuples -> lists."""
     if depth > 8:
         return None
     if v is None or isinstance(v, (bool, int, float, str)):
@@ -70,10 +71,11 @@ class Handle:
 
 
 class Recording:
-    """The recorded answers (``data``) and the wrapping module (``module``).
+    """The recorded answers, ``data``, and the wrapping module, ``module``.
 
-    Its methods named like pynvml's functions become the module's functions (``_build``);
-    each forwards to the wrapped library and records the answer where the replay looks."""
+    - Its methods named like pynvml's functions become the module's functions: see ``_build``.
+    - Each forwards to the wrapped library and records the answer where the replay looks.
+    """
 
     def __init__(self, lib: types.ModuleType) -> None:
         self.lib = lib
@@ -145,7 +147,7 @@ class Recording:
             raise
 
     def nvmlDeviceGetCount(self) -> int:
-        """The count; a later call (the XID watcher's) keeps what was recorded."""
+        """Return the count; a later call, the XID watcher's, keeps what was recorded."""
         n = int(self.lib.nvmlDeviceGetCount())
         devices = self.data.setdefault("devices", [])
         del devices[n:]
@@ -244,7 +246,7 @@ class Recording:
 
 
 def same(a: Any, b: Any) -> bool:
-    """Whether two device handles are the same GPU: ctypes pointers compare by address."""
+    """Tell whether two device handles are the same GPU: ctypes pointers compare by address."""
     if a is b:
         return True
     try:

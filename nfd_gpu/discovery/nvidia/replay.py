@@ -1,12 +1,17 @@
 """A ``pynvml`` stand-in that replays recorded NVML answers from JSON.
 
-Same function names, return shapes and ``NVMLError`` subclasses as nvidia-ml-py 13.615.71
-(``NVMLError(value)`` maps to ``NVMLError_<Name>``; structs have the pynvml field names).
-Used by ``nfd-gpu scan --root DIR`` when ``DIR/nvml.json`` exists, and by tests through
-``sys.modules["pynvml"]`` under the real adapter.
+- Same function names, return shapes and ``NVMLError`` subclasses as nvidia-ml-py 13.615.71.
+  ``NVMLError(value)`` maps to ``NVMLError_<Name>``; structs have the pynvml field names.
+- Used by ``nfd-gpu scan --root DIR`` when ``DIR/nvml.json`` exists.
+- Used by tests through ``sys.modules["pynvml"]`` under the real adapter.
 
-Recording format (keys are pynvml function names; ``{"error": "GpuIsLost"}`` in place of a
-value makes the call raise that error; a missing key raises ``NotSupported``)::
+Recording format:
+
+- Keys are pynvml function names.
+- ``{"error": "GpuIsLost"}`` in place of a value makes the call raise that error.
+- A missing key raises ``NotSupported``.
+
+Example::
 
     {"nvmlInit": {"error": "DriverNotLoaded"},           # optional
      "nvmlSystemGetDriverVersion": "550.54.15", "nvmlSystemGetCudaDriverVersion": 12040,
@@ -116,7 +121,7 @@ ERROR_CLASSES = {name: _error_class(name, code) for name, (code, _) in ERRORS.it
 
 
 class c_nvmlGpuFabricInfo_t(ctypes.Structure):
-    """pynvml's fabric info struct (``nvmlDeviceGetGpuFabricInfo`` fills it)."""
+    """pynvml's fabric info struct, which ``nvmlDeviceGetGpuFabricInfo`` fills."""
 
     _fields_ = (
         ("clusterUuid", ctypes.c_uint8 * 16),
@@ -127,7 +132,7 @@ class c_nvmlGpuFabricInfo_t(ctypes.Structure):
 
 
 class Handle:
-    """An opaque handle (device, MIG device, GPU instance or compute instance)."""
+    """An opaque handle: device, MIG device, GPU instance or compute instance."""
 
     def __init__(self, data: dict[str, Any], parent: Handle | None = None) -> None:
         self.data = data
@@ -166,7 +171,8 @@ def _check_error(v: Any) -> None:
 class _Replay:
     """The replaying library: the recording, its device handles and the ``nvmlInit`` count.
 
-    Its methods named like pynvml's functions become the module's functions (:func:`build`)."""
+    Its methods named like pynvml's functions become the module's functions: see :func:`build`.
+    """
 
     def __init__(self, recording: dict[str, Any]) -> None:
         self.recording = recording
@@ -178,7 +184,7 @@ class _Replay:
             _raise("Uninitialized")
 
     def system(self, fn: str) -> Callable[[], Any]:
-        """The replayed system-level function ``fn`` (no handle)."""
+        """Replay the system-level function ``fn``, which takes no handle."""
 
         def call() -> Any:
             self.need_init()
@@ -188,7 +194,7 @@ class _Replay:
         return call
 
     def device(self, fn: str) -> Callable[..., Any]:
-        """The replayed per-handle function ``fn``: the answer recorded under its name."""
+        """Replay the per-handle function ``fn``: the answer recorded under its name."""
 
         def call(h: Handle, *args: Any) -> Any:
             self.need_init()
@@ -198,7 +204,7 @@ class _Replay:
         return call
 
     def by_args(self, fn: str) -> Callable[..., Any]:
-        """The replayed ``fn(handle, *args)``: the answer recorded for those arguments."""
+        """Replay ``fn(handle, *args)``: the answer recorded for those arguments."""
 
         def call(h: Handle, *args: Any) -> Any:
             self.need_init()
@@ -286,9 +292,12 @@ class _Replay:
 
 
 class _Events:
-    """The replayed event set: the recording's ``"events"`` (``{"device": <index>, "type":
-    <nvmlEventType bits>, "data": <XID>}``) delivered in order to the devices registered,
-    then waits that block for their timeout and raise ``Timeout``, as NVML's do."""
+    """The replayed event set: the recording's ``"events"``, delivered in order.
+
+    - Each event is ``{"device": <index>, "type": <nvmlEventType bits>, "data": <XID>}``.
+    - Events go to the devices registered.
+    - Then waits block for their timeout and raise ``Timeout``, as NVML's do.
+    """
 
     def __init__(self, replay: _Replay) -> None:
         self.replay = replay
@@ -354,7 +363,7 @@ _METHODS = ("nvmlInit", "nvmlShutdown", *HANDLE_FUNCTIONS, "nvmlDeviceGetGpuFabr
 
 
 def build(recording: dict[str, Any]) -> types.ModuleType:
-    """A module with pynvml's API answering from ``recording``."""
+    """Build a module with pynvml's API answering from ``recording``."""
     replay = _Replay(recording)
     mod = types.ModuleType("pynvml")
     mod.__dict__.update(
@@ -385,10 +394,14 @@ def build(recording: dict[str, Any]) -> types.ModuleType:
 def fill_struct(info: Any, values: dict[str, Any]) -> None:
     """Write recorded values into the struct the caller's library defines.
 
-    The recording holds values, not one nvidia-ml-py version's layout: a field the struct
-    lacks is skipped, a byte array is cut or zero-padded to the struct's length (one
-    version records ``clusterUuid`` as 80 bytes, another defines 16: the first 16 are the
-    UUID when the rest is zero; a shorter array is incomplete and left zero)."""
+    The recording holds values, not one nvidia-ml-py version's layout:
+
+    - a field the struct lacks is skipped;
+    - a byte array is cut or zero-padded to the struct's length.
+      One version records ``clusterUuid`` as 80 bytes, another defines 16.
+      The first 16 are the UUID when the rest is zero.
+      A shorter array is incomplete and left zero.
+    """
     fields = getattr(type(info), "_fields_", None)
     names = {f[0] for f in fields} if fields is not None else None
     for k, v in values.items():
@@ -441,7 +454,7 @@ _STRUCT_FNS: dict[str, dict[str, type]] = {  # function -> members that must be 
 
 
 def _is_int(v: Any) -> bool:
-    """NVML answers recorded as integers are unsigned (sizes, counts, ids, modes)."""
+    """Tell an unsigned integer: NVML's recorded integers are sizes, counts, ids, modes."""
     return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**64
 
 
@@ -525,10 +538,11 @@ def _check_device(where: str, d: Any, mig: bool) -> None:
 
 
 def validate(recording: Any) -> dict[str, Any]:
-    """``recording`` when it has the replay format's types, else :class:`RecordingError`.
+    """Return ``recording`` if it has the replay format's types, else raise :class:`RecordingError`.
 
-    Unknown members are ignored (a newer recorder may add some); known members must have
-    their type, or be ``{"error": "<name>"}``."""
+    - Unknown members are ignored: a newer recorder may add some.
+    - Known members must have their type, or be ``{"error": "<name>"}``.
+    """
     if not isinstance(recording, dict):
         raise RecordingError("expected a JSON object at the top level")
     init = recording.get("nvmlInit")
@@ -560,7 +574,7 @@ def _check_events(events: Any, devices: int) -> None:
 
 
 def loads(data: bytes) -> types.ModuleType:
-    """A replaying module from recorded JSON; :class:`RecordingError` when unusable."""
+    """Build a replaying module from recorded JSON; :class:`RecordingError` when unusable."""
     try:
         doc = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
@@ -573,7 +587,7 @@ def loads(data: bytes) -> types.ModuleType:
 
 
 def load(path: str) -> types.ModuleType:
-    """A replaying module from the recording file ``path`` (bounded: MAX_RECORDING)."""
+    """Build a replaying module from the recording file ``path``, bounded by MAX_RECORDING."""
     try:
         data = boundedfile.read(path, MAX_RECORDING)
     except boundedfile.FileReadError as exc:

@@ -1,23 +1,27 @@
-"""Which NVML a scan asks (``--nvml auto|on|off``), and what the agent keeps between passes.
+"""Which NVML a scan asks, by ``--nvml auto|on|off``, and what the agent keeps between passes.
 
-The root says where files are read, not whether a vendor library may be asked:
+The root says where files are read, not whether a vendor library may be asked.
 
-* ``auto`` (default): ``<root>/nvml.json`` when it exists (a recording: replayed, read
-  through :class:`~nfd_gpu.host.HostRoot`, bounded and validated; a bad one is a
-  warning and procfs facts), else the real ``pynvml`` when it imports and ``nvmlInit``
-  succeeds, else procfs/sysfs facts;
-* ``on``: the same order, but on a node with NVIDIA GPUs NVML not answering is an error
-  (:class:`NvmlRequired`: ``scan`` exits 1; the agent does not publish that pass and
-  keeps its last publication), unless the agent still holds the last NVML facts of the
-  same GPUs (below);
-* ``off``: never; procfs/sysfs facts only.
+* ``auto``, the default, tries in order:
+  ``<root>/nvml.json`` when it exists, a recording to replay;
+  the real ``pynvml`` when it imports and ``nvmlInit`` succeeds;
+  else procfs and sysfs facts.
+  The recording is read through :class:`~nfd_gpu.host.HostRoot`, bounded and validated.
+  A bad one is a warning, and procfs facts are used.
+* ``on``: the same order. But on a node with NVIDIA GPUs, NVML not answering is an error:
+  :class:`NvmlRequired`. ``scan`` exits 1. The agent does not publish that pass and keeps
+  its last publication. The exception: the agent still holds the last NVML facts of the
+  same GPUs, see below.
+* ``off``: never; procfs and sysfs facts only.
 
-A session with ``keep=True`` (the agent) keeps the library initialised across passes
-(``nvmlInit`` once; after an NVML error it shuts down and initialises again on the next
-pass) and keeps the last NVML facts per GPU UUID. While NVML is unavailable and procfs
-shows the same GPUs (address and UUID), the same driver version and the same MIG
-instances, those facts are used again (``stale``, with a warning), so labels do not flap
-when NVML comes and goes.
+A session with ``keep=True`` is the agent's:
+
+- It keeps the library initialised across passes: ``nvmlInit`` once.
+  After an NVML error it shuts down and initialises again on the next pass.
+- It keeps the last NVML facts per GPU UUID.
+- While NVML is unavailable, those facts are used again if procfs shows the same GPUs,
+  the same driver version and the same MIG instances. Same GPUs means address and UUID.
+- They are marked ``stale``, with a warning. So labels do not flap when NVML comes and goes.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ class _Cached:
 
 
 def identity(procfs: NvidiaFacts) -> tuple[Any, ...] | None:
-    """What must stay the same for cached NVML facts to still describe the node."""
+    """Return what must stay the same for cached NVML facts to still describe the node."""
     if not procfs.gpus or any(g.uuid is None for g in procfs.gpus) or not procfs.driver_version:
         return None
     gpus = tuple(sorted((g.address, g.uuid or "") for g in procfs.gpus))
@@ -53,7 +57,7 @@ def identity(procfs: NvidiaFacts) -> tuple[Any, ...] | None:
 
 
 class NvmlSession:
-    """NVML for one scan (``keep=False``) or for every pass of the agent (``keep=True``)."""
+    """NVML for one scan, ``keep=False``, or for every pass of the agent, ``keep=True``."""
 
     def __init__(self, mode: str = "auto", *, lib: ModuleType | None = None, keep: bool = False):
         if mode not in NVML_MODES:
@@ -68,14 +72,14 @@ class NvmlSession:
         self.init_error: str | None = None  # nvmlInit's error, the library being present
 
     def close(self) -> None:
-        """Shut the kept library down (agent exit)."""
+        """Shut the kept library down, at agent exit."""
         if self._lib is not None:
             with contextlib.suppress(Exception):
                 self._lib.nvmlShutdown()
             self._lib = None
 
     def query(self, host: HostRoot, procfs: NvidiaFacts) -> NvidiaFacts | None:
-        """NVML facts for this pass, or None (procfs facts only). Warnings go to ``host``."""
+        """Return NVML facts for this pass, or None: procfs facts only. Warnings go to ``host``."""
         from nfd_gpu.discovery.nvidia import nvml  # lazy: the NVML adapter (ctypes) only when asked
 
         self.reason = self.init_error = None

@@ -1,21 +1,25 @@
-"""The ``nvidia-tegra`` source: the integrated GPU of an NVIDIA SoC (Jetson, IGX, DRIVE), a
-platform device rather than a PCI function, found from the device tree.
+"""The ``nvidia-tegra`` source: the integrated GPU of an NVIDIA SoC, found from the device tree.
 
-- The SoC: the ``nvidia,tegra<N>`` entry of ``proc/device-tree/compatible`` (NUL-separated;
-  ``sys/firmware/devicetree/base/compatible`` where procfs is not mounted). A SoC in
-  ``data/tegra.tsv`` (generated from NVIDIA's CUDA GPU pages, tests/data/ids/tegra-socs.tsv)
-  has one GPU: its CUDA name, compute capability and family come from there.
-- The platform device: a device bound to a Tegra GPU driver
-  (``sys/bus/platform/drivers/<driver>/<unit-address>.<name>``: ``nvgpu`` up to L4T 36,
-  ``nvidia`` from JetPack 7's unified driver); its name is the GPU's address, else the SoC's.
-- What CUDA answers (:mod:`.cuda`: a ``cuda.json`` recording, or the host's libcuda) is
-  what GFD's ``tegra`` strategy labels: the device name, total memory, compute capability
-  and the CUDA driver version replace the table's.
-- Memory: the GPU addresses the host's memory (unified memory); without CUDA it is
-  ``MemTotal`` of ``proc/meminfo`` (what ``cuDeviceTotalMem`` answers there: the kernel's
-  RAM, not the module's nominal size). In MiB, rounded down as GFD's ``gpu.memory``.
-- The L4T release (``etc/nv_tegra_release``: ``# R36 (release), REVISION: 4.3`` -> ``36.4.3``)
-  is the ``nvgpu`` driver's version (the module ships with L4T and has no version of its own).
+The SoC is a Jetson, IGX or DRIVE. Its GPU is a platform device rather than a PCI function.
+
+- The SoC: the ``nvidia,tegra<N>`` entry of ``proc/device-tree/compatible``, NUL-separated.
+  Where procfs is not mounted: ``sys/firmware/devicetree/base/compatible``.
+- A SoC in ``data/tegra.tsv`` has one GPU. Its CUDA name, compute capability and family
+  come from there. The file is generated from NVIDIA's CUDA GPU pages:
+  tests/data/ids/tegra-socs.tsv.
+- The platform device: a device bound to a Tegra GPU driver, under
+  ``sys/bus/platform/drivers/<driver>/<unit-address>.<name>``.
+  The driver is ``nvgpu`` up to L4T 36, and ``nvidia`` from JetPack 7's unified driver.
+  Its name is the GPU's address, else the SoC's.
+- What CUDA answers is what GFD's ``tegra`` strategy labels.
+  CUDA is :mod:`.cuda`: a ``cuda.json`` recording, or the host's libcuda.
+  The device name, total memory, compute capability and CUDA driver version replace the table's.
+- Memory: the GPU addresses the host's memory, unified memory.
+  Without CUDA it is ``MemTotal`` of ``proc/meminfo``: what ``cuDeviceTotalMem`` answers there.
+  That is the kernel's RAM, not the module's nominal size.
+  It is in MiB, rounded down as GFD's ``gpu.memory``.
+- The L4T release is the ``nvgpu`` driver's version: the module ships with L4T and has no
+  version of its own. ``etc/nv_tegra_release``: ``# R36 (release), REVISION: 4.3`` -> ``36.4.3``.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ _MEMTOTAL = re.compile(r"^MemTotal:\s+(\d+)\s+kB$", re.MULTILINE)
 
 
 def soc(host: HostRoot) -> str | None:
-    """The SoC of an NVIDIA device tree (``tegra234``), None elsewhere."""
+    """Return the SoC of an NVIDIA device tree, such as ``tegra234``; None elsewhere."""
     for path in COMPATIBLE:
         data = host.read_bytes(path)
         if data is not None:
@@ -50,7 +54,7 @@ def soc(host: HostRoot) -> str | None:
 
 
 def l4t_release(host: HostRoot) -> str | None:
-    """The L4T release of ``etc/nv_tegra_release`` (``36.4.3``), None without one."""
+    """Return the L4T release of ``etc/nv_tegra_release``, such as ``36.4.3``; None without one."""
     text = host.read_text(L4T_RELEASE)
     m = _RELEASE.match(text or "")
     if text and not m:
@@ -59,7 +63,7 @@ def l4t_release(host: HostRoot) -> str | None:
 
 
 def platform_device(host: HostRoot) -> tuple[str, str] | None:
-    """(device name, driver) of the GPU's platform device bound to a Tegra GPU driver."""
+    """Return device name and driver of the GPU's platform device bound to a Tegra GPU driver."""
     for driver in GPU_DRIVERS:
         for name in host.listdir(f"sys/bus/platform/drivers/{driver}"):
             if _PLATFORM_DEVICE.match(name):
@@ -68,13 +72,13 @@ def platform_device(host: HostRoot) -> tuple[str, str] | None:
 
 
 def mem_total_mib(host: HostRoot) -> int | None:
-    """``MemTotal`` of ``proc/meminfo`` in MiB (rounded down)."""
+    """Return ``MemTotal`` of ``proc/meminfo`` in MiB, rounded down."""
     m = _MEMTOTAL.search(host.read_text("proc/meminfo") or "")
     return int(m.group(1)) // 1024 if m else None
 
 
 def integrated_gpu(host: HostRoot, chip: str, facts: cuda.CudaFacts | None) -> Gpu | None:
-    """The SoC's GPU record: the table's facts, CUDA's answers over them."""
+    """Return the SoC's GPU record: the table's facts, CUDA's answers over them."""
     known = tables.tegra(chip)
     if known is None:
         host.warn(f"NVIDIA SoC {chip}: not in the Tegra table, its GPU is not labelled")

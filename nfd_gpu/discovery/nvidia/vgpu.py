@@ -1,19 +1,20 @@
 """NVIDIA vGPU guests: the PCI vendor-specific capability a vGPU device carries.
 
-Layout (as GFD v0.19.0 reads it, ``internal/vgpu/pciutil.go`` / ``vgpu.go``; facts only):
+Layout, as GFD v0.19.0 reads it in ``internal/vgpu/pciutil.go`` and ``vgpu.go``; facts only:
 
-* the config space must be whole (256 bytes or more; an unprivileged reader gets 64);
-* the status register (offset 0x06) bit 0x10 says there is a capability list, whose first
-  offset is the byte at 0x34; each capability is ``id`` (+0), ``next`` (+1), ``length`` (+2);
-  the walk stops at offset 0, at id 0xff, or on a loop;
-* the first vendor-specific capability (id 0x09) is ``length`` bytes from its id byte; it is
-  a vGPU when bytes 3 and 4 are ``'V'`` and ``'F'``;
-* records start at byte 5: ``record id`` (+0), ``record length`` (+1); records are skipped by
-  their length until one has id 0 (host driver version record), whose data (at +2) is 10
-  bytes of host driver version then 10 bytes of branch, NULs trimmed.
+* The config space must be whole: 256 bytes or more. An unprivileged reader gets 64.
+* Bit 0x10 of the status register at offset 0x06 says there is a capability list.
+* Its first offset is the byte at 0x34.
+* Each capability is ``id`` at +0, ``next`` at +1, ``length`` at +2.
+* The walk stops at offset 0, at id 0xff, or on a loop.
+* The first vendor-specific capability has id 0x09. It is ``length`` bytes from its id byte.
+  It is a vGPU when bytes 3 and 4 are ``'V'`` and ``'F'``.
+* Records start at byte 5: ``record id`` at +0, ``record length`` at +1.
+* Records are skipped by their length until one has id 0: the host driver version record.
+* Its data at +2 is 10 bytes of host driver version, then 10 bytes of branch, NULs trimmed.
 
-A vGPU device becomes mode ``vgpu-guest`` (as NVML's virtualization mode VGPU does). Reads
-are bounded (``HostRoot.read_bytes``); nothing here raises on any input.
+A vGPU device becomes mode ``vgpu-guest``, as NVML's virtualization mode VGPU does.
+Reads are bounded by ``HostRoot.read_bytes``. Nothing here raises on any input.
 """
 
 from __future__ import annotations
@@ -35,10 +36,15 @@ _FIELD = 10
 
 
 def walk(read: Callable[[int, int], bytes | None]) -> tuple[bool, bytes | None]:
-    """(whole config space readable, first vendor-specific capability or None), reading
-    ``read(offset, size)`` only where the walk needs: byte 255 (is the space whole?), the
-    status register, the capability pointer, 3 bytes per capability and the vendor
-    capability itself."""
+    """Return whether the config space is whole, and the first vendor-specific capability or None.
+
+    ``read(offset, size)`` is called only where the walk needs:
+
+    - byte 255, to tell whether the space is whole;
+    - the status register and the capability pointer;
+    - 3 bytes per capability;
+    - the vendor capability itself.
+    """
     if len(read(CONFIG_MIN - 1, 1) or b"") != 1:
         return False, None  # unprivileged reads stop at 64 bytes: nothing is known
     status = read(_STATUS, 1) or b""
@@ -68,7 +74,7 @@ def is_vgpu(cap: bytes | None) -> bool:
 
 
 def host_driver(cap: bytes) -> tuple[str, str] | None:
-    """(host driver version, branch) from the host driver version record (id 0), else None."""
+    """Return host driver version and branch from the host driver version record, id 0, or None."""
     if not is_vgpu(cap):
         return None
     pos = _RECORDS
@@ -90,8 +96,10 @@ def _printable(s: str) -> str:
 
 
 def read_capability(host: HostRoot, rel: str) -> tuple[bool, bytes | None]:
-    """:func:`walk` over the config file ``rel`` with ``pread``: a few bytes, not the
-    4 KiB file (in a VM every config access traps to the hypervisor)."""
+    """Run :func:`walk` over the config file ``rel`` with ``pread``.
+
+    It reads a few bytes, not the 4 KiB file: in a VM every config access traps to the hypervisor.
+    """
     return walk(lambda off, n: host.read_at(rel, off, n))
 
 
@@ -120,7 +128,7 @@ def cached_capability(host: HostRoot, g: Gpu) -> tuple[bool, bytes | None]:
 
 
 def whole(host: HostRoot, address: str) -> bool:
-    """The config space of one PCI function is readable in full (256 bytes or more)."""
+    """Tell whether the config space of one PCI function is readable in full: 256 bytes or more."""
     rel = f"sys/bus/pci/devices/{address}/config"
     return len(host.read_at(rel, CONFIG_MIN - 1, 1) or b"") == 1
 
@@ -130,11 +138,12 @@ def apply(
 ) -> tuple[Gpu, ...]:
     """Read each NVIDIA GPU's vendor capability; mark vGPU guests and their host driver.
 
-    ``nvidia.vgpu_capability`` is known (true or false) only where the capability list of
-    every NVIDIA PCI function was readable, ``functions`` being the node's other PCI
-    functions (audio, NVSwitch, ...): GFD lists them all and writes no ``vgpu.*`` label
-    when one config space is short, so the absence of the capability is a fact only then.
-    A short or unreadable file only means unknown (an unprivileged reader gets 64 bytes).
+    - ``nvidia.vgpu_capability`` is known, true or false, only where the capability list of
+      every NVIDIA PCI function was readable.
+    - ``functions`` are the node's other PCI functions: audio, NVSwitch, ...
+    - Why: GFD lists them all and writes no ``vgpu.*`` label when one config space is short.
+      So the absence of the capability is a fact only then.
+    - A short or unreadable file only means unknown. An unprivileged reader gets 64 bytes.
     """
     gpu_addrs = {g.address for g in gpus}
     others_whole = all(
@@ -156,7 +165,7 @@ def apply(
 
 
 def _with_capability(g: Gpu, cap: bytes | None, others_whole: bool) -> Gpu:
-    """``g`` marked with what its (readable) capability says."""
+    """Return ``g`` marked with what its capability says, when readable."""
     provenance = dict(g.provenance)
     vgpu = cap is not None and is_vgpu(cap)
     nvidia = dataclasses.replace(g.nvidia, vgpu_capability=vgpu if others_whole else None)

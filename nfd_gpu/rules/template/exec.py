@@ -1,7 +1,12 @@
-"""The executor: walks the parse tree over the data, as Go's ``text/template`` does
-with ``missingkey=error``: ``and``/``or`` short-circuit, ``range`` visits maps in key
-order, every step, byte of output and value a function builds is counted against the
-limits (limits.py). ``expand_map`` is NFD's ``Helper.ExpandMap`` on the output."""
+"""The executor: walks the parse tree over the data, as Go's ``text/template`` does.
+
+- Go's option ``missingkey=error`` applies.
+- ``and`` and ``or`` short-circuit.
+- ``range`` visits maps in key order.
+- Every step, byte of output and value a function builds is counted against the limits
+  of limits.py.
+- ``expand_map`` is NFD's ``Helper.ExpandMap`` on the output.
+"""
 
 from __future__ import annotations
 
@@ -99,7 +104,7 @@ class Template:
 
 
 def parse(source: str) -> Template:
-    """Parse a template; raises TemplateError with the line of the problem."""
+    """Parse a template; raise TemplateError with the line of the problem."""
     return Template(source, parse_tree(source, FUNCTIONS))
 
 
@@ -300,8 +305,10 @@ def _call(st: _State, dot: Any, ident: IdentifierNode, argn: Sequence[Node], fin
 
 
 def expand_map(tmpl: Template, data: Any) -> dict[str, str]:
-    """NFD ``Helper.ExpandMap``: run the template, one ``key=value`` per
-    non-empty (trimmed) line; a line without ``=`` is an error."""
+    """Run NFD's ``Helper.ExpandMap``: the template, then one ``key=value`` per non-empty line.
+
+    Lines are trimmed. A line without ``=`` is an error.
+    """
     out: dict[str, str] = {}
     for raw in tmpl.execute(data).split("\n"):
         line = raw.strip()

@@ -1,5 +1,7 @@
-"""Go's ``fmt.Sprintf`` and ``fmt.Sprint`` (the ``printf``/``print`` functions), for the
-common verbs, with widths and precisions bounded by MAX_VALUE_SIZE."""
+"""Go's ``fmt.Sprintf`` and ``fmt.Sprint``, the ``printf`` and ``print`` functions.
+
+They cover the common verbs. Widths and precisions are bounded by MAX_VALUE_SIZE.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ _VERB_RE = re.compile(r"%([-+# 0]*)(\*|[0-9]+)?(?:\.(\*|[0-9]*))?([a-zA-Z%])")
 
 
 def go_sprintf(fmt: str, *args: Any) -> str:
-    """fmt.Sprintf for the common verbs (%v %s %d %q %t %x %X %o %b %c %f %e %g %%)."""
+    """Format as fmt.Sprintf, for the common verbs: %v %s %d %q %t %x %X %o %b %c %f %e %g %%."""
     out: list[str] = []
     ai = 0
     pos = 0
@@ -126,7 +128,7 @@ def _format_one(a: Any, flags: str, width: int | None, prec: int | None, verb: s
 
 
 def go_sprint(*args: Any) -> str:
-    """fmt.Sprint: spaces between operands when neither side is a string."""
+    """Format as fmt.Sprint: spaces between operands when neither side is a string."""
     out: list[str] = []
     for i, a in enumerate(args):
         if i > 0 and not isinstance(a, str) and not isinstance(args[i - 1], str):

@@ -1,8 +1,11 @@
-"""The functions a rule template can call: Go's text/template built-ins and the
-Sprig functions NFD allows (NFD v0.19.0 ``pkg/apis/nfd/template``: Sprig's
-``TxtFuncMap`` without ``env``, ``expandenv`` and ``getHostByName``), those of them
-nfd-gpu implements (tests/data/template/functions.yaml lists which and why not the
-rest). Every function that builds a string or list checks its size first."""
+"""The functions a rule template can call: Go's text/template built-ins and NFD's Sprig functions.
+
+- NFD v0.19.0 allows Sprig's ``TxtFuncMap`` without ``env``, ``expandenv`` and
+  ``getHostByName``: see its ``pkg/apis/nfd/template``.
+- nfd-gpu implements some of them. tests/data/template/functions.yaml lists which,
+  and why not the rest.
+- Every function that builds a string or list checks its size first.
+"""
 
 from __future__ import annotations
 
@@ -285,7 +288,7 @@ def _go_repl(repl: str) -> str:
 
 
 def _check_sub(rx: Any, text: str, repl: str) -> None:
-    """Refuse a substitution whose result could pass MAX_VALUE_SIZE (before building it)."""
+    """Refuse a substitution whose result could pass MAX_VALUE_SIZE, before building it."""
     if not repl:
         return
     hits = sum(1 for _ in rx.finditer(text))
@@ -504,7 +507,7 @@ del FUNCTIONS["seq"]  # Sprig's seq has shell-like arity rules; not worth a part
 
 
 def _arity(sig: inspect.Signature) -> tuple[int, float]:
-    """(min, max) positional arguments ``sig.bind(*args)`` accepts."""
+    """Return the min and max positional arguments ``sig.bind(*args)`` accepts."""
     lo, hi = 0, 0.0
     for p in sig.parameters.values():
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):

@@ -1,7 +1,11 @@
-"""The lexer: template source -> text items and actions (each a tuple of tokens).
+"""The lexer: template source -> text items and actions, each a tuple of tokens.
 
-Go's ``text/template/parse`` lexes the same way: ``{{`` and ``}}`` delimit actions,
-``{{- `` and `` -}}`` trim the white space beside them, ``{{/* */}}`` is a comment.
+Go's ``text/template/parse`` lexes the same way:
+
+- ``{{`` and ``}}`` delimit actions;
+- ``{{- `` and `` -}}`` trim the white space beside them;
+- ``{{/* */}}`` is a comment.
+
 Line numbers are kept for the error messages.
 """
 
@@ -105,7 +109,7 @@ def _parse_number(s: str, line: int) -> int | float:
 
 
 def lex(src: str) -> list[Text | Action]:
-    """Split template source into text and action items (tokens per action)."""
+    """Split template source into text and action items, with the tokens of each action."""
     lx = _Lexer(src)
     pos = 0
     while pos < lx.n or lx.trim_next:
@@ -128,8 +132,10 @@ class _Lexer:
         self.trim_next = False  # the last action ended with " -}}"
 
     def text_before(self, pos: int, start: int) -> int | None:
-        """Emit the text up to ``{{`` at ``start`` (trimmed as the markers say);
-        the position after ``{{`` (and ``- ``), or None at the end of the source."""
+        """Emit the text up to ``{{`` at ``start``, trimmed as the markers say.
+
+        Return the position after ``{{`` and any ``- ``, or None at the end of the source.
+        """
         src = self.src
         text = src[pos:] if start < 0 else src[pos:start]
         if self.trim_next:
@@ -148,7 +154,7 @@ class _Lexer:
         return i
 
     def comment(self, start: int, i: int) -> int | None:
-        """Skip a ``{{/* ... */}}`` comment at ``i``: the position after it, or None."""
+        """Skip a ``{{/* ... */}}`` comment at ``i``; return the position after it, or None."""
         src, n = self.src, self.n
         j = i
         while j < n and src[j] in _SPACE:
@@ -170,7 +176,7 @@ class _Lexer:
         return k
 
     def action(self, start: int, i: int) -> int:
-        """Tokenize the action opened at ``start``; the position after its ``}}``."""
+        """Tokenize the action opened at ``start``; return the position after its ``}}``."""
         src, n, aline = self.src, self.n, self.line
         tokens: list[Token] = []
         spaced = True
@@ -198,7 +204,7 @@ class _Lexer:
         return i
 
     def token(self, c: str, i: int, line: int) -> tuple[str, Any, int]:
-        """The token starting with ``c`` at ``i``: (kind, value, position after it)."""
+        """Return the token starting with ``c`` at ``i``: kind, value, position after it."""
         src, n = self.src, self.n
         if c == '"':
             return self.quoted(i, line)
@@ -249,7 +255,7 @@ class _Lexer:
         return "number", ord(ch), j + 1
 
     def dot(self, i: int, line: int) -> tuple[str, Any, int]:
-        """``.Field``, a number like ``.5``, or dot itself."""
+        """Lex ``.Field``, a number like ``.5``, or dot itself."""
         src = self.src
         m = _IDENT_RE.match(src, i + 1)
         if m:

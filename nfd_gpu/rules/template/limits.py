@@ -1,8 +1,14 @@
 """The bounds every template lives within, and the one error type of the package.
 
-A rule can never hang or flood the agent: source and output are capped, execution
-counts steps, nesting is limited and every value a function builds is checked
-(docs/reliability.md lists them with their messages)."""
+A rule can never hang or flood the agent:
+
+- source and output are capped;
+- execution counts steps;
+- nesting is limited;
+- every value a function builds is checked.
+
+docs/reliability.md lists them with their messages.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""The parse tree: what the parser builds and the executor walks (as in Go's
-``text/template/parse``, only the node kinds NFD's templates can use)."""
+"""The parse tree: what the parser builds and the executor walks.
+
+As in Go's ``text/template/parse``, but only the node kinds NFD's templates can use.
+"""
 
 from __future__ import annotations
 

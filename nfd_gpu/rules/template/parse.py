@@ -1,7 +1,15 @@
-"""The parser: lexed items -> a tree of nodes (nodes.py), checked as Go's
-``text/template/parse`` checks: variables are declared before use, functions exist,
-``break``/``continue`` sit inside ``range``, blocks close, nesting stays within
-MAX_DEPTH. ``define``, ``template``, ``block`` and ``call`` are refused."""
+"""The parser: lexed items -> a tree of nodes, from nodes.py.
+
+It checks what Go's ``text/template/parse`` checks:
+
+- variables are declared before use;
+- functions exist;
+- ``break`` and ``continue`` sit inside ``range``;
+- blocks close;
+- nesting stays within MAX_DEPTH.
+
+``define``, ``template``, ``block`` and ``call`` are refused.
+"""
 
 from __future__ import annotations
 
@@ -30,7 +38,7 @@ from nfd_gpu.rules.template.nodes import (
 
 
 def parse_tree(source: str, funcs: Mapping[str, Callable[..., Any]]) -> tuple[Node, ...]:
-    """Parse a template; raises TemplateError with the line of the problem."""
+    """Parse a template; raise TemplateError with the line of the problem."""
     if len(source.encode()) > MAX_TEMPLATE_SIZE:
         raise TemplateError(f"template is larger than {MAX_TEMPLATE_SIZE} bytes")
     try:
@@ -68,7 +76,7 @@ class _Parser:
         return body
 
     def parse_list(self) -> tuple[tuple[Node, ...], tuple[str, Action] | None]:
-        """Parse until {{end}} / {{else ...}} (returned) or end of input (None)."""
+        """Parse until {{end}} or {{else ...}}, returned, or the end of input: None."""
         nodes: list[Node] = []
         while self.pos < len(self.items):
             item = self.items[self.pos]
@@ -221,7 +229,7 @@ class _PipeParser:
         return node
 
     def field_path(self) -> tuple[str, ...]:
-        """The ``.a.b`` fields right after an operand (no space between)."""
+        """Return the ``.a.b`` fields right after an operand, with no space between."""
         path: list[str] = []
         while (nt := self.peek()) is not None and nt.kind == "field" and not nt.spaced:
             path.append(nt.value)
@@ -229,7 +237,7 @@ class _PipeParser:
         return tuple(path)
 
     def parse_term(self, t: Token) -> Node:
-        """An operand other than a field or variable: dot, constant, function, (pipe)."""
+        """Parse an operand other than a field or variable: dot, constant, function, pipe."""
         if t.kind == "dot":
             return DotNode(t.line)
         if t.kind in ("string", "number"):
@@ -254,7 +262,7 @@ class _PipeParser:
         return IdentifierNode(t.line, t.value)
 
     def parse_paren(self, line: int) -> PipeNode:
-        """A parenthesised pipeline (its ``(`` already taken), with an optional declaration."""
+        """Parse a parenthesised pipeline, its ``(`` already taken, with an optional declaration."""
         decl: list[str] = []
         is_assign = False
         t0, t1 = self.peek(), self.peek(1)

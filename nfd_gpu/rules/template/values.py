@@ -1,5 +1,10 @@
-"""Go values as the interpreter sees them: ``%v`` formatting, type names, truth,
-``strconv.Quote``, Sprig's string and int conversions, and int64 wrapping."""
+"""Go values as the interpreter sees them.
+
+- ``%v`` formatting, type names, truth;
+- ``strconv.Quote``;
+- Sprig's string and int conversions;
+- int64 wrapping.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ _INT64 = 1 << 64
 
 
 def go_repr(v: Any, top: bool = False) -> str:
-    """Format a value like Go's ``fmt`` ``%v`` (containers: at most MAX_VALUE_SIZE)."""
+    """Format a value like Go's ``fmt`` ``%v``; containers print at most MAX_VALUE_SIZE."""
     if isinstance(v, (Mapping, list, tuple)):
         budget = [MAX_VALUE_SIZE]
         return _repr_bounded(v, budget)
@@ -21,8 +26,10 @@ def go_repr(v: Any, top: bool = False) -> str:
 
 
 def _repr_bounded(v: Any, budget: list[int]) -> str:
-    """%v of nested containers; raises TemplateError once the text passes the budget
-    (lists that contain themselves many times over would otherwise print exponentially)."""
+    """Format nested containers as %v; raise TemplateError once the text passes the budget.
+
+    Lists that contain themselves many times over would otherwise print exponentially.
+    """
     if isinstance(v, Mapping):
         parts = [f"{_repr_bounded(k, budget)}:{_repr_bounded(v[k], budget)}" for k in sorted(v)]
         s = "map[" + " ".join(parts) + "]"
@@ -55,7 +62,7 @@ def _go_repr(v: Any, top: bool = False) -> str:
 
 
 def go_float(f: float, verb: str = "g", prec: int = -1) -> str:
-    """strconv.FormatFloat(f, 'g', -1, 64) (shortest), as %v prints floats."""
+    """Format as strconv.FormatFloat(f, 'g', -1, 64), the shortest, as %v prints floats."""
     if math.isinf(f):
         return "+Inf" if f > 0 else "-Inf"
     if math.isnan(f):
@@ -106,7 +113,7 @@ def go_type(v: Any) -> str:
 
 
 def truth(v: Any) -> bool:
-    """Go template truth: false, 0, nil, empty string/slice/map are false."""
+    """Return Go template truth: false, 0, nil, empty string, slice or map are false."""
     if v is None:
         return False
     if isinstance(v, (bool, int, float)):
@@ -117,7 +124,7 @@ def truth(v: Any) -> bool:
 
 
 def go_quote(s: str) -> str:
-    """strconv.Quote."""
+    """Quote as strconv.Quote."""
     out = ['"']
     for ch in s:
         o = ord(ch)
@@ -155,13 +162,15 @@ def strval(v: Any) -> str:
 
 
 def int64(x: int) -> int:
-    """Wrap like Go's int64 arithmetic (two's complement overflow)."""
+    """Wrap like Go's int64 arithmetic: two's complement overflow."""
     return ((x + (1 << 63)) % _INT64) - (1 << 63)
 
 
 def to_int(v: Any) -> int:
-    """Sprig's toInt (cast.ToInt): numbers, bools and base-0 numeric strings, else 0;
-    a Go int64."""
+    """Convert as Sprig's toInt, cast.ToInt, to a Go int64.
+
+    Numbers, bools and base-0 numeric strings convert; anything else is 0.
+    """
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, int):
