@@ -130,19 +130,23 @@ class ApiServer:
 
 
 class Api:
-    """A kubernetes client configuration for the API server at ``url``."""
+    """A kubernetes client configuration for the API server at ``url``, made of the modules
+    the agent imports in a pod (``nfd_gpu.sinks.kubeclient.client_modules``: what
+    ``build_api_client`` loads for an in-cluster configuration, whose loader sets the host
+    and token as here), so the RSS below is the deployed agent's."""
 
     def __init__(self, url: str) -> None:
-        import kubernetes
+        from nfd_gpu.sinks.kubeclient import client_modules
 
-        self.cfg = kubernetes.client.Configuration()
+        self.cfg = client_modules().Configuration()
         self.cfg.host = url
+        self.cfg.api_key["BearerToken"] = "bearer bench"  # as load_incluster_config sets it
         self.cfg.retries = 0
 
     def client(self) -> Any:
-        import kubernetes
+        from nfd_gpu.sinks.kubeclient import client_for
 
-        return kubernetes.client.ApiClient(self.cfg)
+        return client_for(self.cfg)
 
 
 def make_agent(
