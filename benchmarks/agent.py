@@ -255,6 +255,7 @@ def child(args: argparse.Namespace) -> int:
 
 def memory(args: argparse.Namespace, rules: str) -> None:
     out: dict[str, list[float]] = {s: [] for s in SETUPS}
+    load_before = os.getloadavg()
     server = ApiServer()
     python = args.python or sys.executable
     try:
@@ -272,7 +273,9 @@ def memory(args: argparse.Namespace, rules: str) -> None:
     print(
         f"\nRSS after {args.passes} passes (hgx-h100), one fresh process each ({python}: "
         f"nfd-gpu {kind}), {args.rss_rounds} rounds interleaved; the API server is a "
-        "process of its own\n"
+        "process of its own; load average before "
+        f"{', '.join(f'{x:.2f}' for x in load_before)}, after "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs\n"
     )
     print("| setup | RSS MB median (min-max) |\n|---|---|")
     for s in SETUPS:
