@@ -140,7 +140,7 @@ class Api:
 
         self.cfg = client_modules().Configuration()
         self.cfg.host = url
-        self.cfg.api_key["BearerToken"] = "bearer bench"  # as load_incluster_config sets it
+        self.cfg.api_key["authorization"] = "bearer bench"  # read by both client generations
         self.cfg.retries = 0
 
     def client(self) -> Any:

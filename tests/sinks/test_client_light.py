@@ -36,7 +36,7 @@ else:  # what load_incluster_config sets, with the in-cluster loader's imports
     k = client_modules()
     cfg = k.Configuration()
     cfg.host, cfg.retries = api.url, 0
-    cfg.api_key["BearerToken"] = "bearer t"
+    cfg.api_key["authorization"] = "bearer t"  # the key both client generations read
     client = client_for(cfg)
 sink = NodeFeatureSink(node_name="n1", namespace="nfd-gpu", pod_name="nfd-gpu-x1",
                        pod_uid="pod-1", api_client=client, watch=True)
@@ -72,6 +72,13 @@ NEVER = (
 )
 
 
+def legacy_rest() -> bool:
+    from nfd_gpu.sinks.kubeclient import client_modules
+    from nfd_gpu.sinks.kubeclient import legacy_rest as legacy
+
+    return legacy(client_modules().RESTClientObject)
+
+
 def _run(how: str) -> dict[str, object]:
     out = subprocess.run(
         [sys.executable, "-c", CHILD, how], cwd=ROOT, capture_output=True, text=True, timeout=120
@@ -92,6 +99,10 @@ def test_the_sink_imports_only_what_it_uses(how: str) -> None:
     assert got["auth"] == (["Bearer test-token"] if how == "kubeconfig" else ["bearer t"])
     mods = got["modules"]
     assert isinstance(mods, list)
+    if legacy_rest():
+        # kubernetes < 35: the client package's __init__ imports every API class and model
+        # itself, so there is nothing to leave out; the requests work all the same
+        pytest.skip("kubernetes < 35 imports its whole client package")
     assert {"kubernetes.client.rest", "kubernetes.client.configuration"} <= set(mods)
     loaded = sorted(m for m in mods if m in NEVER or m.startswith(tuple(f"{n}." for n in NEVER)))
     assert loaded == []
