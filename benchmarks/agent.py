@@ -130,19 +130,23 @@ class ApiServer:
 
 
 class Api:
-    """A kubernetes client configuration for the API server at ``url``."""
+    """A kubernetes client configuration for the API server at ``url``, made of the modules
+    the agent imports in a pod (``nfd_gpu.sinks.kubeclient.client_modules``: what
+    ``build_api_client`` loads for an in-cluster configuration, whose loader sets the host
+    and token as here), so the RSS below is the deployed agent's."""
 
     def __init__(self, url: str) -> None:
-        import kubernetes
+        from nfd_gpu.sinks.kubeclient import client_modules
 
-        self.cfg = kubernetes.client.Configuration()
+        self.cfg = client_modules().Configuration()
         self.cfg.host = url
+        self.cfg.api_key["authorization"] = "bearer bench"  # read by both client generations
         self.cfg.retries = 0
 
     def client(self) -> Any:
-        import kubernetes
+        from nfd_gpu.sinks.kubeclient import client_for
 
-        return kubernetes.client.ApiClient(self.cfg)
+        return client_for(self.cfg)
 
 
 def make_agent(
@@ -251,6 +255,7 @@ def child(args: argparse.Namespace) -> int:
 
 def memory(args: argparse.Namespace, rules: str) -> None:
     out: dict[str, list[float]] = {s: [] for s in SETUPS}
+    load_before = os.getloadavg()
     server = ApiServer()
     python = args.python or sys.executable
     try:
@@ -268,7 +273,9 @@ def memory(args: argparse.Namespace, rules: str) -> None:
     print(
         f"\nRSS after {args.passes} passes (hgx-h100), one fresh process each ({python}: "
         f"nfd-gpu {kind}), {args.rss_rounds} rounds interleaved; the API server is a "
-        "process of its own\n"
+        "process of its own; load average before "
+        f"{', '.join(f'{x:.2f}' for x in load_before)}, after "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs\n"
     )
     print("| setup | RSS MB median (min-max) |\n|---|---|")
     for s in SETUPS:

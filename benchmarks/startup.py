@@ -7,12 +7,25 @@ spends before it can be Ready. The NodeFeature goes to tests/k8s_api_server.py o
 At a CPU limit of L cores a start costs at least CPU / L seconds (the CFS quota): the
 shipped limit and readiness probe are chosen from this (docs/install.md "Resources").
 
+Two client configurations, one run of each per round (the order alternating):
+
+* ``in-cluster``, as in a pod: the client's own ``load_incluster_config`` (the
+  ``KUBERNETES_SERVICE_HOST``/``PORT`` environment, the service-account token and CA files),
+  over HTTPS to the test server with a certificate made for the run (``openssl``); the
+  harness points the loader's two file names at the run's files before the entry starts
+  (the loader's module is imported there, as the agent imports it);
+* ``kubeconfig``: ``--kubeconfig`` (a host run): the client's kubeconfig reader
+  (requests-oauthlib, the ``ApiClient`` with pydantic) is imported too.
+
+The child imports nfd-gpu from this tree, its bytecode compiled first (as an install does).
+
     python benchmarks/startup.py [--rounds 10] [--fixture hgx-h100]
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import statistics
 import subprocess
@@ -24,18 +37,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from tests.agent_process import agent_env, console_argv  # noqa: E402
-from tests.k8s_api_server import running  # noqa: E402
+from tests.k8s_api_server import FakeKubeAPI  # noqa: E402
+
+# The in-cluster child: the loader's file names pointed at the run's, then the entry.
+IN_CLUSTER = (
+    "import os, sys; from nfd_gpu.sinks.kubeclient import client_modules; client_modules(); "
+    "import kubernetes.config.incluster_config as ic; "
+    "ic.SERVICE_TOKEN_FILENAME = os.environ['BENCH_TOKEN_FILE']; "
+    "ic.SERVICE_CERT_FILENAME = os.environ['BENCH_CA_FILE']; "
+    "from nfd_gpu.entry import console; sys.exit(console())"
+)
 
 
-def one_start(kubeconfig: str, fixture: str) -> tuple[float, float]:
+def one_start(argv: list[str], args: list[str], env: dict[str, str]) -> tuple[float, float]:
     """(CPU seconds, wall seconds) of one ``run --oneshot`` to its first publish."""
-    args = ["run", "--oneshot", "--root", os.path.join(ROOT, "tests/fixtures/sysfs", fixture),
-            "--rules", os.path.join(ROOT, "rules"), "--output", "nodefeature",
-            "--kubeconfig", kubeconfig, "--log-format", "json",
-            "--metrics-address", "127.0.0.1:0", "--no-udev"]  # fmt: skip
-    env = agent_env(NODE_NAME="bench-node", POD_NAMESPACE="nfd")
     t0 = time.monotonic()
-    proc = subprocess.Popen([*console_argv(), *args], env=env, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([*argv, *args], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)  # fmt: skip
     assert proc.stderr is not None
     err = proc.stderr.read()
@@ -47,21 +64,87 @@ def one_start(kubeconfig: str, fixture: str) -> tuple[float, float]:
     return usage.ru_utime + usage.ru_stime, wall
 
 
+def server_cert(tmp: str) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 (its own CA) and its key."""
+    cert, key = os.path.join(tmp, "server.crt"), os.path.join(tmp, "server.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", key, "-out", cert, "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)  # fmt: skip
+    return cert, key
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--fixture", default="hgx-h100")
     a = ap.parse_args()
-    with running() as api, tempfile.TemporaryDirectory() as tmp:
-        kubeconfig = api.kubeconfig(os.path.join(tmp, "kubeconfig"))
-        runs = [one_start(kubeconfig, a.fixture) for _ in range(a.rounds)]
-    cpu = sorted(c for c, _ in runs)
-    wall = sorted(w for _, w in runs)
-    print(f"start-up to first publish ({a.fixture}, shipped rules, NodeFeature), {a.rounds} runs")
-    print(f"  CPU:  median {statistics.median(cpu):.3f} s, max {cpu[-1]:.3f} s")
-    print(f"  wall: median {statistics.median(wall):.3f} s (unthrottled)")
-    for limit in (0.1, 0.25, 0.5, 1.0):
-        print(f"  at a {limit * 1000:.0f}m limit: >= {cpu[-1] / limit:.1f} s to the first publish")
+    # the tree's bytecode first, as an install compiles it: with PYTHONDONTWRITEBYTECODE set
+    # (or a stale __pycache__) every start would compile the changed modules again (~0.1 s)
+    compileall.compile_dir(os.path.join(ROOT, "nfd_gpu"), quiet=1)
+    common = ["run", "--oneshot", "--root", os.path.join(ROOT, "tests/fixtures/sysfs", a.fixture),
+              "--rules", os.path.join(ROOT, "rules"), "--output", "nodefeature",
+              "--log-format", "json", "--metrics-address", "127.0.0.1:0", "--no-udev"]  # fmt: skip
+    runs: dict[str, list[tuple[float, float]]] = {"in-cluster": [], "kubeconfig": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        cert, key = server_cert(tmp)
+        token = os.path.join(tmp, "token")
+        with open(token, "w", encoding="ascii") as f:
+            f.write("bench-token")
+        plain, tls = FakeKubeAPI().start(), FakeKubeAPI().start(tls=(cert, key))
+        try:
+            kubeconfig = plain.kubeconfig(os.path.join(tmp, "kubeconfig"))
+            host, port = tls.url.rsplit("/", 1)[1].split(":")
+            setups = {
+                "in-cluster": (
+                    [sys.executable, "-c", IN_CLUSTER],
+                    common,
+                    agent_env(
+                        NODE_NAME="bench-node",
+                        POD_NAMESPACE="nfd",
+                        KUBERNETES_SERVICE_HOST=host,
+                        KUBERNETES_SERVICE_PORT=port,
+                        BENCH_TOKEN_FILE=token,
+                        BENCH_CA_FILE=cert,
+                    ),
+                ),
+                "kubeconfig": (
+                    console_argv(),
+                    [*common, "--kubeconfig", kubeconfig],
+                    agent_env(NODE_NAME="bench-node", POD_NAMESPACE="nfd"),
+                ),
+            }
+            load_before = os.getloadavg()
+            for r in range(a.rounds):
+                for name in list(setups)[r % 2 :] + list(setups)[: r % 2]:
+                    runs[name].append(one_start(*setups[name]))
+            load_after = os.getloadavg()
+            # each configuration reached its own server: the in-cluster one with the token
+            # file's bearer token, over TLS
+            assert tls.counts["create"] == plain.counts["create"] == 1, (tls.counts, plain.counts)
+            assert set(tls.auth) == {"bearer bench-token"}, set(tls.auth)
+        finally:
+            plain.stop()
+            tls.stop()
+    print(f"start-up to first publish ({a.fixture}, shipped rules, NodeFeature), {a.rounds} "
+          "rounds, the two configurations alternating")  # fmt: skip
+    print(
+        f"load average before {', '.join(f'{x:.2f}' for x in load_before)}, after "
+        f"{', '.join(f'{x:.2f}' for x in load_after)}; {os.cpu_count()} CPUs; "
+        f"{sys.executable}; nfd-gpu imported from {ROOT} (the child's PYTHONPATH)\n"
+    )
+    print(
+        "| client configuration | CPU s median (p10-p90) | CPU s max | wall s median "
+        "(unthrottled) | >= s to the first publish at 100m / 250m / 500m / 1000m |"
+    )
+    print("|---|---|---|---|---|")
+    for name, got in runs.items():
+        cpu = sorted(c for c, _ in got)
+        wall = sorted(w for _, w in got)
+        p10, p90 = cpu[len(cpu) // 10], cpu[-1 - len(cpu) // 10]
+        at = " / ".join(f"{cpu[-1] / limit:.1f}" for limit in (0.1, 0.25, 0.5, 1.0))
+        print(f"| {name} | {statistics.median(cpu):.3f} ({p10:.3f}-{p90:.3f}) | {cpu[-1]:.3f} "
+              f"| {statistics.median(wall):.3f} | {at} |")  # fmt: skip
     return 0
 
 

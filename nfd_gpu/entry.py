@@ -5,22 +5,50 @@ The agent is PID 1 in its container, where the kernel drops a signal that has no
 without this, a pod deleted while the agent imports and starts (seconds at its CPU limit)
 waited out its whole grace period. Nothing is published before the loop runs, so exiting
 there loses nothing; the status is the shell's for a death by that signal (128 + number).
+
+``nfd-gpu --version`` alone is answered here, before the command line is built: typer
+defines the option (``nfd_gpu.cli``'s root callback, eager), and for that one command line
+prints what :func:`version_line` returns and exits 0; building the typer app first costs
+that command about 5x the interpreter's own start. Any other command line, and any run
+with a shell-completion request in the environment (typer's ``_<PROG>_COMPLETE``), goes
+to typer. tests/cli/test_entry_version.py checks that the two agree.
 """
+
+from __future__ import annotations
 
 import os
 import signal
 import sys
-from types import FrameType
+
+from nfd_gpu import VERSION_FLAG, version_line
+
+TYPE_CHECKING = False  # not typing's: nothing is imported here that --version does not use
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from types import FrameType
 
 
 def _exit_now(signum: int, _frame: FrameType | None) -> None:
     os._exit(128 + signum)
 
 
+def answers_version(argv: list[str], environ: Mapping[str, str]) -> bool:
+    """This command line is ``--version`` alone, with no shell completion asked: what typer
+    would answer with :func:`version_line` and exit status 0."""
+    completing = any(k.startswith("_") and k.endswith("_COMPLETE") for k in environ)
+    return argv == [VERSION_FLAG] and not completing
+
+
 def console() -> int:
     """Install the start-up handlers, then run the command line (``nfd_gpu.cli.console``)."""
     signal.signal(signal.SIGTERM, _exit_now)
     signal.signal(signal.SIGINT, _exit_now)
+    if answers_version(sys.argv[1:], os.environ):
+        try:
+            print(version_line(), flush=True)
+        except BrokenPipeError:  # as typer's path (nfd_gpu.cli.main)
+            return 0
+        return 0
     from nfd_gpu.cli import console as cli_console  # the heavy imports, after the handlers
 
     return cli_console()

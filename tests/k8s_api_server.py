@@ -83,6 +83,7 @@ class FakeKubeAPI:
         self.messages: dict[str, str] = {}  # verb -> the message of its injected failures
         self.auth: list[str] = []  # each request's Authorization header
         self._server: ThreadingHTTPServer | None = None
+        self.tls = False
         self._thread: threading.Thread | None = None
         self.changed = threading.Condition(self.lock)
         self.history: list[tuple[int, str, dict[str, Any]]] = []  # (rv, type, object)
@@ -96,7 +97,7 @@ class FakeKubeAPI:
     def url(self) -> str:
         assert self._server is not None
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
     def deny(self, verb: str) -> None:
         self.denied.add(verb)
@@ -262,13 +263,21 @@ class FakeKubeAPI:
         return path
 
     # -- lifecycle ----------------------------------------------------------------------
-    def start(self) -> FakeKubeAPI:
+    def start(self, tls: tuple[str, str] | None = None) -> FakeKubeAPI:
+        """Serve on a free loopback port; ``tls``: (certificate, key) PEM files, HTTPS."""
         api = self
 
         class Handler(_Handler):
             server_api = api
 
         self._server = _QuietServer(("127.0.0.1", 0), Handler)
+        self.tls = tls is not None
+        if tls is not None:
+            import ssl
+
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self._server.socket = ctx.wrap_socket(self._server.socket, server_side=True)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()

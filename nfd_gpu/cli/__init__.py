@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from nfd_gpu import __version__
+from nfd_gpu import VERSION_FLAG, version_line
 from nfd_gpu.cli import capture, inventory, rules, run, scan
 from nfd_gpu.cli.common import say
 from nfd_gpu.cli.options import SettingsCommand
@@ -53,7 +53,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        typer.echo(f"nfd-gpu {__version__}")
+        typer.echo(version_line())
         raise typer.Exit()
 
 
@@ -62,7 +62,7 @@ def _root(
     version: Annotated[
         bool,
         typer.Option(
-            "--version",
+            VERSION_FLAG,  # nfd_gpu/entry.py answers this one command line itself
             help="Print the version and exit.",
             callback=_print_version,
             is_eager=True,
@@ -74,7 +74,7 @@ def _root(
 
 def version() -> None:
     """Print the nfd-gpu version."""
-    typer.echo(f"nfd-gpu {__version__}")
+    typer.echo(version_line())
 
 
 # the order of `nfd-gpu --help`

@@ -28,6 +28,7 @@ from nfd_gpu.sinks.kubeclient import (
     OBJECT_PREFIX,
     PLURAL,
     VERSION,
+    api_exception,
     build_api_client,
     get_raw,
 )
@@ -70,8 +71,9 @@ class Reader:
 
     def get(self, path: str, query: dict[str, str] | None = None) -> Obj:
         """Do one GET, decoded; ``Denied`` on 403/404, ``InventoryError`` on the rest."""
-        from kubernetes.client.exceptions import ApiException  # lazy: with the client
         from urllib3.exceptions import HTTPError  # lazy: comes with kubernetes
+
+        ApiException = api_exception()
 
         try:
             body = json.loads(get_raw(self.api, path, {}, self.timeout, query))

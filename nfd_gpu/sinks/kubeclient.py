@@ -3,19 +3,22 @@ object and on its own Pod, each under a total deadline and cut at once by ``abor
 what their failures mean (``SinkError``, transient or not; 404 and 409 as
 :class:`ApiStatus` for the state machine in ``nodefeature.py`` to handle).
 
-The sink's requests import ``kubernetes`` here only (lazily, on first use);
-``nodefeature_watch.py`` streams the watch on a client this module builds, and
-``nodefeature_stale.py`` (not the sink: its own Role) deletes a stale object. Two low-level
-helpers on an ``ApiClient``: a raw GET (the own Pod, without the generated API's
-validators) and socket tracking (so a deadline or SIGTERM can shut a request's
-connections down)."""
+The sink's requests import the kubernetes client here only (lazily, on first use), and only
+the modules they use (:func:`client_modules`: the configuration, its loaders, the
+``ApiClient`` and its REST layer; not the packages' ``__init__``, which import every part of
+the client); ``nodefeature_watch.py`` streams the watch on a client this module builds,
+and ``nodefeature_stale.py`` (not the sink: its own Role) deletes a stale object. Every
+request is :func:`request` on an ``ApiClient`` (the generated API classes build pydantic
+validators and import models the agent never uses), and sockets are tracked so a
+deadline or SIGTERM can shut a request's connections down."""
 
 from __future__ import annotations
 
 import contextlib
-import functools
+import importlib.util
 import json
 import socket
+import sys
 import threading
 import time
 import weakref
@@ -31,6 +34,8 @@ VERSION = "v1alpha1"
 PLURAL = "nodefeatures"
 RESOURCE = f"{PLURAL}.{GROUP}"
 NODE_NAME_LABEL = "nfd.node.kubernetes.io/node-name"
+COLLECTION_PATH = "/apis/{group}/{version}/namespaces/{namespace}/{plural}"
+OBJECT_PATH = COLLECTION_PATH + "/{name}"
 OBJECT_PREFIX = "nfd-gpu-"  # the NodeFeature object is named <prefix><node name>
 # A node name is a DNS-1123 subdomain; nfd-gpu-<node> must be an object name (<= 253).
 NODE_NAME_MAX = PREFIX_MAX - len(OBJECT_PREFIX)
@@ -58,36 +63,144 @@ def namespace_fallback() -> str | None:
         return None
 
 
+# The packages whose ``__init__`` imports every part of the client (``kubernetes``: config,
+# dynamic, watch, stream, utils, leaderelection, informer; ``kubernetes.utils``: the YAML
+# loader and the metrics helpers; ``kubernetes.config``: the kubeconfig reader with
+# requests-oauthlib, which an in-cluster client never uses). :func:`client_modules` leaves
+# them unrun: the agent imports only the modules it calls.
+LAZY_PACKAGES = ("kubernetes", "kubernetes.utils", "kubernetes.config")
+_LAZY_LOCK = threading.RLock()
+
+
+def _lazy_package(name: str) -> None:
+    """Register package ``name`` without running its ``__init__``: its submodules import as
+    usual, and any other attribute (``kubernetes.watch``, ``kubernetes.__version__``) runs
+    the ``__init__`` then, once (PEP 562), so code that imports the whole package later
+    sees the same package. Nothing is done when ``name`` is already imported."""
+    if name in sys.modules:
+        if sys.modules[name] is None:  # blocked (a test): what `import` raises
+            raise ImportError(f"import of {name} halted; None in sys.modules", name=name)
+        return
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        raise ImportError(f"No module named {name!r}", name=name)
+    loader = spec.loader
+    module = importlib.util.module_from_spec(spec)
+    ran = threading.Event()
+
+    def __getattr__(attr: str) -> Any:  # PEP 562
+        with _LAZY_LOCK:
+            if not ran.is_set():
+                ran.set()
+                loader.exec_module(module)
+                if attr in module.__dict__:
+                    return module.__dict__[attr]
+        raise AttributeError(f"module {name!r} has no attribute {attr!r}")
+
+    module.__dict__["__getattr__"] = __getattr__
+    sys.modules[name] = module
+    parent, _, child = name.rpartition(".")
+    if parent:
+        setattr(sys.modules[parent], child, module)
+
+
+def client_modules() -> Any:
+    """What the agent uses of the kubernetes client, imported without the packages'
+    eager ``__init__`` (:data:`LAZY_PACKAGES`): ``Configuration``, its REST layer
+    (``RESTClientObject``: TLS, client certificates, proxy, the urllib3 pool),
+    ``ApiException``, ``ConfigException`` and the two configuration loaders, as attributes
+    of one namespace. ``ImportError`` when the client is not installed."""
+    import types
+
+    with _LAZY_LOCK:
+        for pkg in LAZY_PACKAGES:
+            _lazy_package(pkg)
+        from kubernetes.client.configuration import Configuration
+        from kubernetes.client.exceptions import ApiException
+        from kubernetes.client.rest import RESTClientObject
+        from kubernetes.config.config_exception import ConfigException
+        from kubernetes.config.incluster_config import load_incluster_config
+
+    def load_kube_config(**kwargs: Any) -> None:
+        # requests-oauthlib and the exec provider: only for a kubeconfig file
+        import kubernetes.config.kube_config as kube_config
+
+        load: Any = kube_config.load_kube_config
+        load(**kwargs)
+
+    return types.SimpleNamespace(
+        Configuration=Configuration,
+        RESTClientObject=RESTClientObject,
+        ApiException=ApiException,
+        ConfigException=ConfigException,
+        load_incluster_config=load_incluster_config,
+        load_kube_config=load_kube_config,
+    )
+
+
+class Transport:
+    """The kubernetes client's ``Configuration`` and REST layer: what the agent's requests
+    (:func:`request`) go through. The client's ``ApiClient`` is not used: it imports
+    pydantic and the models' package for its generic (de)serializer, and every request here
+    is JSON the sink builds and checks itself. ``configuration`` and ``rest_client`` as on
+    an ``ApiClient``; a new one on the same configuration has its own connection pool."""
+
+    def __init__(self, configuration: Any) -> None:
+        self.configuration = configuration
+        self.rest_client = client_modules().RESTClientObject(configuration)
+
+
+def api_exception() -> Any:
+    """The client's ``ApiException`` class (what a non-2xx answer raises)."""
+    return client_modules().ApiException
+
+
 def build_api_client(kubeconfig: str | None = None) -> Any:
-    """A ``kubernetes.client.ApiClient``: kubeconfig if given, else in-cluster, else
-    ``~/.kube/config``. urllib3's own retries are off: the sink and the agent back off.
-    The client has no timeout of its own: the sink gives each request its ``timeout``."""
+    """The client's :class:`Transport` (kubernetes >= 35; its ``ApiClient`` before):
+    kubeconfig if given, else in-cluster, else ``~/.kube/config``. urllib3's own retries
+    are off: the sink and the agent back off. The client has no timeout of its own: the
+    sink gives each request its ``timeout``."""
     try:
-        import kubernetes as _kubernetes  # lazy: heavy import, only for this sink
+        k = client_modules()
     except ImportError:
         raise SinkError(
             "the nodefeature output needs the kubernetes client: pip install 'nfd-gpu[kubernetes]'"
         ) from None
 
-    kubernetes: Any = _kubernetes
-    cfg = kubernetes.client.Configuration()
+    cfg = k.Configuration()
     try:
         if kubeconfig:
             # the bounded reader refuses a FIFO, a device or an oversized file first (the
             # client library then opens the file itself)
             boundedfile.read(kubeconfig)
-            kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+            k.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
         else:
             try:
-                kubernetes.config.load_incluster_config(client_configuration=cfg)
-            except kubernetes.config.ConfigException:
-                kubernetes.config.load_kube_config(client_configuration=cfg)
+                k.load_incluster_config(client_configuration=cfg)
+            except k.ConfigException:
+                k.load_kube_config(client_configuration=cfg)
     except Exception as e:  # ConfigException, OSError, and what a damaged
         # file raises from the client's reader (YAMLError, TypeError on a non-mapping, ...)
         where = kubeconfig or "in-cluster/~/.kube/config"
         raise SinkError(f"{where}: cannot load Kubernetes client configuration: {e}") from None
     cfg.retries = 0
-    return kubernetes.client.ApiClient(cfg)
+    return client_for(cfg)
+
+
+def client_for(configuration: Any) -> Any:
+    """The client the requests go through for a loaded ``Configuration``: a
+    :class:`Transport`, or with kubernetes < 35 its ``ApiClient`` (which has no pydantic)."""
+    if legacy_rest(client_modules().RESTClientObject):
+        from kubernetes.client.api_client import ApiClient
+
+        return ApiClient(configuration)
+    return Transport(configuration)
+
+
+def legacy_rest(rest_client_class: Any) -> bool:
+    """The REST layer of kubernetes < 35 (python-legacy's: ``_preload_content``, non-2xx
+    raised there), for which :func:`build_api_client` keeps the client's ``ApiClient``."""
+    return "_preload_content" in rest_client_class.request.__code__.co_varnames
 
 
 class TooLarge(SinkError):
@@ -134,28 +247,20 @@ class ObjectClient:
         self.aborted = threading.Event()
         self._kubeconfig = kubeconfig
         self._api_client = api_client
-        self._custom: Any = None
         self._sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
 
     def connect(self) -> Any:
-        """The ``CustomObjectsApi``, built on first use (with the ``ApiClient`` when none was
-        given)."""
-        import kubernetes  # lazy: heavy import, only for this sink
-
-        if self._custom is None:
-            if self._api_client is None:
-                self._api_client = build_api_client(self._kubeconfig)
-            track_sockets(self._api_client, self._sockets)
-            self._custom = kubernetes.client.CustomObjectsApi(self._api_client)
-        return self._custom
+        """The ``ApiClient``, built on first use when none was given, its sockets tracked."""
+        if self._api_client is None:
+            self._api_client = build_api_client(self._kubeconfig)
+        track_sockets(self._api_client, self._sockets)
+        return self._api_client
 
     def watch_client(self) -> Any:
         """A new ``ApiClient`` on the same configuration: the watch's own connection pool
         (cutting a write at its deadline never ends the watch, and the other way round)."""
-        import kubernetes  # lazy: with the sink
-
-        self.connect()
-        client = kubernetes.client.ApiClient(self._api_client.configuration)
+        api_client = self.connect()
+        client = type(api_client)(api_client.configuration)  # a Transport or an ApiClient
         keepalive(client)
         return client
 
@@ -165,9 +270,9 @@ class ObjectClient:
     def call(self, verb: str, fn: Callable[[], Any], resource: str = RESOURCE) -> Any:
         """Run one API call under the deadline; map failures to SinkError. 404 and 409 are
         raised as :class:`ApiStatus` for the caller to handle."""
-        from kubernetes.client.exceptions import ApiException  # lazy: with kubernetes
         from urllib3.exceptions import HTTPError  # lazy: comes with kubernetes
 
+        ApiException = api_exception()
         if self.aborted.is_set():
             raise self._stopping(verb)
         # A total deadline: urllib3's timeout bounds each socket operation, so a server
@@ -237,12 +342,13 @@ class ObjectClient:
 
     def get(self) -> Obj | None:
         """The object, None when there is none (404)."""
-        custom = self.connect()
-        args = (GROUP, VERSION, self.namespace, PLURAL, self.name)
+        api_client = self.connect()
         try:
             obj: Obj = self.call(
                 "get",
-                lambda: custom.get_namespaced_custom_object(*args, _request_timeout=self.timeout),
+                lambda: json.loads(
+                    request(api_client, "GET", OBJECT_PATH, self._where(), self.timeout)
+                ),
             )
         except ApiStatus as s:
             if s.status == 404:
@@ -255,24 +361,27 @@ class ObjectClient:
             )
         return obj
 
+    def _where(self, name: bool = True) -> dict[str, str]:
+        """The path parameters of the object (``name=False``: of its collection)."""
+        where = {"group": GROUP, "version": VERSION, "namespace": self.namespace,
+                 "plural": PLURAL}  # fmt: skip
+        return {**where, "name": self.name} if name else where
+
     def create(self, body: Obj) -> Any:
         """POST the object; the server's answer (ApiStatus 409: it exists)."""
-        custom = self.connect()
-        return self._send("create", custom.create_namespaced_custom_object, body)
+        return self._send("create", "POST", COLLECTION_PATH, self._where(name=False), body)
 
     def replace(self, body: Obj) -> Any:
         """PUT the object (its ``resourceVersion`` the precondition); the server's answer
         (ApiStatus 409: changed since, 404: deleted)."""
-        custom = self.connect()
-        return self._send("update", custom.replace_namespaced_custom_object, self.name, body)
+        return self._send("update", "PUT", OBJECT_PATH, self._where(), body)
 
-    def _send(self, verb: str, method: Callable[..., Any], *args: Any) -> Any:
-        """A write: ``method(group, version, namespace, plural, *args)`` under the deadline."""
+    def _send(self, verb: str, method: str, path: str, where: dict[str, str], body: Obj) -> Any:
+        """A write under the deadline: the server's answer, decoded."""
+        api_client = self.connect()
         return self.call(
             verb,
-            functools.partial(
-                method, GROUP, VERSION, self.namespace, PLURAL, *args, _request_timeout=self.timeout
-            ),
+            lambda: json.loads(request(api_client, method, path, where, self.timeout, body=body)),
         )
 
     def own_pod(self, pod_name: str) -> Any:
@@ -281,8 +390,9 @@ class ObjectClient:
         self.connect()
         data = self.call(
             "get",
-            lambda: get_raw(
+            lambda: request(
                 self._api_client,
+                "GET",
                 "/api/v1/namespaces/{namespace}/pods/{name}",
                 {"namespace": self.namespace, "name": pod_name},
                 self.timeout,
@@ -314,48 +424,109 @@ def get_raw(
     timeout: float,
     query: dict[str, str] | None = None,
 ) -> bytes:
-    """GET ``path`` (with ``query``) through ``api_client`` (its host, TLS, token, proxy)
-    and return the body, undecoded; a non-2xx answer raises ``ApiException`` like the
-    generated APIs do.
+    """GET ``path`` (with ``query``): :func:`request`'s body."""
+    return request(api_client, "GET", path, path_params, timeout, query=query)  # type: ignore[no-any-return]
 
-    Used for the own Pod instead of ``CoreV1Api.read_namespaced_pod``: kubernetes >= 35
-    builds pydantic validators for every method of an API class when its module is
-    imported: 11-16 MB more RSS for ``CoreV1Api`` (``benchmarks/agent.py --rules 1000``,
-    86.5 -> 71-75 MB against an 80Mi request), to read one field once. Both client
-    generations are supported (pyproject allows kubernetes >= 29): >= 35 has
-    ``param_serialize`` + ``call_api(method, url, ...)``; older ones
-    ``call_api(resource_path, method, ...)`` with ``_preload_content`` (checked with 34.1)."""
-    from kubernetes.client.exceptions import ApiException  # lazy: with kubernetes
 
+def request(
+    api_client: Any,
+    method: str,
+    path: str,
+    path_params: dict[str, str],
+    timeout: Any,
+    *,
+    query: dict[str, str] | None = None,
+    body: Obj | None = None,
+    stream: bool = False,
+) -> Any:
+    """One request through ``api_client`` (its host, TLS, token, proxy): the body,
+    undecoded, or with ``stream`` the urllib3 response, its body unread; a non-2xx answer
+    raises ``ApiException`` as the generated APIs do. ``body`` is sent as JSON.
+
+    Every request of the agent goes through here rather than the generated API classes
+    (``CustomObjectsApi``, ``CoreV1Api``): kubernetes >= 35 builds pydantic validators for
+    the methods of an API class, and its module imports the models it names: 11-16 MB more
+    RSS for ``CoreV1Api`` (``benchmarks/agent.py --rules 1000``, 86.5 -> 71-75 MB against an
+    80Mi request) to read one field once; what these requests send and read is checked here
+    and by the sink (``is_object``). Both client generations are supported (pyproject
+    allows kubernetes >= 29): >= 35 has ``param_serialize`` + ``call_api(method, url, ...)``;
+    older ones ``call_api(resource_path, method, ...)`` with ``_preload_content`` (checked
+    with 34.1)."""
     headers = {"Accept": "application/json"}
-    if hasattr(api_client, "param_serialize"):  # kubernetes >= 35
-        request = api_client.param_serialize(
-            "GET",
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    if isinstance(api_client, Transport):
+        resp = _send_on(api_client, method, path, path_params, query, headers, body, timeout)
+    elif hasattr(api_client, "param_serialize"):  # an ApiClient, kubernetes >= 35
+        serialized = api_client.param_serialize(
+            method,
             path,
             path_params=path_params,
             query_params=list((query or {}).items()),
             header_params=headers,
+            body=body,
             auth_settings=["BearerToken"],
         )
-        resp = api_client.call_api(*request, _request_timeout=timeout)
+        resp = api_client.call_api(*serialized, _request_timeout=timeout)
+    else:  # an ApiClient, kubernetes < 35: non-2xx raises in the REST layer
+        raw = api_client.call_api(
+            path,
+            method,
+            path_params,
+            list((query or {}).items()),
+            headers,
+            body=body,
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
+        return raw if stream else bytes(raw.data)
+    if not 200 <= resp.status <= 299:
         resp.read()
-        if not 200 <= resp.status <= 299:
-            raise ApiException.from_response(
-                http_resp=resp, body=resp.data.decode("utf-8", "replace"), data=None
-            )
-        return bytes(resp.data)
-    raw = api_client.call_api(  # kubernetes < 35: non-2xx raises in the REST layer
-        path,
-        "GET",
-        path_params,
-        list((query or {}).items()),
-        headers,
-        auth_settings=["BearerToken"],
-        _return_http_data_only=True,
-        _preload_content=False,
-        _request_timeout=timeout,
+        raise api_exception().from_response(
+            http_resp=resp, body=resp.data.decode("utf-8", "replace"), data=None
+        )
+    if stream:
+        return resp.response
+    resp.read()
+    return bytes(resp.data)
+
+
+def _send_on(
+    transport: Transport,
+    method: str,
+    path: str,
+    path_params: dict[str, str],
+    query: dict[str, str] | None,
+    headers: dict[str, str],
+    body: Obj | None,
+    timeout: Any,
+) -> Any:
+    """One request on the REST layer, as the client's ``ApiClient.param_serialize`` builds
+    it: the path parameters quoted, the query encoded, the configuration's bearer token (its
+    refresh hook run: an in-cluster token is re-read as it rotates) in ``authorization``;
+    the REST layer sends ``body`` as JSON. Its ``RESTResponse``, read or not."""
+    from urllib.parse import quote, urlencode
+
+    cfg = transport.configuration
+    safe = getattr(cfg, "safe_chars_for_path_param", "")
+    for k, v in path_params.items():
+        path = path.replace(f"{{{k}}}", quote(str(v), safe=safe))
+    url = cfg.host + path + (f"?{urlencode(list(query.items()))}" if query else "")
+    headers = {"User-Agent": f"nfd-gpu/{_version()}", **headers}
+    for auth in cfg.auth_settings().values():
+        if auth.get("in") == "header" and auth.get("value"):
+            headers[auth["key"]] = auth["value"]
+    return transport.rest_client.request(
+        method, url, headers=headers, body=body, _request_timeout=timeout
     )
-    return bytes(raw.data)
+
+
+def _version() -> str:
+    from nfd_gpu import __version__
+
+    return __version__
 
 
 # TCP keepalive as client-go's dialer asks the kernel for it (30 s idle; Go's own probe

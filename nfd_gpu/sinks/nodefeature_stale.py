@@ -11,22 +11,25 @@ its log lines as ``LEVEL message``; the agent logs them as its own.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
 import sys
-from typing import Any
 
 from nfd_gpu.sinks import OutputSettings, SinkError
 from nfd_gpu.sinks.kubeclient import (
     GROUP,
     NODE_NAME_LABEL,
+    OBJECT_PATH,
     PLURAL,
     SA_TOKEN_FILE,
     VERSION,
+    api_exception,
     build_api_client,
     namespace_fallback,
     object_name,
+    request,
 )
 
 log = logging.getLogger("nfd_gpu.agent")  # one of the agent's start-up lines
@@ -72,25 +75,23 @@ def _remove(namespace: str, node_name: str, kubeconfig: str | None, timeout: flo
     """The check and delete, in the child (:func:`main`)."""
     name = object_name(node_name)
     where = f"NodeFeature {namespace}/{name}"
-    args = (GROUP, VERSION, namespace, PLURAL, name)
+    where_params = {"group": GROUP, "version": VERSION, "namespace": namespace,
+                    "plural": PLURAL, "name": name}  # fmt: skip
     try:
-        from kubernetes.client import CustomObjectsApi  # lazy: only with credentials
-        from kubernetes.client.exceptions import ApiException  # lazy: as above
+        ApiException = api_exception()  # lazy: only with credentials
         from urllib3.exceptions import HTTPError  # lazy: comes with kubernetes
     except ImportError:
         log.debug("%s: not checked (the kubernetes client is not installed)", where)
         return
     try:
-        api: Any = CustomObjectsApi(build_api_client(kubeconfig))
-        obj = api.get_namespaced_custom_object(*args, _request_timeout=timeout)
-        meta = obj.get("metadata") or {}
+        api = build_api_client(kubeconfig)
+        obj = json.loads(request(api, "GET", OBJECT_PATH, where_params, timeout))
+        meta = (obj.get("metadata") if isinstance(obj, dict) else None) or {}
         if (meta.get("labels") or {}).get(NODE_NAME_LABEL) != node_name:
             log.warning("%s: no %s=%s label, not ours: left", where, NODE_NAME_LABEL, node_name)
             return
         pre = {"uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")}
-        api.delete_namespaced_custom_object(
-            *args, body={"preconditions": pre}, _request_timeout=timeout
-        )
+        request(api, "DELETE", OBJECT_PATH, where_params, timeout, body={"preconditions": pre})
         log.info("removed %s: nodefeature is no longer an output, its labels leave the node", where)
     except ApiException as e:
         if e.status == 404:

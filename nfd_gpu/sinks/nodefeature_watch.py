@@ -46,6 +46,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from nfd_gpu.sinks.kubeclient import COLLECTION_PATH, api_exception, request
+
 log = logging.getLogger("nfd_gpu.sinks.nodefeature")
 
 Obj = dict[str, Any]
@@ -116,7 +118,6 @@ class OwnObjectWatch:
         # re-entrant: SIGTERM's abort() may run inside a stop() on the same thread
         self._lock = threading.RLock()
         self._thread: threading.Thread | None = None
-        self._custom: Any = None
         self.heard_at = time.monotonic()  # the last byte of a stream (or its start)
         self._failing = 0  # failures in a row, for the log
 
@@ -216,34 +217,27 @@ class OwnObjectWatch:
             min(cap, BACKOFF_BASE * 2 ** min(failures - 1, 16)) * self.rng.uniform(0.8, 1.2)
         )
 
-    def _apis(self) -> Any:
-        import kubernetes  # lazy: with the sink
-
-        if self._custom is None:
-            self._custom = kubernetes.client.CustomObjectsApi(self._api_client)
-        return self._custom
-
     def _open(self) -> Any:
         """Send the watch request; the response, its body unread (raises on non-2xx)."""
-        from kubernetes.client.exceptions import ApiException  # lazy: with kubernetes
-
+        ApiException = api_exception()
         seconds = max(1, math.ceil(self.duration * self.rng.uniform(0.9, 1.0)))
         group, version, namespace, plural = self._target
+        query = {"allowWatchBookmarks": "true", "fieldSelector": f"metadata.name={self.name}"}
+        if self.resource_version:
+            query["resourceVersion"] = self.resource_version
+        query.update(timeoutSeconds=str(seconds), watch="true")
+        where = {"group": group, "version": version, "namespace": namespace, "plural": plural}
         try:
-            return self._apis().list_namespaced_custom_object(
-                group,
-                version,
-                namespace,
-                plural,
-                field_selector=f"metadata.name={self.name}",
-                resource_version=self.resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=seconds,
-                watch=True,
-                _preload_content=False,
+            return request(
+                self._api_client,
+                "GET",
+                COLLECTION_PATH,
+                where,
                 # connect within the request timeout; a read waits at most DEFAULT_STALL
                 # (then the bookmarks' deadline, _watch_once)
-                _request_timeout=(self.timeout, min(seconds + self.timeout + 5, DEFAULT_STALL)),
+                (self.timeout, min(seconds + self.timeout + 5, DEFAULT_STALL)),
+                query=query,
+                stream=True,
             )
         except ApiException as e:
             if int(e.status or 0) == 403:

@@ -145,9 +145,7 @@ def test_featurefile_output_may_only_remove_its_old_nodefeature(tmp_path: Path) 
     """Without the nodefeature output (the default nodeFeatureCleanup), the agent may get and
     delete NodeFeatures and nothing else (the admission policy: only its own node's)."""
     objs = r.helm_template({"outputs": ["featurefile"]}, tmp_path)
-    import re
-
-    from tests.deploy.test_manifests import CLIENT_VERBS
+    from tests.deploy.test_manifests import REQUEST_VERBS, source_requests
 
     (role,) = [o for o in objs if o["kind"] == "Role"]
     assert role["rules"] == [
@@ -157,12 +155,10 @@ def test_featurefile_output_may_only_remove_its_old_nodefeature(tmp_path: Path) 
             "verbs": ["get", "delete"],
         }
     ]
-    # exactly the client calls of the removal (the nodefeature output's retire)
+    # exactly the requests of the removal (the nodefeature output's retire)
     src = (r.REPO / "nfd_gpu" / "sinks" / "nodefeature_stale.py").read_text()
-    calls = set(
-        re.findall(r"\.((?:get|list|create|replace|patch|delete|read)_namespaced_\w+)", src)
-    )
-    assert {CLIENT_VERBS[c][2] for c in calls} == set(role["rules"][0]["verbs"])
+    calls = set(source_requests(src))
+    assert {REQUEST_VERBS[c][2] for c in calls} == set(role["rules"][0]["verbs"])
     assert {"RoleBinding", "ValidatingAdmissionPolicy"} <= {o["kind"] for o in objs}
     spec = next(o for o in objs if o["kind"] == "DaemonSet")["spec"]["template"]["spec"]
     assert "automountServiceAccountToken" not in spec

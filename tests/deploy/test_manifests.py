@@ -8,6 +8,7 @@ unknown fields fail); NodeFeatureRule against NFD's CRD schema with ``jsonschema
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import re
 from pathlib import Path
@@ -28,18 +29,19 @@ K8S_VERSION = "1.30.0"  # oldest Kubernetes the manifests target
 
 Obj = dict[str, Any]
 
-# What nfd_gpu/sinks/nodefeature.py needs, by (apiGroup, resource): the verbs of the
-# kubernetes client methods it calls. test_rbac_matches_sink re-derives this from the
-# sink's source so a new client call fails here until the Role and this set are updated.
-CLIENT_VERBS = {
-    "get_namespaced_custom_object": ("nfd.k8s-sigs.io", "nodefeatures", "get"),
-    "list_namespaced_custom_object": ("nfd.k8s-sigs.io", "nodefeatures", "list"),
-    "create_namespaced_custom_object": ("nfd.k8s-sigs.io", "nodefeatures", "create"),
-    "replace_namespaced_custom_object": ("nfd.k8s-sigs.io", "nodefeatures", "update"),
-    "patch_namespaced_custom_object": ("nfd.k8s-sigs.io", "nodefeatures", "patch"),
-    "delete_namespaced_custom_object": ("nfd.k8s-sigs.io", "nodefeatures", "delete"),
-    "read_namespaced_pod": ("", "pods", "get"),
-    "read_namespaced_daemon_set": ("apps", "daemonsets", "get"),
+# What nfd_gpu/sinks/nodefeature.py needs, by (apiGroup, resource): the RBAC verb of each
+# request it makes (kubeclient.request / ObjectClient._send: method and path).
+# test_rbac_matches_sink re-derives this from the sink's source so a new request fails
+# here until the Role and this set are updated.
+NODEFEATURES = ("nfd.k8s-sigs.io", "nodefeatures")
+REQUEST_VERBS = {
+    ("GET", "OBJECT_PATH"): (*NODEFEATURES, "get"),
+    ("GET", "COLLECTION_PATH"): (*NODEFEATURES, "list"),
+    ("POST", "COLLECTION_PATH"): (*NODEFEATURES, "create"),
+    ("PUT", "OBJECT_PATH"): (*NODEFEATURES, "update"),
+    ("PATCH", "OBJECT_PATH"): (*NODEFEATURES, "patch"),
+    ("DELETE", "OBJECT_PATH"): (*NODEFEATURES, "delete"),
+    ("GET", "/api/v1/namespaces/{namespace}/pods/{name}"): ("", "pods", "get"),
 }
 SINK_NEEDS = {
     ("nfd.k8s-sigs.io", "nodefeatures"): {"get", "create", "update", "watch"},
@@ -368,10 +370,36 @@ def test_role_is_what_the_sink_needs() -> None:
     assert rb["subjects"] == [{"kind": "ServiceAccount", "name": "nfd-gpu", "namespace": "nfd-gpu"}]
 
 
+def source_requests(src: str) -> list[tuple[str, str]]:
+    """(method, path) of each request in a module's source: the calls of ``request`` and
+    ``_send`` (method and path their 2nd and 3rd arguments: a string, or the name of
+    kubeclient's path constants); a call that passes its own function's parameters on
+    (``_send``, ``get_raw``) is skipped; any other is an error."""
+    found = []
+    for fn in ast.walk(ast.parse(src)):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        params = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
+        for node in ast.walk(fn):
+            if not (isinstance(node, ast.Call) and len(node.args) >= 3):
+                continue
+            f = node.func
+            name = getattr(f, "id", None) or getattr(f, "attr", "")
+            if name not in ("request", "_send"):
+                continue
+            args = node.args[1:3]
+            if any(isinstance(a, ast.Name) and a.id in params for a in args):
+                continue  # passing its own parameters on
+            method, path = (getattr(a, "value", None) or getattr(a, "id", None) for a in args)
+            assert isinstance(method, str) and isinstance(path, str), ast.unparse(node)
+            found.append((method, path))
+    return found
+
+
 def test_rbac_matches_sink() -> None:
     needs: dict[tuple[str, str], set[str]] = {}
-    # the sink, its raw GET of the own Pod (kubeclient: read_namespaced_pod's request) and
-    # its watch (whose list call is a watch: watch=True)
+    # the sink, its transport (kubeclient: the own Pod's GET) and its watch (whose list
+    # request is a watch: watch=true)
     for module, watch in (
         ("nfd_gpu.sinks.kubeclient", False),
         ("nfd_gpu.sinks.nodefeature", False),
@@ -380,15 +408,13 @@ def test_rbac_matches_sink() -> None:
         spec = importlib.util.find_spec(module)
         assert spec is not None and spec.origin is not None
         src = Path(spec.origin).read_text()
-        calls = set(
-            re.findall(r"\.((?:get|list|create|replace|patch|delete|read)_namespaced_\w+)", src)
-        )
-        unknown = calls - set(CLIENT_VERBS)
-        assert not unknown, f"new client calls in the sink, map them to RBAC verbs: {unknown}"
+        calls = source_requests(src)
+        unknown = set(calls) - set(REQUEST_VERBS)
+        assert not unknown, f"new requests in the sink, map them to RBAC verbs: {unknown}"
         if watch:
-            assert "watch=True" in src
+            assert 'watch="true"' in src
         for call in calls:
-            g, res, verb = CLIENT_VERBS[call]
+            g, res, verb = REQUEST_VERBS[call]
             needs.setdefault((g, res), set()).add("watch" if watch and verb == "list" else verb)
     assert needs == SINK_NEEDS
 
