@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
+from dataclasses import dataclass
 
 NAME_MAX = 63
 PREFIX_MAX = 253
@@ -81,3 +82,17 @@ def sanitize_value(value: str, limit: int = NAME_MAX) -> str:
     if len(s) > limit:
         s = _EDGE_RE.sub("", s[:limit])
     return s
+
+
+@dataclass(frozen=True, slots=True)
+class LabelDoc:
+    """One documented label key of a profile: its pattern, values and meaning."""
+
+    key: str  # pattern; <...> marks a variable part
+    value: str
+    description: str
+
+    def regex(self) -> re.Pattern[str]:
+        parts = re.split(r"(<[^>]+>)", self.key)
+        body = "".join("[A-Za-z0-9._-]+" if p.startswith("<") else re.escape(p) for p in parts)
+        return re.compile(f"^{body}$")

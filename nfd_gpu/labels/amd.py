@@ -41,8 +41,9 @@ from __future__ import annotations
 from collections import Counter
 
 from nfd_gpu.labels.options import AMD_KINDS, selected
-from nfd_gpu.labels.profile import LabelDoc, Profile, in_table, table_rows
+from nfd_gpu.labels.profile import Profile, in_table, table_rows
 from nfd_gpu.model import Gpu, Partition, Snapshot
+from nfd_gpu.names import LabelDoc
 
 PREFIX = "amd.com"
 BETA = "beta.amd.com"

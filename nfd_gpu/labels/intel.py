@@ -25,8 +25,9 @@ Differences from upstream, on purpose:
 from __future__ import annotations
 
 from nfd_gpu.catalog import tables
-from nfd_gpu.labels.profile import LabelDoc, Profile, in_table, table_rows
+from nfd_gpu.labels.profile import Profile, in_table, table_rows
 from nfd_gpu.model import Gpu, Snapshot
+from nfd_gpu.names import LabelDoc
 
 PREFIX = "gpu.intel.com"
 FEATURE_LABEL = "intel.feature.node.kubernetes.io/gpu"

@@ -31,11 +31,10 @@ As in GFD's ``internal/lm``, the labels are small labelers merged in order: :dat
   ``-SHARED`` ends the product when replicas > 1, unless ``renameByDefault``. MPS with
   MIG-enabled GPUs is a warning and no label at all: GFD fails its pass.
 - ``gpu.clique`` when every fabric-attached GPU reports the same cluster UUID and clique id.
-- ``gfd.timestamp`` only with ``NvidiaOptions.timestamp``, set by ``--gfd-timestamp``. The
-  agent fixes it once at start, as GFD does. It is off by default: a value that changes on
-  every restart rewrites the node object.
-- ``vgpu.present``, ``vgpu.host-driver-version`` and ``vgpu.host-driver-branch`` come from
-  the GPUs' vGPU-guest facts: see :mod:`nfd_gpu.discovery.nvidia.vgpu`.
+- ``gfd.timestamp`` only with ``NvidiaOptions.timestamp``, set by ``--gfd-timestamp``: fixed
+  once at start, as GFD does. Off by default: a value new at each restart rewrites the object.
+- ``vgpu.present``, ``vgpu.host-driver-version``, ``vgpu.host-driver-branch``: from the
+  vGPU-guest facts (:mod:`nfd_gpu.discovery.nvidia.vgpu`).
 """
 
 from __future__ import annotations
@@ -51,8 +50,9 @@ from nfd_gpu.labels.nvidia_options import GFD_MIG_STRATEGIES as GFD_MIG_STRATEGI
 from nfd_gpu.labels.nvidia_options import MIG_STRATEGIES as MIG_STRATEGIES  # re-exported
 from nfd_gpu.labels.nvidia_options import NvidiaOptions as NvidiaOptions  # re-exported
 from nfd_gpu.labels.nvidia_vgpu import vgpu_labels
-from nfd_gpu.labels.profile import LabelDoc, Profile, in_table, table_rows
+from nfd_gpu.labels.profile import Profile, in_table, table_rows
 from nfd_gpu.model import Gpu, Partition, Snapshot
+from nfd_gpu.names import LabelDoc
 
 PREFIX = "nvidia.com"
 _KEEP = re.compile(r"[^A-Za-z0-9_. -]")

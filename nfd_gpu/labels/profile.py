@@ -11,27 +11,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nfd_gpu.model import Snapshot
+from nfd_gpu.names import LabelDoc
 
 if TYPE_CHECKING:
     from nfd_gpu.labels.nvidia_options import NvidiaOptions
-
-
-@dataclass(frozen=True, slots=True)
-class LabelDoc:
-    key: str  # pattern; <...> marks a variable part
-    value: str
-    description: str
-
-    def regex(self) -> re.Pattern[str]:
-        parts = re.split(r"(<[^>]+>)", self.key)
-        body = "".join("[A-Za-z0-9._-]+" if p.startswith("<") else re.escape(p) for p in parts)
-        return re.compile(f"^{body}$")
 
 
 def in_table(table: tuple[LabelDoc, ...], key: str) -> bool:
