@@ -273,7 +273,9 @@ class NodeFeatureSink(Sink):
     def on_watch_event(self, kind: str, obj: Obj | None) -> None:
         """From the watch thread: the server's version of the object changed."""
         with self._lock:
-            if kind == "EXPIRED":  # the watch restarts at "now": read the object once
+            # the watch lost its history (410) and its restart from "now" did not show
+            # the object (absent, or no initial state): read it once
+            if kind == "EXPIRED":
                 self._known = False
                 wake = True
             else:
