@@ -19,7 +19,7 @@ a fault cuts was sent in an earlier minute and is not counted again. Acceptance 
 34): at most 2 requests per node per minute at any point, labels equal. Outside CI (30
 minutes):
 
-    python benchmarks/soak.py [--minutes 30]
+    python benchmarks/soak.py [--minutes 30] [--faults '410 on every watch,partition']
 """
 
 from __future__ import annotations
@@ -80,7 +80,13 @@ def _closed(proxy: Proxy) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--minutes", type=int, default=30)
+    ap.add_argument(
+        "--faults", default=",".join(FAULTS), help="the faults to take in turn (comma list)"
+    )
     args = ap.parse_args()
+    faults = [f.strip() for f in args.faults.split(",") if f.strip()]
+    if not faults or set(faults) - set(FAULTS):
+        ap.error(f"--faults: each one of {', '.join(FAULTS)}")
     tmp = Path(tempfile.mkdtemp(prefix="nfd-gpu-soak-"))
     rules = tmp / "rules.d"
     rules.mkdir()
@@ -94,7 +100,7 @@ def main() -> int:
         agent, thread = start_agent(proxy.url, rules, tmp)
         time.sleep(5)
         for minute in range(args.minutes):
-            fault = FAULTS[minute % len(FAULTS)]
+            fault = faults[minute % len(faults)]
             before = dict(api.counts)
             refused = proxy.refused
             closed = _closed(proxy)

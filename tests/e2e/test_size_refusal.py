@@ -2,14 +2,20 @@
 
 The agent (in process: the real Agent and NodeFeatureSink, the real kubernetes client with
 the agent's ServiceAccount token and the shipped Role) publishes a node's labels, then a
-complete scan whose feature set is valid but huge: one attribute set of ``ENTRIES``
-entries, an object of about 0.95 MiB, under the sink's own 1 MiB limit, so it is sent.
-kube-apiserver adds the object's managedFields (one entry per attribute) and etcd refuses
-the write (``etcdserver: request is too large``: its ``--max-request-bytes``, 1.5 MiB).
-The fake server (tests/hostile/test_size_limits.py) only mimics that answer; here it is
-the real one. Checked: ``/readyz`` 503 naming the refusal and what fills the object; one
-write, and none over the following passes (the same spec is not sent again); the object
-and the Node keep the last good labels; a normal scan then publishes, ``/readyz`` 200.
+complete scan whose feature set is valid but large: one attribute set whose values are
+``<`` characters. The sink measures the object with Python's JSON (``<`` is 1 byte) and
+sends it, being under its own 1 MiB limit; kube-apiserver stores JSON as Go writes it
+(``<`` is ``\u003c``, 6 bytes), so the write to etcd is 6 times larger. 1,000 entries
+(0.3 MiB sent, 1.8 MiB stored) are refused by etcd (``etcdserver: request is too large``,
+its ``--max-request-bytes`` 1.5 MiB); 2,000 (0.6 MiB, 3.6 MiB) by kube-apiserver's etcd
+client before etcd (``rpc error: code = ResourceExhausted desc = trying to send message
+larger than max (3626751 vs. 2097152)``), a 500 the sink retried as transient every pass
+before (this test's first run). (An object near 1 MiB of plain keys is stored: the server
+drops the managedFields of so large an object.) The fake server
+(tests/hostile/test_size_limits.py) only mimics these answers; here they are the real
+ones. Checked: ``/readyz`` 503 naming the refusal and what fills the object; one write,
+none over the 3 following passes (the same spec is not sent again); the object and the
+Node keep the last good labels; a normal scan then publishes, ``/readyz`` 200.
 """
 
 from __future__ import annotations
