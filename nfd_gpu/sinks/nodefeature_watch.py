@@ -11,7 +11,7 @@ from the last ``resourceVersion`` seen (an event's or a bookmark's), so a quiet 
 about one request per hour.
 
 ``410 Gone``, as client-go's reflector reads it. On a watch resumed from a version a
-stream of this watch gave, a 410 is ordinary (the server's history was compacted, the
+stream of this watch gave (or ran on), a 410 is ordinary (the server's history was compacted, the
 watch cache moved on): the watch restarts at once from "now", and the events in between
 are lost once. It does not re-read the object for that: a watch without
 ``resourceVersion`` starts with the object as a synthetic ``ADDED`` event (the API's "get
@@ -21,8 +21,9 @@ bookmark, or ``STATE_WAIT`` s pass: the object is absent, or the server does not
 the initial state) is the sink told ``EXPIRED`` and re-reads it once with a GET; an object
 deleted while the history was lost is so found, and restored, within ``STATE_WAIT`` s of
 the watch running again. A 410 on a watch that started from "now" or from a version the
-sink just read or wrote (a fresh version cannot be compacted away) is a failure (a broken
-proxy, a misbehaving server), not a new expiry: no re-read, the back-off below.
+sink just read or wrote, before any stream ran on it (a fresh version is not compacted
+away), is a failure (a broken proxy, a misbehaving server), not a new expiry: no
+re-read, the back-off below.
 
 Failures (connection refused, 5xx, a cut or stalled stream, such a 410, a stream that
 ended early) reconnect with a jittered back-off: the first failure of a run (after a
@@ -105,14 +106,14 @@ class WatchStop(Exception):
 
 
 class Expired(Exception):
-    """The server no longer has the resourceVersion a stream gave to resume from (410
-    Gone): an ordinary event (a quiet object, a compacted history), restarted at once
-    from "now"."""
+    """The server no longer has the resourceVersion a stream gave (or ran on) to resume
+    from (410 Gone): an ordinary event (a quiet object, a compacted history), restarted at
+    once from "now"."""
 
 
 class Gone(Exception):
-    """410 Gone on a watch from "now" or from a version just read or written: a failure
-    (backed off), not an expiry."""
+    """410 Gone on a watch from "now" or from a version just read or written that no
+    stream ran on yet: a failure (backed off), not an expiry."""
 
 
 class OwnObjectWatch:
@@ -280,9 +281,10 @@ class OwnObjectWatch:
         return float(cap * self.rng.uniform(1.0, 1.2))
 
     def _gone(self) -> Exception:
-        """A 410: an ordinary expiry (Expired) when the version came from a stream, else a
-        failure (Gone). Either way the next watch starts from "now"; the object's state
-        is then unknown until that watch tells it (``_unsure``)."""
+        """A 410: an ordinary expiry (Expired) when the version came from a stream or a
+        stream ran on it, else a failure (Gone). Either way the next watch starts from
+        "now"; the object's state is then unknown until that watch tells it
+        (``_unsure``)."""
         ordinary = self._rv_streamed
         if self.resource_version is not None:
             self._unsure = True
