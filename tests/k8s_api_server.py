@@ -25,7 +25,8 @@ chunked, one JSON event per line (``ADDED``, ``MODIFIED``, ``DELETED``, ``BOOKMA
 ``ERROR``), ``fieldSelector=metadata.name=<name>``, ``resourceVersion`` (events after it;
 none: the current object as ``ADDED`` first), ``timeoutSeconds``, ``allowWatchBookmarks``
 (a bookmark every ``bookmark_every`` seconds). ``compact()`` forgets the history (a resume
-from an older version gets ``ERROR`` 410 Gone), ``end_watches()`` ends every open watch.
+from an older version gets ``ERROR`` 410 Gone), ``end_watches()`` ends every open watch,
+``vanish()`` deletes an object unseen (history compacted, watches ended).
 Foreign writers: ``edit(ns, name, fn)`` (``fn`` changes the stored object) and
 ``remove(ns, name)``, each producing its event.
 """
@@ -72,6 +73,8 @@ class FakeKubeAPI:
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.rv = 0
         self.counts: collections.Counter[str] = collections.Counter()
+        self.clock: Any = time.monotonic  # the time ``log`` records (a test's virtual clock)
+        self.log: list[tuple[float, str]] = []  # (clock(), verb) of every request
         self.object_counts: collections.Counter[tuple[str, str]] = collections.Counter()
         self.denied: set[str] = set()
         self.failures: dict[str, list[int]] = collections.defaultdict(list)
@@ -165,6 +168,17 @@ class FakeKubeAPI:
             self.rv += 1  # later writes happened and were compacted away
             self.compacted = self.rv
             self.history.clear()
+
+    def vanish(self, namespace: str, name: str) -> None:
+        """The object deleted and that history compacted away, every open watch ended:
+        what a watch that was down across a compaction misses (its resume gets 410)."""
+        with self.lock:
+            self.objects.pop((namespace, name), None)
+            self.rv += 1
+            self.compacted = self.rv
+            self.history.clear()
+            self.watch_generation += 1
+            self.changed.notify_all()
 
     def end_watches(self) -> None:
         with self.lock:
@@ -296,6 +310,7 @@ class FakeKubeAPI:
         """Count a watch request; its injected fault (403, a status), if any."""
         with self.lock:
             self.counts["watch"] += 1
+            self.log.append((self.clock(), "watch"))
             failure = self.failures["watch"].pop(0) if self.failures["watch"] else 0
         if "watch" in self.denied:
             return 403, _status(403, "Forbidden", "nodefeatures is forbidden: cannot watch")
@@ -341,6 +356,7 @@ class FakeKubeAPI:
             return 404, _status(404, "NotFound", "the server could not find the requested resource")
         with self.lock:
             self.counts[verb] += 1
+            self.log.append((self.clock(), verb))
             self.object_counts[key] += 1
             delay = self.delays[verb].pop(0) if self.delays[verb] else 0.0
             failure = self.failures[verb].pop(0) if self.failures[verb] else 0

@@ -4,7 +4,9 @@
 keeping their sockets open (what a partition, a lost host or a conntrack drop leaves: the
 client's kernel sees nothing wrong); connections made later are relayed as before.
 ``refuse(status)`` answers every new HTTP request whose line contains ``match`` with that
-status instead of relaying it (a broken proxy).
+status instead of relaying it (a broken proxy). ``log`` records, with ``clock()``, every
+connection closed at once while down (``closed``) and every request answered by the proxy
+(``refused``): the attempts that never reach the server.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import contextlib
 import json
 import socket
 import threading
+import time
+from typing import Any
 
 
 class Proxy:
@@ -28,6 +32,8 @@ class Proxy:
         self.connections = 0
         self.down = False  # new connections are closed at once
         self.refused = 0  # requests answered by the proxy itself (refuse())
+        self.clock: Any = time.monotonic  # the time ``log`` records
+        self.log: list[tuple[float, str]] = []
         self._stop = threading.Event()
         self._socks: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
@@ -81,6 +87,8 @@ class Proxy:
         with self._lock:
             refusal, down = self._refusal, self.down
         if down:
+            with self._lock:
+                self.log.append((self.clock(), "closed"))
             client.close()
             return
         self._socks.append(client)
@@ -91,6 +99,7 @@ class Proxy:
             if refusal[0] in first.split(b"\r\n", 1)[0]:
                 with self._lock:
                     self.refused += 1
+                    self.log.append((self.clock(), "refused"))
                 self._answer(client, refusal[1])
                 return
             upstream = socket.create_connection(self.target)

@@ -46,6 +46,12 @@ NAMESPACE_FILE_MAX = 4096  # a namespace name is at most 63 characters
 # The largest NodeFeature sent: etcd refuses a request over 1.5 MiB (--max-request-bytes'
 # default); 1 MiB leaves room for what the server adds (managedFields, metadata)
 MAX_OBJECT_BYTES = 1024 * 1024
+# A write too large for etcd, as kube-apiserver answers it (500): etcd's own refusal over
+# --max-request-bytes, and, over 2 MiB, the refusal of kube-apiserver's etcd client (its
+# gRPC send limit: "rpc error: code = ResourceExhausted desc = trying to send message
+# larger than max (3626726 vs. 2097152)", seen on the real v1.35 control plane of
+# tests/e2e/test_size_refusal.py)
+TOO_LARGE = ("request is too large", "trying to send message larger than max")
 
 Obj = dict[str, Any]
 
@@ -320,9 +326,9 @@ class ObjectClient:
             )
         if status == 401:
             return SinkError(f"unauthorized: API server rejected the credentials ({verb})")
-        if status == 413 or "request is too large" in _message(e):
-            # kube-apiserver's body limit (413) or etcd's (500 "etcdserver: request is too
-            # large"): the same object will be refused again, never a transient failure
+        if status == 413 or any(m in _message(e) for m in TOO_LARGE):
+            # kube-apiserver's body limit (413) or etcd's (500): the same object will be
+            # refused again, never a transient failure
             return TooLarge(f"API server refused {verb} {where} as too large: {_message(e)}")
         if status >= 500 or status == 429:
             return SinkError(

@@ -273,7 +273,9 @@ class NodeFeatureSink(Sink):
     def on_watch_event(self, kind: str, obj: Obj | None) -> None:
         """From the watch thread: the server's version of the object changed."""
         with self._lock:
-            if kind == "EXPIRED":  # the watch restarts at "now": read the object once
+            # the watch lost its history (410) and its restart from "now" did not show
+            # the object (absent, or no initial state): read it once
+            if kind == "EXPIRED":
                 self._known = False
                 wake = True
             else:
@@ -362,9 +364,10 @@ class NodeFeatureSink(Sink):
             return False
         try:
             answer, basis = self._write(want)
-        except TooLarge as e:
-            self._too_large = (want["spec"], e)
-            raise
+        except TooLarge as e:  # the server's refusal, with what fills the object
+            refusal = TooLarge(f"{e} (the object: {_size_note(want)})")
+            self._too_large = (want["spec"], refusal)
+            raise refusal from e
         self._confirm(answer, basis)
         return answer is not None
 
@@ -383,11 +386,11 @@ class NodeFeatureSink(Sink):
                 ", ".join(outside[:5]) + (" ..." if len(outside) > 5 else ""),
             )  # fmt: skip
         self._outside = outside
-        size = len(json.dumps(want, separators=(",", ":")))
+        size = _json_size(want)
         if size > MAX_OBJECT_BYTES:
             raise TooLarge(
-                f"NodeFeature {self.namespace}/{self.object_name} would be {size} bytes "
-                f"({len(want['spec']['labels'])} labels), over {MAX_OBJECT_BYTES}: not sent"
+                f"NodeFeature {self.namespace}/{self.object_name} would be "
+                f"{_size_note(want)}, over {MAX_OBJECT_BYTES}: not sent"
             )
 
     def _write(self, want: Obj) -> tuple[Obj | None, tuple[Obj | None, int, str | None]]:
@@ -464,6 +467,32 @@ class NodeFeatureSink(Sink):
 
     def detach(self) -> None:
         self.close()  # the watch; the object stays
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":")))
+
+
+def _size_note(want: Obj) -> str:
+    """What fills an object: ``N bytes: L labels (B bytes), features F bytes, the largest
+    <kind> <name> (S bytes, E entries)``."""
+    spec = want["spec"]
+    sets = {
+        f"{kind} {name}": fs
+        for kind, named in spec["features"].items()
+        for name, fs in named.items()
+        if isinstance(fs, dict)
+    }
+    note = (
+        f"{_json_size(want)} bytes: {len(spec['labels'])} labels ({_json_size(spec['labels'])} "
+        f"bytes), features {_json_size(spec['features'])} bytes"
+    )
+    if sets:
+        sizes = {k: _json_size(fs) for k, fs in sets.items()}
+        big = max(sizes, key=lambda k: sizes[k])
+        entries = len(sets[big].get("elements") or ())
+        note += f", the largest {big} ({sizes[big]} bytes, {entries} entries)"
+    return note
 
 
 def _build(cfg: OutputSettings) -> NodeFeatureSink:

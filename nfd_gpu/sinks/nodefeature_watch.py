@@ -8,13 +8,35 @@ One request per watch: ``GET .../nodefeatures?watch=true&fieldSelector=metadata.
 &resourceVersion=<rv>&allowWatchBookmarks=true&timeoutSeconds=<T>``, T the resync interval
 (default 1 h) jittered -10 %..+0 %. The server ends the watch after T; the next one resumes
 from the last ``resourceVersion`` seen (an event's or a bookmark's), so a quiet object costs
-about one request per hour. When the server no longer has that version (``410 Gone``), the
-watch restarts at the most recent state and the sink re-reads the object once (a watch
-from "now" cannot say that an object is absent). Failures (connection refused, 5xx, a cut
-or stalled stream, a 410 again) reconnect with jittered exponential back-off, 0.5 s
-doubling up to ``backoff_cap``; the first failure of a run is a warning, then every tenth,
-and the recovery is said. ``403`` (a Role without the ``watch`` verb) is logged once; the
-sink then falls back to its periodic re-read (and ``/readyz`` says so), and the watch is
+about one request per hour.
+
+``410 Gone``, as client-go's reflector reads it. On a watch resumed from a version a
+stream of this watch gave (or ran on), a 410 is ordinary (the server's history was compacted, the
+watch cache moved on): the watch restarts at once from "now", and the events in between
+are lost once. It does not re-read the object for that: a watch without
+``resourceVersion`` starts with the object as a synthetic ``ADDED`` event (the API's "get
+state and start at most recent"), which is the object's state, handed to the sink like any
+other event. Only when that watch says nothing of the object (its first event is a
+bookmark, or ``STATE_WAIT`` s pass: the object is absent, or the server does not send
+the initial state) is the sink told ``EXPIRED`` and re-reads it once with a GET; an object
+deleted while the history was lost is so found, and restored, within ``STATE_WAIT`` s of
+the watch running again. A 410 on a watch that started from "now" or from a version the
+sink just read or wrote, before any stream ran on it (a fresh version is not compacted
+away), is a failure (a broken proxy, a misbehaving server), not a new expiry: no
+re-read, the back-off below.
+
+Failures (connection refused, 5xx, a cut or stalled stream, such a 410, a stream that
+ended early) reconnect with a jittered back-off: the first failure of a run (after a
+stream that worked) within ``FAST_RETRY`` (0.5-1 s: a blip, an apiserver restart behind a
+load balancer, costs a second), every later one after ``backoff_cap`` (60 s, +0..20 %).
+Every watch request, whatever the path (an ordinary 410's restart included), also keeps
+to a budget: at most ``BUDGET`` requests in any ``backoff_cap`` seconds. A persistent
+fault (every watch refused or answered 410, the apiserver down, a partition) so costs at
+most 2 requests in any minute, about 1 a minute once it lasts, and the sink sends none
+(no re-read without a stream that opened). Both scale down with a resync interval under
+60 s (tests). The first failure of a run is a warning, then every tenth, and the
+recovery is said. ``403`` (a Role without the ``watch`` verb) is logged once; the sink
+then falls back to its periodic re-read (and ``/readyz`` says so), and the watch is
 retried after one resync interval.
 
 A watch that is silently dead (a partition, a lost apiserver host, a conntrack drop: a
@@ -24,7 +46,8 @@ sends one about every minute (kube-apiserver's watch cache), so no byte for
 ``STALL_BOOKMARKS`` times the gap between the bookmarks seen on this stream (before two
 are seen: ``DEFAULT_STALL``) ends the stream as a failure and the watch resumes on a new
 connection. ``quiet_for()`` tells the sink how long nothing was heard: its resync GET stays
-a safety net for a watch that is not heard from.
+a safety net for a watch that is not heard from (a watch that cannot be opened for a
+resync interval, after a lost history too, is backed by one GET per interval).
 
 The watch has its own connection pool (its own ``ApiClient`` on the same configuration):
 cutting a write's connections at its deadline never ends the watch, and stopping the
@@ -43,6 +66,7 @@ import socket
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -51,10 +75,13 @@ from nfd_gpu.sinks.kubeclient import COLLECTION_PATH, api_exception, request
 log = logging.getLogger("nfd_gpu.sinks.nodefeature")
 
 Obj = dict[str, Any]
-# (event type, object): ADDED, MODIFIED, DELETED; "EXPIRED" (obj None) after a 410
+# (event type, object): ADDED, MODIFIED, DELETED; "EXPIRED" (obj None): the history was
+# lost (410) and the restarted watch could not tell the object's state: re-read it once
 OnEvent = Callable[[str, "Obj | None"], None]
 
-BACKOFF_BASE = 0.5
+FAST_RETRY = (0.5, 1.0)  # the first retry after a stream that worked
+BUDGET = 2  # watch requests in any backoff_cap seconds
+STATE_WAIT = 5.0  # after a lost history: the object as ADDED within this, or a re-read
 BOOKMARK_PERIOD = 60.0  # kube-apiserver's watch cache: a bookmark to each watcher per minute
 DEFAULT_STALL = 2 * BOOKMARK_PERIOD + 10.0  # silence that ends a stream before 2 bookmarks
 STALL_BOOKMARKS = 3.0  # then: silence of this many bookmark gaps
@@ -81,8 +108,14 @@ class WatchStop(Exception):
 
 
 class Expired(Exception):
-    """The server no longer has the resourceVersion to resume from (410 Gone): an
-    ordinary event (a quiet object, a compacted history), restarted at once from "now"."""
+    """The server no longer has the resourceVersion a stream gave (or ran on) to resume
+    from (410 Gone): an ordinary event (a quiet object, a compacted history), restarted at
+    once from "now"."""
+
+
+class Gone(Exception):
+    """410 Gone on a watch from "now" or from a version just read or written that no
+    stream ran on yet: a failure (backed off), not an expiry."""
 
 
 class OwnObjectWatch:
@@ -111,7 +144,15 @@ class OwnObjectWatch:
         self.timeout = timeout
         self.backoff_cap = backoff_cap
         self.rng = rng or random.Random()
+        self.state_wait = STATE_WAIT
         self.resource_version: str | None = None
+        # resource_version came from a stream, or a stream resumed from it ran: a 410 on
+        # it is then an ordinary expiry (else a failure)
+        self._rv_streamed = False
+        self._unsure = False  # the history was lost: the state is the next stream's ADDED
+        self._state_timer: threading.Timer | None = None
+        self._stream = 0  # streams opened, for the state timer
+        self._requests: deque[float] = deque(maxlen=BUDGET)  # when the last ones were sent
         self.forbidden = False  # the last attempt was refused (403): the sink re-reads
         self._stop = threading.Event()
         self._resp: Any = None
@@ -130,6 +171,7 @@ class OwnObjectWatch:
         if self._thread is not None:
             return
         self.resource_version = resource_version or None
+        self._rv_streamed = False  # the sink's read or write: fresh
         self._thread = threading.Thread(target=self._run, name="nodefeature-watch", daemon=True)
         _LIVE.add(self)
         self._thread.start()
@@ -143,6 +185,7 @@ class OwnObjectWatch:
         self._stop.set()
         with self._lock:
             resp = self._resp
+            self._cancel_state_timer()
         if resp is not None:
             _shutdown(resp)
         thread = self._thread
@@ -153,12 +196,18 @@ class OwnObjectWatch:
     def _run(self) -> None:
         failures = 0
         while not self._stop.is_set():
+            if self._pause(self._budget_wait()):
+                return
             t0 = time.monotonic()
+            self._requests.append(t0)
             try:
                 ended_normally = self._watch_once()
             except WatchStop:
                 return
-            except Exception as e:  # any failure, a 410 too: log, back off, reconnect
+            except Expired:  # ordinary: restart from "now" at once (within the budget)
+                log.info("NodeFeature %s: watch history expired, restarting", self.name)
+                continue
+            except Exception as e:  # any failure, a 410 on a fresh watch too: back off
                 if self._stop.is_set():
                     return
                 if self._worked(t0):  # a stream that lasted: this failure starts a run
@@ -167,12 +216,12 @@ class OwnObjectWatch:
                 failures += 1
                 delay = self._backoff(failures)
                 self._failed(e, delay)
-                if self._stop.wait(delay):
+                if self._pause(delay):
                     return
                 continue
             if self.forbidden:
                 failures = 0
-                if self._stop.wait(self.duration):
+                if self._pause(self.duration):
                     return
                 continue
             # a watch the server ended early (< 1/4 of its duration, < WORKED) counts as a
@@ -185,21 +234,34 @@ class OwnObjectWatch:
                 failures += 1
                 delay = self._backoff(failures)
                 self._failed(RuntimeError("the server ended the watch early"), delay)
-            if self._stop.wait(delay):
+            if self._pause(delay):
                 return
+
+    def _pause(self, seconds: float) -> bool:
+        """Wait ``seconds``; True when the watch was stopped (meanwhile or before)."""
+        if seconds <= 0:
+            return self._stop.is_set()
+        return self._stop.wait(seconds)
+
+    def _window(self) -> float:
+        """The back-off's cap and the budget's window: 60 s, less under a short resync."""
+        return min(self.backoff_cap, self.duration)
+
+    def _budget_wait(self) -> float:
+        """Seconds until the next request keeps to BUDGET requests in any window."""
+        if len(self._requests) < BUDGET:
+            return 0.0
+        return max(0.0, self._requests[0] + self._window() - time.monotonic())
 
     def _worked(self, t0: float) -> bool:
         """The stream opened at ``t0`` lasted long enough to count as working."""
         return time.monotonic() - t0 >= min(self.duration / 4, WORKED)
 
     def _failed(self, e: Exception, delay: float) -> None:
-        """Log the first failure of a run (a first 410 at info: it is ordinary), then
-        every tenth."""
+        """Log the first failure of a run, then every tenth."""
         self._failing += 1
         n = self._failing
-        if isinstance(e, Expired) and n == 1:
-            log.info("NodeFeature %s: watch history expired, restarting", self.name)
-        elif n == 1 or (n == 2 and isinstance(e, Expired)) or n % 10 == 0:
+        if n == 1 or n % 10 == 0:
             log.warning(
                 "NodeFeature %s: watch failed (%s; %d in a row), reconnecting in %.1f s",
                 self.name, _one_line(e), n, delay,
@@ -212,10 +274,47 @@ class OwnObjectWatch:
         self._failing = 0
 
     def _backoff(self, failures: int) -> float:
-        cap = min(self.backoff_cap, self.duration)
-        return float(
-            min(cap, BACKOFF_BASE * 2 ** min(failures - 1, 16)) * self.rng.uniform(0.8, 1.2)
-        )
+        """The first failure after a stream that worked: FAST_RETRY; later ones: the cap
+        (60 s), jittered up so that two retries never fit in one window."""
+        cap = self._window()
+        if failures <= 1:
+            return min(cap, self.rng.uniform(*FAST_RETRY))
+        return float(cap * self.rng.uniform(1.0, 1.2))
+
+    def _gone(self) -> Exception:
+        """A 410: an ordinary expiry (Expired) when the version came from a stream or a
+        stream ran on it, else a failure (Gone). Either way the next watch starts from
+        "now"; the object's state is then unknown until that watch tells it
+        (``_unsure``)."""
+        ordinary = self._rv_streamed
+        if self.resource_version is not None:
+            self._unsure = True
+        self.resource_version = None
+        self._rv_streamed = False
+        if ordinary:
+            return Expired()
+        return Gone("410 Gone on a watch from a fresh version or from now")
+
+    def _state_known(self) -> None:
+        with self._lock:
+            self._unsure = False
+            self._cancel_state_timer()
+
+    def _state_unknown(self, stream: int) -> None:
+        """The restarted watch did not tell the object's state (its first event was a
+        bookmark, or ``state_wait`` passed): the sink re-reads it, once."""
+        with self._lock:
+            if not self._unsure or stream != self._stream or self._stop.is_set():
+                return
+            self._unsure = False
+            self._cancel_state_timer()
+        self.on_event("EXPIRED", None)
+
+    def _cancel_state_timer(self) -> None:
+        """(caller holds the lock)"""
+        if self._state_timer is not None:
+            self._state_timer.cancel()
+            self._state_timer = None
 
     def _open(self) -> Any:
         """Send the watch request; the response, its body unread (raises on non-2xx)."""
@@ -251,9 +350,7 @@ class OwnObjectWatch:
                 self.forbidden = True
                 return None
             if int(e.status or 0) == 410:
-                self.resource_version = None
-                self.on_event("EXPIRED", None)
-                raise Expired from None
+                raise self._gone() from None
             raise
 
     def _watch_once(self) -> bool:
@@ -264,8 +361,17 @@ class OwnObjectWatch:
         if self.forbidden:
             self.forbidden = False
             log.info("NodeFeature %s: watch allowed again", self.name)
+        from_now = self.resource_version is None
         with self._lock:
             self._resp = resp
+            self._stream += 1
+            stream = self._stream
+            if self._unsure and from_now:  # the object as ADDED first, else a re-read
+                self._state_timer = threading.Timer(
+                    self.state_wait, self._state_unknown, args=(stream,)
+                )
+                self._state_timer.daemon = True
+                self._state_timer.start()
         self.heard_at = time.monotonic()
         bookmarks: list[float] = []
         try:
@@ -273,21 +379,33 @@ class OwnObjectWatch:
                 raise WatchStop
             for line in _lines(resp, self._stop):
                 self.heard_at = time.monotonic()
-                if self._event(line):
+                if self._event(line, stream):
                     bookmarks = [*bookmarks[-1:], self.heard_at]
                     if len(bookmarks) == 2:
                         gap = bookmarks[1] - bookmarks[0]
                         _set_read_timeout(resp, max(MIN_STALL, STALL_BOOKMARKS * gap))
-            return True
+        except (Expired, Gone):
+            raise
+        except BaseException:
+            self._ran()  # a stream on this version ran (then was cut, stalled, stopped)
+            raise
         finally:
             with self._lock:
                 self._resp = None
+                self._cancel_state_timer()  # an unsure state waits for the next stream
             with contextlib.suppress(Exception):
                 resp.close()  # never back to the pool with an unread stream
             with contextlib.suppress(Exception):
                 resp.release_conn()
+        self._ran()
+        return True
 
-    def _event(self, line: bytes) -> bool:
+    def _ran(self) -> None:
+        """A stream on ``resource_version`` ran: the version is the server's own."""
+        if self.resource_version is not None:
+            self._rv_streamed = True
+
+    def _event(self, line: bytes, stream: int) -> bool:
         """Hand one event on; True for a bookmark."""
         try:
             ev = json.loads(line)
@@ -298,20 +416,23 @@ class OwnObjectWatch:
         if kind == "ERROR":
             code = obj.get("code") if isinstance(obj, dict) else None
             if code == 410:
-                self.resource_version = None
-                self.on_event("EXPIRED", None)
-                raise Expired
+                raise self._gone()
             raise RuntimeError(f"watch error {code}: {_status_message(obj)}")
         if not isinstance(obj, dict):
             raise RuntimeError("watch event without an object")
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         if isinstance(rv, str) and rv:
             self.resource_version = rv
+            self._rv_streamed = True
         if kind == "BOOKMARK":
+            if self._unsure:  # the initial state came and had no object: re-read
+                self._state_unknown(stream)
             return True
         if kind in ("ADDED", "MODIFIED", "DELETED"):
             name = (obj.get("metadata") or {}).get("name")
             if name == self.name:
+                if self._unsure:  # the restarted watch's initial state: no re-read
+                    self._state_known()
                 self.on_event(kind, obj)
         return False
 

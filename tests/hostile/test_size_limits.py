@@ -14,6 +14,8 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
+
 from nfd_gpu.agent import Agent
 from nfd_gpu.agent.metrics import Metrics
 from nfd_gpu.config import loader as config
@@ -79,8 +81,19 @@ def test_too_many_labels_are_not_published(tmp_path: Path, bounded: None) -> Non
     assert metrics.readyz() == (200, b"ok\n")
 
 
-def test_request_too_large_is_not_retried(k8s_server: FakeKubeAPI) -> None:
-    k8s_server.fail("create", 500, 10_000, message="etcdserver: request is too large")
+@pytest.mark.parametrize(
+    "message",
+    [
+        "etcdserver: request is too large",
+        # kube-apiserver's etcd client over 2 MiB (the real v1.35 control plane's answer,
+        # tests/e2e/test_size_refusal.py); before: retried as a transient 500 every pass
+        "rpc error: code = ResourceExhausted desc = trying to send message larger than max "
+        "(3626726 vs. 2097152)",
+    ],
+    ids=["etcd", "grpc-limit"],
+)
+def test_request_too_large_is_not_retried(k8s_server: FakeKubeAPI, message: str) -> None:
+    k8s_server.fail("create", 500, 10_000, message=message)
     with running_agent(k8s_server) as (agent, _):
         assert _until(lambda: k8s_server.counts["create"] >= 1, 5) < 5
         time.sleep(4.0)  # 4 passes at the 1 s interval
@@ -88,6 +101,7 @@ def test_request_too_large_is_not_retried(k8s_server: FakeKubeAPI) -> None:
         code, body = agent.metrics.readyz()
     assert creates == 1, dict(k8s_server.counts)
     assert code == 503 and b"too large" in body, body
+    assert b"(the object: " in body and b" 2 labels (" in body, body  # what fills it
 
 
 def test_object_over_the_byte_limit_is_not_sent(k8s_server: FakeKubeAPI) -> None:
