@@ -69,11 +69,18 @@ class _Loader(_SAFE_LOADER):  # type: ignore[misc]
         self._tags: dict[tuple[Any, Any, Any], str] = {}
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
-        key = (kind, value, implicit)
-        tag = self._tags.get(key)
-        if tag is None:
-            tag = self._tags[key] = super().resolve(kind, value, implicit)
-        return tag
+        try:
+            tag: str = self._tags[kind, value, implicit]
+            return tag
+        except KeyError:
+            tag = self._tags[kind, value, implicit] = super().resolve(kind, value, implicit)
+            return tag
+
+    # Without path resolvers these only return (BaseResolver's first line): libyaml's
+    # composer calls both for every node, so they are builtins that do nothing here (a
+    # bound ``{}.get`` takes the node and index; ``tuple`` takes nothing).
+    descend_resolver: Any = {}.get
+    ascend_resolver: Any = tuple
 
 
 assert not _SAFE_LOADER.yaml_path_resolvers, "tags would depend on the node's path"
@@ -265,18 +272,49 @@ def parse_rule(d: Any, strict: bool = True) -> Rule:
     return rule
 
 
-def _rules_list(rules: Any, source: str, obj: str, strict: bool, problems: list[str]) -> list[Rule]:
+class RuleCache:
+    """The valid rules of a file's last version, by what they were parsed from, so that a
+    reload parses only the rules that changed (a ConfigMap edit rewrites every file of it:
+    most rules come back unchanged). The key is the rule's mapping as ``repr`` writes it
+    (types included: ``1``, ``'1'``, ``True`` and ``1.0`` differ) and ``strict``:
+    :func:`parse_rule` is a function of nothing else, and its results are immutable."""
+
+    def __init__(self, rules: dict[tuple[bool, str], Rule] | None = None) -> None:
+        self.rules = rules or {}
+        self.fresh: dict[tuple[bool, str], Rule] = {}  # this load's, for the next one
+        self.parsed = 0  # rules this load parsed (not found)
+
+
+def _rules_list(
+    rules: Any,
+    source: str,
+    obj: str,
+    strict: bool,
+    problems: list[str],
+    cache: RuleCache | None = None,
+) -> list[Rule]:
     if not isinstance(rules, list):
         problems.append(f"{source}: {obj}: spec.rules: must be a list")
         return []
     out: list[Rule] = []
     for i, r in enumerate(rules):
-        label = r.get("name") if isinstance(r, Mapping) and isinstance(r.get("name"), str) else None
-        label = label or f"{obj} rules[{i}]"
+        key = (strict, repr(r)) if cache is not None else None
+        if cache is not None and key is not None:
+            hit = cache.rules.get(key)
+            if hit is not None:
+                cache.fresh[key] = hit
+                out.append(hit)
+                continue
         try:
-            out.append(parse_rule(r, strict))
+            rule = parse_rule(r, strict)
         except _Problem as e:
-            problems.append(f"{source}: {label}: {e}")
+            named = isinstance(r, Mapping) and isinstance(r.get("name"), str) and r.get("name")
+            problems.append(f"{source}: {named or f'{obj} rules[{i}]'}: {e}")
+            continue
+        if cache is not None and key is not None:
+            cache.parsed += 1
+            cache.fresh[key] = rule
+        out.append(rule)
     return out
 
 
@@ -286,8 +324,10 @@ def rule_objects_from_documents(
     strict: bool = True,
     problems: list[str] | None = None,
     warnings: list[str] | None = None,
+    cache: RuleCache | None = None,
 ) -> list[RuleObject]:
-    """Turn parsed YAML documents into rule objects, collecting problem lines."""
+    """Turn parsed YAML documents into rule objects, collecting problem lines; ``cache``:
+    the rules of the file's last version (:class:`RuleCache`)."""
     probs = problems if problems is not None else []
     warns = warnings if warnings is not None else []
     objs: list[RuleObject] = []
@@ -300,7 +340,9 @@ def rule_objects_from_documents(
             continue
         kind = doc.get("kind")
         if kind == "List" and isinstance(doc.get("items"), list):
-            objs.extend(rule_objects_from_documents(doc["items"], source, strict, probs, warns))
+            objs.extend(
+                rule_objects_from_documents(doc["items"], source, strict, probs, warns, cache)
+            )
             continue
         if kind is None and "apiVersion" not in doc:
             if set(doc) != {"rules"}:
@@ -314,7 +356,9 @@ def rule_objects_from_documents(
                 continue
             objs.append(
                 RuleObject(
-                    stem, source, tuple(_rules_list(doc["rules"], source, stem, strict, probs))
+                    stem,
+                    source,
+                    tuple(_rules_list(doc["rules"], source, stem, strict, probs, cache)),
                 )
             )
             continue
@@ -342,7 +386,9 @@ def rule_objects_from_documents(
             if k != "rules":
                 probs.append(f"{source}: {name}: spec.{k}: unknown field")
         objs.append(
-            RuleObject(name, source, tuple(_rules_list(spec["rules"], source, name, strict, probs)))
+            RuleObject(
+                name, source, tuple(_rules_list(spec["rules"], source, name, strict, probs, cache))
+            )
         )
     return objs
 
@@ -400,20 +446,69 @@ def _expanded_size(node: Any) -> tuple[int, int]:
     return physical, sizes[id(node)]
 
 
+_STR_TAG = "tag:yaml.org,2002:str"
+_MAP_TAG = "tag:yaml.org,2002:map"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+
+
+def _constructed(loader: Any, node: Any, seen: dict[str, str]) -> Any:
+    """``loader.construct_document(node)`` for a node graph without aliases (each node in
+    one place): the strings, maps and lists (all a rule file holds but a few numbers or
+    booleans) built directly, everything else by the safe constructor itself (its
+    ``construct_object``: ints, booleans, nulls, timestamps, a merge key's mapping, an
+    unhashable key's error). The same objects as the constructor's generators and
+    per-node dispatch build (a third of a parse), in the same order. Equal strings are made
+    one object (``seen``), as :func:`_share_strings` does."""
+    slow = loader.construct_object
+    share = seen.setdefault
+    scalar, mapping, sequence = yaml.ScalarNode, yaml.MappingNode, yaml.SequenceNode
+
+    def build(n: Any) -> Any:
+        tag, cls = n.tag, type(n)
+        if tag == _STR_TAG and cls is scalar:
+            return share(n.value, n.value)
+        if tag == _MAP_TAG and cls is mapping:
+            out: dict[Any, Any] = {}
+            for k, v in n.value:
+                if k.tag != _STR_TAG or type(k) is not scalar:
+                    return slow(n, deep=True)  # merge keys, '=' keys, typed keys: theirs
+                out[share(k.value, k.value)] = build(v)
+            return out
+        if tag == _SEQ_TAG and cls is sequence:
+            return [build(c) for c in n.value]
+        return slow(n, deep=True)
+
+    try:
+        return build(node)
+    finally:
+        loader.constructed_objects = {}
+        loader.recursive_objects = {}
+        loader.state_generators = []
+        loader.deep_construct = False
+
+
 def load_yaml_documents(text: str) -> list[Any]:
     """``yaml.safe_load_all`` with libyaml when present and a bound on alias expansion
     (raises yaml.YAMLError with problem ``excessive aliasing``)."""
     loader = YAML_LOADER(text)
     docs: list[Any] = []
+    seen: dict[str, str] = {}  # equal strings made one object (_share_strings)
     aliased = "&" in text and "*" in text  # an alias names an anchor: neither, no alias
+    # No collection while the node graph is built and turned into documents: it holds no
+    # cycle (reference counts free it), and the collector would walk its growing heap of
+    # young objects hundreds of times per 1,000 rules.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         while loader.check_node():
             node = loader.get_node()
             if node is None:
                 continue
+            if not aliased:
+                docs.append(_constructed(loader, node, seen))
+                continue
             try:
-                if aliased:
-                    _expanded_size(node)
+                _expanded_size(node)
             except _Aliasing as e:
                 err = yaml.YAMLError()
                 err.problem = (  # type: ignore[attr-defined]
@@ -423,8 +518,12 @@ def load_yaml_documents(text: str) -> list[Any]:
                     f"{MAX_EXPANDED_NODES} nodes"
                 )
                 raise err from None
-            docs.append(loader.construct_document(node))
+            doc = [loader.construct_document(node)]
+            _share_strings(doc, seen)
+            docs.extend(doc)
     finally:
+        if collecting:
+            gc.enable()
         loader.dispose()
     return docs
 
@@ -436,8 +535,8 @@ def _compacted(docs: list[Any]) -> list[Any]:
     strings the rules keep pin that memory for the agent's life (1,000 rules: ~8 MB of
     RSS). A copy made afterwards (pickle: exact for every YAML type and shared reference;
     it only ever reads what it wrote here) lies together, and the graph's memory is
-    returned first. Equal strings (keys, ops, feature names) become one object first."""
-    _share_strings(docs)
+    returned first. Equal strings (keys, ops, feature names) are one object already
+    (:func:`load_yaml_documents`)."""
     blob = pickle.dumps(docs, protocol=pickle.HIGHEST_PROTOCOL)
     del docs[:]
     # A full collection here also empties the interpreter's free lists before the copy is
@@ -449,12 +548,11 @@ def _compacted(docs: list[Any]) -> list[Any]:
     return out
 
 
-def _share_strings(docs: list[Any]) -> None:
+def _share_strings(docs: list[Any], seen: dict[str, str]) -> None:
     """Equal strings in the documents' mappings and lists made one object (YAML makes one per
     occurrence: 1,000 rules repeat ``feature``, ``op``, ``pci.device`` ... thousands of
     times). Iterative, each container once (an alias shares one; YAML may nest one in
     itself)."""
-    seen: dict[str, str] = {}
     visited: set[int] = set()
     stack: list[Any] = [docs]
     while stack:
@@ -502,10 +600,14 @@ def read_rule_file(path: Path) -> str:
         raise RuleError([str(e)]) from None
 
 
-def parse_documents(text: str, source: str, warnings: list[str]) -> list[Any]:
-    """YAML (or JSON) documents of one file; raises RuleError when unparseable."""
+def parse_documents(
+    text: str, source: str, warnings: list[str], *, compact: bool = True
+) -> list[Any]:
+    """YAML (or JSON) documents of one file; raises RuleError when unparseable.
+    ``compact``: rebuilt in one piece (:func:`_compacted`)."""
+    squeeze = _compacted if compact else (lambda docs: docs)
     try:
-        return _compacted(load_yaml_documents(text))
+        return squeeze(load_yaml_documents(text))
     except yaml.YAMLError as e:
         first = e
     except RecursionError:
@@ -513,7 +615,7 @@ def parse_documents(text: str, source: str, warnings: list[str]) -> list[Any]:
     stripped = _strip_helm(text)
     if stripped != text:
         try:
-            docs = _compacted(load_yaml_documents(stripped))
+            docs = squeeze(load_yaml_documents(stripped))
         except (yaml.YAMLError, RecursionError):
             pass
         else:
@@ -537,19 +639,38 @@ def rule_files(path: Path) -> list[Path]:
 
 
 def load_rule_file(
-    f: Path, strict: bool, problems: list[str], warnings: list[str]
+    f: Path,
+    strict: bool,
+    problems: list[str],
+    warnings: list[str],
+    cache: RuleCache | None = None,
 ) -> list[RuleObject]:
-    """The rule objects of one file; its problems and warnings appended to the lists."""
+    """The rule objects of one file; its problems and warnings appended to the lists.
+    ``cache``: the rules of the file's last version (:class:`RuleCache`; its ``fresh``
+    holds this version's afterwards). The documents are rebuilt in one piece
+    (:func:`_compacted`) before the rules that keep their strings are made, unless nearly
+    every rule is one of the cache's (those keep the strings of an earlier load)."""
     try:
         text = read_rule_file(f)
-        docs = parse_documents(text, str(f), warnings)
+        docs = parse_documents(text, str(f), warnings, compact=not (cache and cache.rules))
     except RuleError as e:
         problems.extend(e.problems)
         return []
-    objs = rule_objects_from_documents(docs, str(f), strict, problems, warnings)
+    compacted = not (cache and cache.rules)
+    mark = (len(problems), len(warnings))
+    objs = rule_objects_from_documents(docs, str(f), strict, problems, warnings, cache)
+    if not compacted and cache is not None and cache.parsed > _FEW_NEW + len(cache.fresh) // 10:
+        # many new rules: made again from a compacted copy (their strings in one piece)
+        del problems[mark[0] :], warnings[mark[1] :]
+        cache.fresh, cache.parsed = {}, 0
+        objs = rule_objects_from_documents(_compacted(docs), str(f), strict, problems,
+                                           warnings, cache)  # fmt: skip
     del text, docs  # the rules keep what they need
     _trim_heap()
     return objs
+
+
+_FEW_NEW = 16  # new rules of a reload not worth a compacted copy (beyond a tenth of them)
 
 
 def load_rules(path: str | Path, strict: bool = True, *, tolerant: bool = False) -> RuleSet:
