@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from nfd_gpu.discovery.nvidia.session import NvmlSession
 from nfd_gpu.discovery.registry import SOURCES
 from nfd_gpu.discovery.source import Context, Source, wanted
-from nfd_gpu.featuremap import snapshot_features
+from nfd_gpu.featuremap import NFD_ONLY_PCI, PCI_DEVICE, snapshot_features
 from nfd_gpu.features import Features
 from nfd_gpu.health import HealthOptions, HealthTracker, judge_gpus
 from nfd_gpu.hostroot import HostRoot
@@ -145,14 +145,21 @@ def run_scan(
     warnings and rule errors while the valid ones still apply. ``rules``: a loaded
     :class:`~nfd_gpu.rules.RuleSet` instead of ``rules_path`` (the agent's, which keeps
     each file's last valid version: ``agent/rulefiles.py``). ``nfd_attributes=False``
-    (nothing reads the ``pci.device`` feature: no rules, no features printed) skips its two
-    IOMMU attributes, two failed opens per PCI function on most hosts. ``rule_outputs``:
+    (no features printed) skips the two IOMMU attributes of ``pci.device``, two failed
+    opens per PCI function on most hosts, unless a rule can see them (names one, or a
+    ``matchName`` or template over ``pci.device``: ``RuleSet.sees``). ``rule_outputs``:
     the caller's :class:`RuleOutputs` (the agent's), reusing the last rule output while
     the features and the rule set are unchanged; without it the rules are evaluated."""
+    if rules is None and rules_path is not None:
+        from nfd_gpu.rules import load_rules  # lazy: only when rules are used
+
+        rules = load_rules(os.fspath(rules_path), tolerant=tolerant_rules)
     host = HostRoot(root)
     session = NvmlSession(nvml) if isinstance(nvml, str) else nvml
     try:
-        nfd = nfd_attributes or rules_path is not None or rules is not None
+        # the IOMMU attributes only when something sees them: a rule that names one (most
+        # rules never do: two reads per PCI function saved, thousands on an SR-IOV host)
+        nfd = nfd_attributes or (rules is not None and rules.sees(PCI_DEVICE, NFD_ONLY_PCI))
         snap = discover(host, nvml=session, nfd_attributes=nfd)
     finally:
         host.close()
@@ -165,10 +172,6 @@ def run_scan(
     all_warnings = list(snap.warnings) + warnings
     rule_errors: list[tuple[str, str]] = []
     rule_labels = 0
-    if rules is None and rules_path is not None:
-        from nfd_gpu.rules import load_rules  # lazy: only when rules are used
-
-        rules = load_rules(os.fspath(rules_path), tolerant=tolerant_rules)
     if rules is not None:
         from nfd_gpu.rules import evaluate  # lazy: as above
 
