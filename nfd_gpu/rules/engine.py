@@ -310,9 +310,162 @@ class _Collected:
             self.taints.extend((rule_name, t) for t in res.taints)
 
 
-def _run_rules(rules: RuleSet, feats: Features, errors: list[tuple[str, str]]) -> _Collected:
+# What a rule's result depends on: (feature key, the element names its terms can observe,
+# None: every element, as for a template or a matchName)
+Input = tuple[str, "frozenset[str] | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """One rule in execution order, with what its result depends on."""
+
+    obj: Any  # RuleObject
+    rule: Rule
+    inputs: frozenset[Input]  # the features it reads, rule.matched left out
+    matched: frozenset[str] | None  # the rule.matched names it reads (None: every name)
+    reads_matched: bool
+
+
+def _plan(rules: RuleSet) -> list[_Step]:
+    steps = []
+    for obj in sorted(rules.objects, key=lambda o: o.name):
+        for rule in obj.rules:
+            everything = rule.labels_template is not None or rule.vars_template is not None
+            inputs: dict[str, set[str] | None] = {}
+            for terms in (rule.match_features, *rule.match_any):
+                for t in terms:
+                    if t.feature_key in inputs and inputs[t.feature_key] is None:
+                        continue
+                    if everything or t.match_name is not None:
+                        inputs[t.feature_key] = None
+                        continue
+                    names = inputs.setdefault(t.feature_key, set())
+                    assert names is not None
+                    names.update(n for n, _ in t.match_expressions or ())
+            reads_matched = RULE_MATCHED in inputs
+            matched = inputs.pop(RULE_MATCHED, None)
+            steps.append(
+                _Step(
+                    obj,
+                    rule,
+                    frozenset((k, None if v is None else frozenset(v)) for k, v in inputs.items()),
+                    None if matched is None else frozenset(matched),
+                    reads_matched,
+                )
+            )
+    return steps
+
+
+def _fingerprint(features: Features, inp: Input) -> Any:
+    """What of feature ``inp[0]`` the elements ``inp[1]`` (None: all) show a rule: equal
+    fingerprints, equal term results (a term reads its feature's sets through
+    ``FeatureView.get``, an expression only the element it names)."""
+    key, names = inp
+    flags = _elements(features, "flags", key)
+    attrs = _elements(features, "attributes", key)
+    insts = _elements(features, "instances", key)
+    if names is None:
+        return repr((flags, attrs, None if insts is None else instance_attributes(insts)))
+    order = sorted(names)
+    return (
+        None if flags is None else tuple(n in flags for n in order),
+        None if attrs is None else tuple(attrs.get(n) for n in order),
+        None
+        if insts is None
+        else tuple(tuple(a.get(n) for n in order) for a in instance_attributes(insts)),
+    )
+
+
+class RuleMemo:
+    """One caller's last evaluation, rule by rule (an agent's: ``scan.RuleOutputs``). On the
+    next evaluation of the same rule set a rule whose inputs are unchanged (what of each
+    feature its terms can observe, and the ``rule.matched`` names it reads, unchanged by
+    the rules before it) is not run again: its last result (or error) is used, so a
+    changed pass costs in proportion to what its change reaches. A rule's result depends
+    on nothing else (no clock, no environment)."""
+
+    __slots__ = ("_prints", "_results", "_ruleset", "_steps")
+
+    def __init__(self) -> None:
+        self._ruleset: RuleSet | None = None
+        self._steps: list[_Step] = []
+        self._prints: dict[Input, Any] = {}
+        self._results: list[RuleResult | RuleEvalError | None] = []
+
+    def run(self, rules: RuleSet, feats: Features, errors: list[tuple[str, str]]) -> _Collected:
+        if rules is not self._ruleset:
+            self._ruleset, self._steps, self._prints = rules, _plan(rules), {}
+            self._results = [None] * len(self._steps)
+        inputs = {i for st in self._steps for i in st.inputs}
+        prints = {i: _fingerprint(feats, i) for i in inputs}
+        changed = {i for i, fp in prints.items() if self._prints.get(i, self) != fp}
+        self._prints = prints
+        # rule.matched names whose value may differ from the last evaluation's at this point
+        dirty: set[str] = set()
+        if RULE_MATCHED in feats.get("attributes", {}):
+            dirty.add("")  # given with the features: no rule.matched result is reused
+        out = _Collected()
+        view = FeatureView(feats)
+        results = self._results
+        for n, st in enumerate(self._steps):
+            last = results[n]
+            res: RuleResult | RuleEvalError | None = last
+            if (
+                last is None
+                or not changed.isdisjoint(st.inputs)
+                or (
+                    st.reads_matched
+                    and dirty
+                    and (st.matched is None or "" in dirty or not dirty.isdisjoint(st.matched))
+                )
+            ):
+                try:
+                    res = execute_rule(st.rule, view, fail_fast=True)
+                except RuleEvalError as e:
+                    res = e
+                results[n] = res
+                if last is not None and not _same(last, res):
+                    for r in (last, res):
+                        if isinstance(r, RuleResult):
+                            dirty.update(r.labels, r.vars)
+            _apply(st, res, feats, out, errors)
+        return out
+
+
+def _same(a: RuleResult | RuleEvalError, b: RuleResult | RuleEvalError) -> bool:
+    if isinstance(a, RuleEvalError) or isinstance(b, RuleEvalError):
+        return isinstance(a, RuleEvalError) and isinstance(b, RuleEvalError)  # both empty
+    return a == b
+
+
+def _apply(
+    st: _Step,
+    res: RuleResult | RuleEvalError | None,
+    feats: Features,
+    out: _Collected,
+    errors: list[tuple[str, str]],
+) -> None:
+    """One rule's result fed back (``rule.matched``) and collected; an error reported."""
+    if isinstance(res, RuleEvalError):
+        log.warning("rule %r (%s) failed: %s", st.rule.name, st.obj.source, res)
+        errors.append((st.rule.name, str(res)))
+        return
+    assert res is not None
+    _insert_matched(feats, res.labels)
+    _insert_matched(feats, res.vars)
+    if res.matched:
+        out.add(st.rule.name, res)
+
+
+def _run_rules(
+    rules: RuleSet, feats: Features, errors: list[tuple[str, str]], memo: RuleMemo | None = None
+) -> _Collected:
     """Rule objects sorted by name, rules in list order; each rule's labels and vars are
-    fed back as ``rule.matched`` before the next one runs; a failing rule is skipped."""
+    fed back as ``rule.matched`` before the next one runs; a failing rule is skipped.
+    ``memo``: the caller's last evaluation (:class:`RuleMemo`), rules whose inputs are
+    unchanged not run again."""
+    if memo is not None:
+        return memo.run(rules, feats, errors)
     out = _Collected()
     view = FeatureView(feats)
     for obj in sorted(rules.objects, key=lambda o: o.name):
@@ -361,13 +514,16 @@ def evaluate(
     *,
     extra_label_ns: Collection[str] = (),
     own_ns: str | None = None,
+    memo: RuleMemo | None = None,
 ) -> RuleOutput:
     """Evaluate every rule like nfd-master does for one node; ``own_ns``: the namespace of
     nfd-gpu's own labels, whose health and counts no rule may write (an error naming the
-    rule; nfd-master itself has no such check)."""
+    rule; nfd-master itself has no such check). ``memo``: the caller's
+    :class:`RuleMemo`, reusing the results of rules whose inputs did not change since its
+    last evaluation (the same output as without it)."""
     feats = _working_copy(features)
     errors: list[tuple[str, str]] = []
-    got = _run_rules(rules, feats, errors)
+    got = _run_rules(rules, feats, errors, memo)
     extra_ns = tuple(extra_label_ns)
 
     def check_label_cached(k: str, v: str) -> None:
