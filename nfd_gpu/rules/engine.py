@@ -384,20 +384,42 @@ class RuleMemo:
     changed pass costs in proportion to what its change reaches. A rule's result depends
     on nothing else (no clock, no environment)."""
 
-    __slots__ = ("_prints", "_results", "_ruleset", "_steps")
+    __slots__ = ("_inputs", "_next", "_prints", "_results", "_ruleset", "_steps")
 
     def __init__(self) -> None:
         self._ruleset: RuleSet | None = None
         self._steps: list[_Step] = []
+        self._inputs: frozenset[Input] = frozenset()
         self._prints: dict[Input, Any] = {}
+        self._next: tuple[Features, dict[Input, Any]] | None = None  # fingerprint()'s
         self._results: list[RuleResult | RuleEvalError | None] = []
 
-    def run(self, rules: RuleSet, feats: Features, errors: list[tuple[str, str]]) -> _Collected:
+    def _use(self, rules: RuleSet) -> None:
         if rules is not self._ruleset:
             self._ruleset, self._steps, self._prints = rules, _plan(rules), {}
+            self._inputs = frozenset(i for st in self._steps for i in st.inputs)
             self._results = [None] * len(self._steps)
-        inputs = {i for st in self._steps for i in st.inputs}
-        prints = {i: _fingerprint(feats, i) for i in inputs}
+
+    def _prints_of(self, feats: Features) -> dict[Input, Any]:
+        if self._next is not None and self._next[0] is feats:
+            return self._next[1]
+        return {i: _fingerprint(feats, i) for i in self._inputs}
+
+    def fingerprint(self, rules: RuleSet, features: Features) -> Any:
+        """All that an evaluation of ``rules`` reads of ``features``: what the rules' terms
+        can observe and the attribute features (``rule.matched`` given with the features,
+        the ``@`` values of the output); equal fingerprints, equal output. Far less than the
+        whole features on a host with thousands of PCI functions."""
+        self._use(rules)
+        prints = {i: _fingerprint(features, i) for i in self._inputs}
+        self._next = (features, prints)
+        # in the inputs' own order: the same set object while the rule set is the same
+        return (tuple(prints[i] for i in self._inputs), repr(features.get("attributes")))
+
+    def run(self, rules: RuleSet, feats: Features, errors: list[tuple[str, str]]) -> _Collected:
+        self._use(rules)
+        prints = self._prints_of(feats)
+        self._next = None
         changed = {i for i, fp in prints.items() if self._prints.get(i, self) != fp}
         self._prints = prints
         # rule.matched names whose value may differ from the last evaluation's at this point

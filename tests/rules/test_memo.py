@@ -173,3 +173,32 @@ def test_memo_runs_only_the_rules_a_change_reaches(monkeypatch: pytest.MonkeyPat
     assert ran == ["health", "count", "seen-all", "taint"]
     assert out.labels["example.com/sick"] == "yes" and out.taints
     assert out.to_json() == evaluate(rules, feats).to_json()
+
+
+def test_rule_output_reused_while_what_the_rules_read_is_unchanged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The agent's RuleOutputs keys its last output on what the rules can read: a changed
+    attribute no rule names reuses it; a named one, or an attribute feature (an ``@``
+    value's source), evaluates again."""
+    from nfd_gpu.scan import RuleOutputs
+
+    rules = ruleset_from_documents([{"rules": _rules()}], strict=False)
+    feats = run_scan(fixture_root("hgx-h100")).features
+    calls: list[int] = []
+
+    def counted(*a: Any, **kw: Any) -> Any:
+        calls.append(1)
+        return evaluate(*a, **kw)
+
+    reuse = RuleOutputs()
+    first = reuse.output(rules, feats, counted)
+    pci = feats["instances"]["pci.device"]["elements"]
+    pci[0]["attributes"]["subsystem_device"] = "beef"  # no rule reads it
+    assert reuse.output(rules, feats, counted) is first and len(calls) == 1
+    pci[0]["attributes"]["vendor"] = "1002"  # 'module' reads pci.device vendor
+    out = reuse.output(rules, feats, counted)
+    assert len(calls) == 2 and out.to_json() == evaluate(rules, feats).to_json()
+    feats["attributes"]["gpu.node"]["elements"]["count"] = "99"  # @gpu.node.count
+    out = reuse.output(rules, feats, counted)
+    assert len(calls) == 3 and out.labels.get("example.com/dyn") == "99"
