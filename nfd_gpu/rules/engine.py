@@ -296,14 +296,15 @@ class _Collected:
     vars: dict[str, str] = field(default_factory=dict)
 
     def add(self, rule_name: str, res: RuleResult) -> None:
-        for src, dst, srcmap in (
-            (res.labels, self.labels, self.label_src),
-            (res.annotations, self.annotations, self.ann_src),
-            (res.extended_resources, self.ers, self.er_src),
-        ):
-            if src:
-                dst.update(src)
-                srcmap.update(dict.fromkeys(src, rule_name))
+        if res.labels:
+            self.labels.update(res.labels)
+            self.label_src.update(dict.fromkeys(res.labels, rule_name))
+        if res.annotations:
+            self.annotations.update(res.annotations)
+            self.ann_src.update(dict.fromkeys(res.annotations, rule_name))
+        if res.extended_resources:
+            self.ers.update(res.extended_resources)
+            self.er_src.update(dict.fromkeys(res.extended_resources, rule_name))
         if res.vars:
             self.vars.update(res.vars)
         if res.taints:
@@ -429,12 +430,14 @@ class RuleMemo:
         out = _Collected()
         view = FeatureView(feats)
         results = self._results
+        attrs = feats["attributes"]
+        matched: dict[str, str] | None = None  # rule.matched's elements, once it exists
         for n, st in enumerate(self._steps):
             last = results[n]
             res: RuleResult | RuleEvalError | None = last
             if (
                 last is None
-                or not changed.isdisjoint(st.inputs)
+                or (changed and not changed.isdisjoint(st.inputs))
                 or (
                     st.reads_matched
                     and dirty
@@ -448,9 +451,23 @@ class RuleMemo:
                 results[n] = res
                 if last is not None and not _same(last, res):
                     for r in (last, res):
-                        if isinstance(r, RuleResult):
+                        if type(r) is RuleResult:
                             dirty.update(r.labels, r.vars)
-            _apply(st, res, feats, out, errors)
+            if type(res) is not RuleResult:  # an error: the rule is skipped
+                _apply(st, res, feats, out, errors)
+                continue
+            # _apply's feedback and collection, inline (every rule, every changed pass)
+            if matched is None:
+                _insert_matched(feats, res.labels)
+                _insert_matched(feats, res.vars)
+                matched = attrs[RULE_MATCHED]["elements"]
+            else:
+                if res.labels:
+                    matched.update(res.labels)
+                if res.vars:
+                    matched.update(res.vars)
+            if res.matched:
+                out.add(st.rule.name, res)
         return out
 
 
