@@ -40,6 +40,7 @@ class _File:
     warnings: tuple[str, ...] = ()
     # its rules by what they were parsed from: a reload parses only the changed ones
     parsed: dict[tuple[bool, str], Rule] = field(default_factory=dict)
+    digest: bytes = b""  # of the text of a valid version (the same text is not parsed)
 
 
 def _stamp(f: Path) -> Stamp | None:
@@ -124,7 +125,8 @@ class RuleFiles:
             return False
         problems: list[str] = []
         warnings: list[str] = []
-        cache = RuleCache(old.parsed if old is not None else None)
+        last = (old.digest, old.objects, old.warnings) if old and old.valid else None
+        cache = RuleCache(old.parsed if old is not None else None, last)
         objs = tuple(load_rule_file(f, True, problems, warnings, cache))
         # a rule RE2 cannot run here is that rule's problem (dropped), not the file's
         warnings += [p for p in problems if ENGINE_UNAVAILABLE in p]
@@ -158,5 +160,5 @@ class RuleFiles:
             )
         elif old is None and self._ruleset is not None:
             log.info("rules: %s added: %s", name, _names(objs) or "-")
-        self._files[name] = _File(stamp, objs, True, (), tuple(warnings), cache.fresh)
+        self._files[name] = _File(stamp, objs, True, (), tuple(warnings), cache.fresh, cache.text)
         return old is None or old.objects != objs or not old.valid

@@ -14,6 +14,7 @@ message names the field (``matchFeatures[0].matchExpressions.vendor.op``).
 from __future__ import annotations
 
 import gc
+import hashlib
 import logging
 import pickle
 import re
@@ -279,10 +280,19 @@ class RuleCache:
     (types included: ``1``, ``'1'``, ``True`` and ``1.0`` differ) and ``strict``:
     :func:`parse_rule` is a function of nothing else, and its results are immutable."""
 
-    def __init__(self, rules: dict[tuple[bool, str], Rule] | None = None) -> None:
+    def __init__(
+        self,
+        rules: dict[tuple[bool, str], Rule] | None = None,
+        last: tuple[bytes, tuple[RuleObject, ...], tuple[str, ...]] | None = None,
+    ) -> None:
         self.rules = rules or {}
         self.fresh: dict[tuple[bool, str], Rule] = {}  # this load's, for the next one
         self.parsed = 0  # rules this load parsed (not found)
+        # (digest of the text, its rule objects, its warnings) of the last valid version: a
+        # file rewritten with the same text (another key of its ConfigMap edited) is not
+        # parsed at all; ``text`` is this load's digest
+        self.last = last
+        self.text = b""
 
 
 def _rules_list(
@@ -652,6 +662,12 @@ def load_rule_file(
     every rule is one of the cache's (those keep the strings of an earlier load)."""
     try:
         text = read_rule_file(f)
+        if cache is not None:
+            cache.text = hashlib.blake2b(text.encode(), digest_size=16, key=b"%d" % strict).digest()
+            if cache.last is not None and cache.last[0] == cache.text:
+                cache.fresh = dict(cache.rules)
+                warnings.extend(cache.last[2])
+                return list(cache.last[1])
         docs = parse_documents(text, str(f), warnings, compact=not (cache and cache.rules))
     except RuleError as e:
         problems.extend(e.problems)

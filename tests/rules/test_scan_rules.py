@@ -352,3 +352,36 @@ def test_a_reload_parses_only_the_rules_that_changed(
     assert new[1].labels == {"example.com/b": "two"}
     out = run_scan(fixture_root("hgx-h100"), rules=second)
     assert out.labels["example.com/b"] == "two" and out.labels["example.com/a"] == "x"
+
+
+def test_a_file_rewritten_with_the_same_text_is_not_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another key of the ConfigMap edited: the kubelet rewrites every file of it (new inode,
+    new mtime); one with the same text keeps its rules without being parsed."""
+    from nfd_gpu.agent.lastvalid import StaleFiles
+    from nfd_gpu.agent.rulefiles import RuleFiles
+    from nfd_gpu.rules import loader
+
+    calls: list[str] = []
+    real = loader.parse_documents
+
+    def counted(text: str, source: str, *a: object, **kw: object) -> object:
+        calls.append(source)
+        return real(text, source, *a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loader, "parse_documents", counted)
+    f = tmp_path / "r.yaml"
+    f.write_text(_three_rules("one").replace("spec:", "{{- if true }}\nspec:"))  # a warning
+    files = RuleFiles(StaleFiles())
+    first = files.load(str(f))
+    assert len(calls) == 1 and first.warnings
+    f.unlink()
+    f.write_text(_three_rules("one").replace("spec:", "{{- if true }}\nspec:"))
+    again = files.load(str(f))
+    assert len(calls) == 1 and again is first  # the same rule set: nothing to evaluate anew
+    f.write_text(_three_rules("two"))
+    st = f.stat()
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert files.load(str(f)).objects[0].rules[1].labels == {"example.com/b": "two"}
+    assert len(calls) == 2
