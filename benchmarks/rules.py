@@ -8,7 +8,8 @@ it, the median ``nfd_gpu.scan.run_scan`` time of a fixture root
 ``rules/``. Then a rule-file reload (what a ConfigMap edit costs every node): the
 agent's ``load_rule_file`` of the N rules as one YAML file, interleaved in rounds
 (benchmarks/rounds.py) beside its floors on the same file: PyYAML's own safe load
-(libyaml) and ``json.loads`` of the same rules as JSON. What was alive before the rounds
+(libyaml), the loader's own YAML parse of it (what a reload cannot skip) and ``json.loads``
+of the same rules as JSON. What was alive before the rounds
 is frozen out of the garbage collector first, as the agent's ``run`` freezes its start-up
 (nfd_gpu/cli/run.py): the loader's one full collection per file then walks what the
 reload made, not this benchmark's own heap.
@@ -250,7 +251,7 @@ def reload_table(n: int, runs: int) -> str:
 
     import yaml
 
-    from nfd_gpu.rules.loader import RuleCache, load_rule_file
+    from nfd_gpu.rules.loader import RuleCache, load_rule_file, load_yaml_documents
 
     rules = make_rules(n)
     doc = {
@@ -296,6 +297,9 @@ def reload_table(n: int, runs: int) -> str:
                 edit: rounds.in_process(edit_reload),
                 "yaml.load, CSafeLoader (PyYAML floor)": rounds.in_process(
                     lambda: yaml.load(text, Loader=loader)
+                ),
+                "the loader's YAML parse alone (load_yaml_documents)": rounds.in_process(
+                    lambda: load_yaml_documents(text)
                 ),
                 "json.loads (the same rules as JSON)": rounds.in_process(
                     lambda: json.loads(as_json)
