@@ -27,6 +27,7 @@ from nfd_gpu.rules.expressions import (
 )
 from nfd_gpu.rules.model import CompiledTemplate, Rule, RuleSet, Term
 from nfd_gpu.rules.template import TemplateError, expand_map
+from nfd_gpu.rules.template.nodes import ActionNode, FieldNode, IdentifierNode, TextNode
 from nfd_gpu.rules.validate import (
     ValidationError,
     add_namespace,
@@ -327,11 +328,39 @@ class _Step:
     reads_matched: bool
 
 
+def _counts_only(tmpl: CompiledTemplate) -> bool:
+    """A template whose output depends on its data only through how many elements each
+    term matched: text and ``{{ len .<domain>[.<feature>] }}`` actions, nothing else (the
+    data's keys are the rule's own terms' paths). A template that failed to parse reads
+    nothing (it raises whenever the rule matches)."""
+    if tmpl is None or isinstance(tmpl, TemplateError):
+        return True
+    for n in tmpl.root:
+        if isinstance(n, TextNode):
+            continue
+        if not isinstance(n, ActionNode) or n.pipe.decl or len(n.pipe.cmds) != 1:
+            return False
+        args = n.pipe.cmds[0].args
+        if not (
+            len(args) == 2
+            and isinstance(args[0], IdentifierNode)
+            and args[0].name == "len"
+            and isinstance(args[1], FieldNode)
+            and 1 <= len(args[1].path) <= 2
+        ):
+            return False
+    return True
+
+
 def _plan(rules: RuleSet) -> list[_Step]:
     steps = []
     for obj in sorted(rules.objects, key=lambda o: o.name):
         for rule in obj.rules:
-            everything = rule.labels_template is not None or rule.vars_template is not None
+            # a template sees every element its terms matched, whole: the rule depends on
+            # all of those features (unless it only counts them)
+            everything = not (
+                _counts_only(rule.labels_template) and _counts_only(rule.vars_template)
+            )
             inputs: dict[str, set[str] | None] = {}
             for terms in (rule.match_features, *rule.match_any):
                 for t in terms:
