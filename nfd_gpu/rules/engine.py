@@ -386,23 +386,34 @@ def _plan(rules: RuleSet) -> list[_Step]:
     return steps
 
 
-def _fingerprint(features: Features, inp: Input) -> Any:
-    """What of feature ``inp[0]`` the elements ``inp[1]`` (None: all) show a rule: equal
+_NO_ATTRIBUTES: dict[str, str] = {}
+
+
+def _fingerprint(features: Features, key: str, names: tuple[str, ...] | None) -> Any:
+    """What of feature ``key`` the elements ``names`` (None: all) show a rule: equal
     fingerprints, equal term results (a term reads its feature's sets through
     ``FeatureView.get``, an expression only the element it names)."""
-    key, names = inp
     flags = _elements(features, "flags", key)
     attrs = _elements(features, "attributes", key)
     insts = _elements(features, "instances", key)
     if names is None:
         return repr((flags, attrs, None if insts is None else instance_attributes(insts)))
-    order = sorted(names)
     return (
-        None if flags is None else tuple(n in flags for n in order),
-        None if attrs is None else tuple(attrs.get(n) for n in order),
+        None if flags is None else tuple(n in flags for n in names),
+        None if attrs is None else tuple(map(attrs.get, names)),
         None
         if insts is None
-        else tuple(tuple(a.get(n) for n in order) for a in instance_attributes(insts)),
+        else tuple(tuple(map((i.get("attributes") or _NO_ATTRIBUTES).get, names)) for i in insts),
+    )
+
+
+def _columns(fp: Any, idx: list[int]) -> Any:
+    """A names fingerprint (:func:`_fingerprint`) cut to the names at ``idx``."""
+    flags, attrs, insts = fp
+    return (
+        None if flags is None else [flags[j] for j in idx],
+        None if attrs is None else [attrs[j] for j in idx],
+        None if insts is None else [[row[j] for j in idx] for row in insts],
     )
 
 
@@ -414,26 +425,45 @@ class RuleMemo:
     changed pass costs in proportion to what its change reaches. A rule's result depends
     on nothing else (no clock, no environment)."""
 
-    __slots__ = ("_inputs", "_next", "_prints", "_results", "_ruleset", "_steps")
+    __slots__ = ("_inputs", "_keys", "_next", "_prints", "_results", "_ruleset", "_steps")
 
     def __init__(self) -> None:
         self._ruleset: RuleSet | None = None
         self._steps: list[_Step] = []
         self._inputs: frozenset[Input] = frozenset()
-        self._prints: dict[Input, Any] = {}
-        self._next: tuple[Features, dict[Input, Any]] | None = None  # fingerprint()'s
+        # per feature the names any rule's terms read (None: all): one pass over its elements
+        self._keys: dict[str, tuple[str, ...] | None] = {}
+        self._prints: dict[str, Any] = {}
+        self._next: tuple[Features, dict[str, Any]] | None = None  # fingerprint()'s
         self._results: list[RuleResult | RuleEvalError | None] = []
 
     def _use(self, rules: RuleSet) -> None:
         if rules is not self._ruleset:
             self._ruleset, self._steps, self._prints = rules, _plan(rules), {}
             self._inputs = frozenset(i for st in self._steps for i in st.inputs)
+            union: dict[str, set[str] | None] = {}
+            for key, names in self._inputs:
+                if names is None or (key in union and union[key] is None):
+                    union[key] = None
+                else:
+                    union.setdefault(key, set()).update(names)  # type: ignore[union-attr]
+            self._keys = {k: None if v is None else tuple(sorted(v)) for k, v in union.items()}
             self._results = [None] * len(self._steps)
 
-    def _prints_of(self, feats: Features) -> dict[Input, Any]:
+    def _moved(self, inp: Input, prints: dict[str, Any]) -> bool:
+        """Whether the elements ``inp`` names changed, from the feature's fingerprints over
+        the names all its rules read (this evaluation's and the last one's)."""
+        key, names = inp
+        order = self._keys[key]
+        if names is None or order is None or key not in self._prints:
+            return True
+        idx = [order.index(n) for n in sorted(names)]
+        return bool(_columns(self._prints[key], idx) != _columns(prints[key], idx))
+
+    def _prints_of(self, feats: Features) -> dict[str, Any]:
         if self._next is not None and self._next[0] is feats:
             return self._next[1]
-        return {i: _fingerprint(feats, i) for i in self._inputs}
+        return {k: _fingerprint(feats, k, names) for k, names in self._keys.items()}
 
     def fingerprint(self, rules: RuleSet, features: Features) -> Any:
         """All that an evaluation of ``rules`` reads of ``features``: what the rules' terms
@@ -441,16 +471,17 @@ class RuleMemo:
         the ``@`` values of the output); equal fingerprints, equal output. Far less than the
         whole features on a host with thousands of PCI functions."""
         self._use(rules)
-        prints = {i: _fingerprint(features, i) for i in self._inputs}
+        self._next = None
+        prints = self._prints_of(features)
         self._next = (features, prints)
-        # in the inputs' own order: the same set object while the rule set is the same
-        return (tuple(prints[i] for i in self._inputs), repr(features.get("attributes")))
+        return (tuple(prints.values()), repr(features.get("attributes")))
 
     def run(self, rules: RuleSet, feats: Features, errors: list[tuple[str, str]]) -> _Collected:
         self._use(rules)
         prints = self._prints_of(feats)
         self._next = None
-        changed = {i for i, fp in prints.items() if self._prints.get(i, self) != fp}
+        moved = {k for k, fp in prints.items() if self._prints.get(k, self) != fp}
+        changed = {i for i in self._inputs if i[0] in moved and self._moved(i, prints)}
         self._prints = prints
         # rule.matched names whose value may differ from the last evaluation's at this point
         dirty: set[str] = set()
