@@ -446,9 +446,14 @@ class NodeFeatureSink(Sink):
 
     @staticmethod
     def _replacement(current: Obj, want: Obj) -> Obj:
-        body = copy.deepcopy(current)
-        meta = body.setdefault("metadata", {})
-        meta.pop("managedFields", None)
+        # the server's object with ``want``'s spec: its old spec (thousands of rule labels
+        # on a node with many rules) and managedFields are replaced, so they are not copied
+        body = {k: copy.deepcopy(v) for k, v in current.items() if k not in ("spec", "metadata")}
+        meta = body["metadata"] = {
+            k: copy.deepcopy(v)
+            for k, v in (current.get("metadata") or {}).items()
+            if k != "managedFields"
+        }
         meta["labels"] = {**(meta.get("labels") or {}), **want["metadata"]["labels"]}
         meta["ownerReferences"] = want["metadata"]["ownerReferences"]
         body["spec"] = want["spec"]
