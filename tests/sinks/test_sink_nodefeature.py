@@ -264,3 +264,27 @@ def test_a_replacement_copies_neither_the_old_spec_nor_managed_fields() -> None:
     assert body["metadata"] == {"name": "n", "resourceVersion": "5", "annotations": {"x": "y"},
                                 "labels": {"a": "b", "l": "1"}, "ownerReferences": []}  # fmt: skip
     assert body["metadata"]["annotations"] is not current["metadata"]["annotations"]
+
+
+def test_an_unchanged_publication_is_not_checked_again(
+    k8s_server: FakeKubeAPI, api_client: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The size and admission-policy check serialises the whole object: done once per
+    object, not on every unchanged pass (1,000 rules' labels made it most of one)."""
+    from nfd_gpu.sinks import nodefeature
+
+    dumps: list[int] = []
+    real = nodefeature.json.dumps
+
+    def counted(obj: object, **kw: Any) -> str:
+        dumps.append(1)
+        return real(obj, **kw)
+
+    monkeypatch.setattr(nodefeature.json, "dumps", counted)
+    sink = make_sink(api_client)
+    assert sink.publish(pub(8)) is True
+    checks = len(dumps)
+    for _ in range(3):
+        assert sink.publish(pub(8)) is False
+    assert len(dumps) == checks  # (json.dumps is the client's too: nothing was sent)
+    assert sink.publish(pub(9)) is True and len(dumps) > checks
