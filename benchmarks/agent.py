@@ -15,7 +15,7 @@ each round (benchmarks/rounds.py), after one warm-up pass each:
 * ``... a GPU's link changed every pass`` (with and without the rules): the agent's scans
   alternate between the fixture and a copy in which one GPU's PCIe link trained at x8, so
   every pass finds changed features (and writes the NodeFeature): the rules the change
-  reaches run again (``rules.engine.RuleMemo``), the others' results are reused.
+  reaches run again (``rules.memo.RuleMemo``), the others' results are reused.
 
 Ratios are to ``hgx-h100`` (an unchanged pass without rules).
 

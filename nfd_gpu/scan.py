@@ -105,18 +105,18 @@ class RuleOutputs:
 
     def __init__(self) -> None:
         self._last: tuple[Any, Any, Any] | None = None  # (rule set, fingerprint, output)
-        self._memo: Any = None  # the rules' last results (rules.engine.RuleMemo)
+        self._memo: Any = None  # the rules' last results (rules.memo.RuleMemo)
 
     def output(self, ruleset: Any, feats: Features, evaluate: Callable[..., Any]) -> Any:
         """The last output while the rule set and the features are the ones it was made
         from, else an evaluation in which only the rules the change reaches run again
-        (:class:`~nfd_gpu.rules.engine.RuleMemo`). The rule set is fingerprinted by identity
+        (:class:`~nfd_gpu.rules.memo.RuleMemo`). The rule set is fingerprinted by identity
         (immutable; a changed file loads a new one), the features by what the rules can read
         of them (``RuleMemo.fingerprint``: on an SR-IOV host not the thousands of PCI
         functions' every attribute). Evaluation depends on nothing else (no clock, no
         environment)."""
         if self._memo is None:
-            from nfd_gpu.rules.engine import RuleMemo  # lazy: only when rules are used
+            from nfd_gpu.rules.memo import RuleMemo  # lazy: only when rules are used
 
             self._memo = RuleMemo()
         fingerprint = self._memo.fingerprint(ruleset, feats)

@@ -11,7 +11,7 @@ from nfd_gpu import cli, health_signals, model, rules, scan
 from nfd_gpu.cli import rules as rules_cli
 from nfd_gpu.discovery.nvidia import replay as nvml_replay
 from nfd_gpu.labels import amd, intel, neutral, nvidia
-from nfd_gpu.rules import expressions, loader
+from nfd_gpu.rules import expressions, yamldocs
 from nfd_gpu.sinks import kubeclient
 
 # typer: callbacks and commands registered by decorator
@@ -49,9 +49,9 @@ cli.options.TyperOption.show_envvar
 # the signal table's text, read by scripts/health_docs.py into docs/health.md
 health_signals.Signal.meaning
 # PyYAML's composer and constructor call or reset these on the loader (rules/loader.py)
-loader._Loader.descend_resolver
-loader._Loader.ascend_resolver
-loader._constructed.constructed_objects
-loader._constructed.recursive_objects
-loader._constructed.state_generators
-loader._constructed.deep_construct
+yamldocs._Loader.descend_resolver
+yamldocs._Loader.ascend_resolver
+yamldocs._constructed.constructed_objects
+yamldocs._constructed.recursive_objects
+yamldocs._constructed.state_generators
+yamldocs._constructed.deep_construct

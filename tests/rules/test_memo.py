@@ -11,7 +11,8 @@ import pytest
 
 from nfd_gpu.features import Features
 from nfd_gpu.rules import engine, ruleset_from_documents
-from nfd_gpu.rules.engine import RuleMemo, evaluate
+from nfd_gpu.rules.engine import evaluate
+from nfd_gpu.rules.memo import RuleMemo
 from nfd_gpu.scan import run_scan
 from tests.conftest import fixture_root
 

@@ -212,7 +212,7 @@ def test_two_agents_in_one_process_keep_their_own_rule_output(
 
 
 def test_rule_documents_compacted_after_parsing_are_unchanged() -> None:
-    """The documents rebuilt after parsing (loader._compacted, for the agent's RSS) are the
+    """The documents rebuilt after parsing (yamldocs.compacted, for the agent's RSS) are the
     parsed ones: every YAML type, and an alias still one shared object."""
     import datetime
 
@@ -249,7 +249,7 @@ _YAML_CASES = [
 @pytest.mark.parametrize("text", _YAML_CASES)
 def test_rule_documents_are_what_the_safe_loader_builds(text: str) -> None:
     """The documents of a file without aliases are built directly from the node graph
-    (loader._constructed): the same values and types as PyYAML's safe loader builds, or the
+    (yamldocs._constructed): the same values and types as PyYAML's safe loader builds, or the
     same error."""
     import yaml
 
