@@ -39,7 +39,7 @@ class _File:
     problems: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     # its rules by what they were parsed from: a reload parses only the changed ones
-    parsed: dict[tuple[bool, str], Rule] = field(default_factory=dict)
+    parsed: dict[tuple[bool, bytes], Rule] = field(default_factory=dict)
     digest: bytes = b""  # of the text of a valid version (the same text is not parsed)
 
 

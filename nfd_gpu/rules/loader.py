@@ -238,20 +238,26 @@ def parse_rule(d: Any, strict: bool = True) -> Rule:
     return rule
 
 
+def _digest(text: str) -> bytes:
+    """128 bits of BLAKE2b: a key that stays small for every rule the agent keeps."""
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+
 class RuleCache:
     """The valid rules of a file's last version, by what they were parsed from, so that a
     reload parses only the rules that changed (a ConfigMap edit rewrites every file of it:
-    most rules come back unchanged). The key is the rule's mapping as ``repr`` writes it
-    (types included: ``1``, ``'1'``, ``True`` and ``1.0`` differ) and ``strict``:
+    most rules come back unchanged). The key is ``strict`` and a digest of the rule's
+    mapping as ``repr`` writes it (types included: ``1``, ``'1'``, ``True`` and ``1.0``
+    differ):
     :func:`parse_rule` is a function of nothing else, and its results are immutable."""
 
     def __init__(
         self,
-        rules: dict[tuple[bool, str], Rule] | None = None,
+        rules: dict[tuple[bool, bytes], Rule] | None = None,
         last: tuple[bytes, tuple[RuleObject, ...], tuple[str, ...]] | None = None,
     ) -> None:
         self.rules = rules or {}
-        self.fresh: dict[tuple[bool, str], Rule] = {}  # this load's, for the next one
+        self.fresh: dict[tuple[bool, bytes], Rule] = {}  # this load's, for the next one
         self.parsed = 0  # rules this load parsed (not found)
         # (digest of the text, its rule objects, its warnings) of the last valid version: a
         # file rewritten with the same text (another key of its ConfigMap edited) is not
@@ -273,7 +279,7 @@ def _rules_list(
         return []
     out: list[Rule] = []
     for i, r in enumerate(rules):
-        key = (strict, repr(r)) if cache is not None else None
+        key = (strict, _digest(repr(r))) if cache is not None else None
         if cache is not None and key is not None:
             hit = cache.rules.get(key)
             if hit is not None:
