@@ -10,7 +10,14 @@ each round (benchmarks/rounds.py), after one warm-up pass each:
   mix, default 1,000) read from a file every pass, as the agent does: the rule output is
   reused while the features and the rule set are unchanged (nfd_gpu/scan.py);
 * ``... rules evaluated every pass``: the same by an agent whose scans keep no rule output
-  (each agent owns its reuse), i.e. what a pass costs when the features or the rules changed.
+  (each agent owns its reuse), i.e. what a pass costs when every feature or the rules
+  changed (a full evaluation);
+* ``... a GPU's link changed every pass`` (with and without the rules): the agent's scans
+  alternate between the fixture and a copy in which one GPU's PCIe link trained at x8, so
+  every pass finds changed features (and writes the NodeFeature): the rules the change
+  reaches run again (``rules.memo.RuleMemo``), the others' results are reused.
+
+Ratios are to ``hgx-h100`` (an unchanged pass without rules).
 
 Then the resident set size (``/proc/self/statm``) of one fresh process per setup after
 ``--passes`` passes (feature file only; feature file as the Helm chart ships it, with the
@@ -28,8 +35,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -158,10 +167,12 @@ def make_agent(
     owner_refs: str,
     out: str,
     reuse: bool = True,
+    alternate: str | None = None,
 ) -> Any:
     """An Agent on ``fixture`` publishing a NodeFeature for ``node`` (``api``) or, without
     ``api``, a feature file under ``out``. ``reuse=False``: its scans evaluate the rules in
-    full every pass (they get no :class:`~nfd_gpu.scan.RuleOutputs`), as after a change."""
+    full every pass (they get no :class:`~nfd_gpu.scan.RuleOutputs`), as after a change.
+    ``alternate``: a second host root, scanned every other pass (changed features)."""
     from nfd_gpu.agent import Agent
     from nfd_gpu.agent.metrics import Metrics
     from nfd_gpu.config.loader import Config
@@ -170,8 +181,15 @@ def make_agent(
     def evaluating(root: str, rule_outputs: object = None, **kwargs: Any) -> Any:
         return run_scan(root, **kwargs)
 
-    scan = None if reuse else evaluating
+    scan: Any = None if reuse else evaluating
     root = os.path.join(ROOT, "tests", "fixtures", "sysfs", fixture)
+    if alternate is not None:
+        roots = itertools.cycle([alternate, root])
+
+        def alternating(_root: str, **kwargs: Any) -> Any:
+            return run_scan(next(roots), **kwargs)
+
+        scan = alternating
     if api is None:
         cfg = Config(root=root, outputs=("featurefile",), features_dir=out, rules=rules)
         return Agent(cfg, scan=scan, metrics=Metrics())
@@ -191,11 +209,28 @@ def make_agent(
     return Agent(cfg, scan=scan, sinks=[sink], metrics=Metrics())
 
 
+def degraded_copy(tmp: str) -> str:
+    """A copy of the hgx-h100 fixture whose first GPU's link trained at x8."""
+    dest = os.path.join(tmp, "hgx-h100-x8")
+    shutil.copytree(os.path.join(ROOT, "tests", "fixtures", "sysfs", "hgx-h100"), dest,
+                    symlinks=True)  # fmt: skip
+    devices = os.path.join(dest, "sys", "bus", "pci", "devices")
+    for name in sorted(os.listdir(devices)):
+        d = os.path.realpath(os.path.join(devices, name))
+        with open(os.path.join(d, "class"), encoding="ascii") as f:
+            if f.read().strip().startswith("0x0302"):
+                with open(os.path.join(d, "current_link_width"), "w", encoding="ascii") as w:
+                    w.write("8\n")
+                return dest
+    raise RuntimeError("no GPU in hgx-h100")
+
+
 def passes(args: argparse.Namespace, rules: str) -> int:
     """The interleaved CPU / wall table of one pass per setup."""
     server = ApiServer()
     api = Api(server.url)
     n = args.rules
+    x8 = degraded_copy(args.tmp)
     agents = {
         "h200-vm": make_agent("h200-vm", "h200", rules=None, api=api, **_common(args)),
         "hgx-h100": make_agent("hgx-h100", "hgx", rules=None, api=api, **_common(args)),
@@ -204,6 +239,12 @@ def passes(args: argparse.Namespace, rules: str) -> int:
         ),
         f"hgx-h100 + {n} rules evaluated every pass": make_agent(
             "hgx-h100", "hgx-eval", rules=rules, api=api, reuse=False, **_common(args)
+        ),
+        "hgx-h100, a GPU's link changed every pass": make_agent(
+            "hgx-h100", "hgx-alt", rules=None, api=api, alternate=x8, **_common(args)
+        ),
+        f"hgx-h100 + {n} rules, a GPU's link changed every pass": make_agent(
+            "hgx-h100", "hgx-alt-rules", rules=rules, api=api, alternate=x8, **_common(args)
         ),
     }
 
@@ -218,9 +259,9 @@ def passes(args: argparse.Namespace, rules: str) -> int:
     res = rounds.interleave({name: one(name) for name in agents}, args.rounds)
     writes = server.stop()
     print(rounds.header(res, "agent passes"))
-    print(f"API writes: {writes} (the {len(agents)} creates at warm-up only)\n")
+    print(f"API writes: {writes} (the {len(agents)} creates, then one per changed pass)\n")
     notes = {name: _p95(res.cpu(name)) for name in agents}
-    print(rounds.table(res, None, notes))
+    print(rounds.table(res, "hgx-h100", notes))
     return 0
 
 

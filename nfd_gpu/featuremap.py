@@ -60,6 +60,12 @@ def gpu_instance(g: Gpu) -> dict[str, str]:
     return {k: s for k, v in raw.items() if (s := _s(v)) is not None and s != ""}
 
 
+PCI_DEVICE = "pci.device"
+# the pci.device attributes only NFD's features carry, read only when something sees them
+# (discovery/pci.py ``nfd_attributes``): a scan printing features, a rule naming one
+NFD_ONLY_PCI = ("iommu_group/type", "iommu/intel-iommu/version")
+
+
 def pci_instance(d: PciDevice) -> dict[str, str]:
     """Return NFD's own ``pci.device`` shape: class cut to 4 hex digits, ids without ``0x``."""
     out = {
@@ -72,9 +78,9 @@ def pci_instance(d: PciDevice) -> dict[str, str]:
     if d.sriov_totalvfs is not None:
         out["sriov_totalvfs"] = str(d.sriov_totalvfs)
     if d.iommu_type is not None:
-        out["iommu_group/type"] = d.iommu_type
+        out[NFD_ONLY_PCI[0]] = d.iommu_type
     if d.intel_iommu_version is not None:
-        out["iommu/intel-iommu/version"] = d.intel_iommu_version
+        out[NFD_ONLY_PCI[1]] = d.intel_iommu_version
     out.update(d.nfd_raw)  # malformed values as NFD keeps them
     return out
 
@@ -154,7 +160,7 @@ def snapshot_features(snap: Snapshot) -> features.Features:
     if snap.runtime is not None:
         features.add_flags(feats, "gpu.runtime", runtime_flags(snap.runtime))
     features.add_attributes(feats, "gpu.node", node_summary(snap))
-    features.add_instances(feats, "pci.device", (pci_instance(d) for d in snap.pci))
+    features.add_instances(feats, PCI_DEVICE, (pci_instance(d) for d in snap.pci))
     features.add_flags(feats, "kernel.loadedmodule", snap.loaded_modules)
     # NFD: enabledmodule = loaded + built in (modules.builtin)
     features.add_flags(feats, "kernel.enabledmodule", snap.loaded_modules + snap.builtin_modules)

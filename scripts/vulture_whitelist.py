@@ -12,7 +12,7 @@ from nfd_gpu.cli import rules as rules_cli
 from nfd_gpu.discovery.nvidia import replay as nvml_replay
 from nfd_gpu.health import signals as health_signals
 from nfd_gpu.labels import amd, intel, neutral, nvidia
-from nfd_gpu.rules import expressions
+from nfd_gpu.rules import expressions, yamldocs
 from nfd_gpu.sinks import kubeclient
 
 # typer: callbacks and commands registered by decorator
@@ -49,3 +49,10 @@ model.DataclassInstance
 cli.options.TyperOption.show_envvar
 # the signal table's text, read by scripts/health_docs.py into docs/health.md
 health_signals.Signal.meaning
+# PyYAML's composer and constructor call or reset these on the loader (rules/loader.py)
+yamldocs._Loader.descend_resolver
+yamldocs._Loader.ascend_resolver
+yamldocs._constructed.constructed_objects
+yamldocs._constructed.recursive_objects
+yamldocs._constructed.state_generators
+yamldocs._constructed.deep_construct

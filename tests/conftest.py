@@ -79,8 +79,8 @@ def subprocess_env() -> dict[str, str]:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """What collection built (every test module, its tables and renderings, the kubernetes
     client, hypothesis) moved out of the cyclic garbage collector's sight (``gc.freeze``).
-    The rules loader runs a full ``gc.collect()`` per rule file it parses (rules/loader.py
-    ``_compacted``: the agent's heap is small); in a test process each one walked the whole
+    The rules loader runs a full ``gc.collect()`` per rule file it parses (rules/yamldocs.py
+    ``compacted``: the agent's heap is small); in a test process each one walked the whole
     imported suite again. What the tests themselves make is still collected as before."""
     gc.collect()
     gc.freeze()

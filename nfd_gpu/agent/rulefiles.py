@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from nfd_gpu.agent.lastvalid import StaleFiles
 from nfd_gpu.rules.expressions import ENGINE_UNAVAILABLE
-from nfd_gpu.rules.loader import load_rule_file, rule_files
-from nfd_gpu.rules.model import RuleError, RuleObject, RuleSet
+from nfd_gpu.rules.loader import RuleCache, load_rule_file, rule_files
+from nfd_gpu.rules.model import Rule, RuleError, RuleObject, RuleSet
 
 log = logging.getLogger("nfd_gpu.agent")  # one logger for the agent's lines (docs/operations.md)
 
@@ -38,6 +38,9 @@ class _File:
     valid: bool  # objects are a valid version (not a tolerant load of a broken file)
     problems: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    # its rules by what they were parsed from: a reload parses only the changed ones
+    parsed: dict[tuple[bool, bytes], Rule] = field(default_factory=dict)
+    digest: bytes = b""  # of the text of a valid version (the same text is not parsed)
 
 
 def _stamp(f: Path) -> Stamp | None:
@@ -122,7 +125,9 @@ class RuleFiles:
             return False
         problems: list[str] = []
         warnings: list[str] = []
-        objs = tuple(load_rule_file(f, True, problems, warnings))
+        last = (old.digest, old.objects, old.warnings) if old and old.valid else None
+        cache = RuleCache(old.parsed if old is not None else None, last)
+        objs = tuple(load_rule_file(f, True, problems, warnings, cache))
         # a rule RE2 cannot run here is that rule's problem (dropped), not the file's
         warnings += [p for p in problems if ENGINE_UNAVAILABLE in p]
         problems = [p for p in problems if ENGINE_UNAVAILABLE not in p]
@@ -136,7 +141,9 @@ class RuleFiles:
                 old.stamp = stamp
                 return False
             self.stale.stale(name, first + more, kept=False)
-            self._files[name] = _File(stamp, objs, False, tuple(problems), tuple(warnings))
+            self._files[name] = _File(
+                stamp, objs, False, tuple(problems), tuple(warnings), cache.fresh
+            )
             return True
         self.stale.valid(name)
         for w in warnings:
@@ -153,5 +160,5 @@ class RuleFiles:
             )
         elif old is None and self._ruleset is not None:
             log.info("rules: %s added: %s", name, _names(objs) or "-")
-        self._files[name] = _File(stamp, objs, True, (), tuple(warnings))
+        self._files[name] = _File(stamp, objs, True, (), tuple(warnings), cache.fresh, cache.text)
         return old is None or old.objects != objs or not old.valid

@@ -296,23 +296,30 @@ class _Collected:
     vars: dict[str, str] = field(default_factory=dict)
 
     def add(self, rule_name: str, res: RuleResult) -> None:
-        for src, dst, srcmap in (
-            (res.labels, self.labels, self.label_src),
-            (res.annotations, self.annotations, self.ann_src),
-            (res.extended_resources, self.ers, self.er_src),
-        ):
-            if src:
-                dst.update(src)
-                srcmap.update(dict.fromkeys(src, rule_name))
+        if res.labels:
+            self.labels.update(res.labels)
+            self.label_src.update(dict.fromkeys(res.labels, rule_name))
+        if res.annotations:
+            self.annotations.update(res.annotations)
+            self.ann_src.update(dict.fromkeys(res.annotations, rule_name))
+        if res.extended_resources:
+            self.ers.update(res.extended_resources)
+            self.er_src.update(dict.fromkeys(res.extended_resources, rule_name))
         if res.vars:
             self.vars.update(res.vars)
         if res.taints:
             self.taints.extend((rule_name, t) for t in res.taints)
 
 
-def _run_rules(rules: RuleSet, feats: Features, errors: list[tuple[str, str]]) -> _Collected:
+def _run_rules(
+    rules: RuleSet, feats: Features, errors: list[tuple[str, str]], memo: Any = None
+) -> _Collected:
     """Rule objects sorted by name, rules in list order; each rule's labels and vars are
-    fed back as ``rule.matched`` before the next one runs; a failing rule is skipped."""
+    fed back as ``rule.matched`` before the next one runs; a failing rule is skipped.
+    ``memo``: the caller's last evaluation (:class:`~nfd_gpu.rules.memo.RuleMemo`), rules
+    whose inputs are unchanged not run again."""
+    if memo is not None:
+        return memo.run(rules, feats, errors)  # type: ignore[no-any-return]
     out = _Collected()
     view = FeatureView(feats)
     for obj in sorted(rules.objects, key=lambda o: o.name):
@@ -361,13 +368,16 @@ def evaluate(
     *,
     extra_label_ns: Collection[str] = (),
     own_ns: str | None = None,
+    memo: Any = None,
 ) -> RuleOutput:
     """Evaluate every rule like nfd-master does for one node; ``own_ns``: the namespace of
     nfd-gpu's own labels, whose health and counts no rule may write (an error naming the
-    rule; nfd-master itself has no such check)."""
+    rule; nfd-master itself has no such check). ``memo``: the caller's
+    :class:`~nfd_gpu.rules.memo.RuleMemo`, reusing the results of rules whose inputs did
+    not change since its last evaluation (the same output as without it)."""
     feats = _working_copy(features)
     errors: list[tuple[str, str]] = []
-    got = _run_rules(rules, feats, errors)
+    got = _run_rules(rules, feats, errors, memo)
     extra_ns = tuple(extra_label_ns)
 
     def check_label_cached(k: str, v: str) -> None:

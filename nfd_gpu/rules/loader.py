@@ -13,9 +13,8 @@ message names the field (``matchFeatures[0].matchExpressions.vendor.op``).
 
 from __future__ import annotations
 
-import gc
+import hashlib
 import logging
-import pickle
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -37,6 +36,12 @@ from nfd_gpu.rules.validate import (
     check_not_own,
     check_taint,
 )
+from nfd_gpu.rules.yamldocs import (  # noqa: F401 (load_yaml_documents, YAML_LOADER: API)
+    YAML_LOADER,
+    compacted,
+    load_yaml_documents,
+    trim_heap,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,38 +52,6 @@ RULE_SUFFIXES = (".yaml", ".yml", ".json")
 # A rule file larger than this is refused: a NodeFeatureRule object is an API object
 # (etcd stores at most 1.5 MiB per object), so a legitimate file is far smaller.
 MAX_RULE_FILE = 4 * 1024 * 1024
-# YAML aliases may not expand a file beyond this many nodes (and ten times its own
-# size): an "alias bomb" of a few KB would otherwise expand to billions of nodes.
-MAX_EXPANDED_NODES = 200_000
-ALIAS_EXPANSION_RATIO = 10
-
-# libyaml's safe loader when PyYAML was built with it (10,000 rules: 10.2 s -> 4.5 s);
-# the same safe constructors as yaml.SafeLoader.
-_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _Loader(_SAFE_LOADER):  # type: ignore[misc]
-    """The safe loader with its tag resolution remembered per file: a rule file repeats a
-    few hundred distinct scalars (``op``, ``In``, ``pci.device`` ...) thousands of times,
-    and each node's implicit tag is a Python regexp match (a fifth of a parse). The tag
-    depends only on the node kind, value and implicit flags: the safe loader has no path
-    resolvers (``yaml_path_resolvers`` is empty), which is checked below."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._tags: dict[tuple[Any, Any, Any], str] = {}
-
-    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
-        key = (kind, value, implicit)
-        tag = self._tags.get(key)
-        if tag is None:
-            tag = self._tags[key] = super().resolve(kind, value, implicit)
-        return tag
-
-
-assert not _SAFE_LOADER.yaml_path_resolvers, "tags would depend on the node's path"
-YAML_LOADER: Any = _Loader
-
 _RULE_FIELDS = {
     "name",
     "labels",
@@ -265,18 +238,64 @@ def parse_rule(d: Any, strict: bool = True) -> Rule:
     return rule
 
 
-def _rules_list(rules: Any, source: str, obj: str, strict: bool, problems: list[str]) -> list[Rule]:
+def _digest(text: str) -> bytes:
+    """128 bits of BLAKE2b: a key that stays small for every rule the agent keeps."""
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+
+class RuleCache:
+    """The valid rules of a file's last version, by what they were parsed from, so that a
+    reload parses only the rules that changed (a ConfigMap edit rewrites every file of it:
+    most rules come back unchanged). The key is ``strict`` and a digest of the rule's
+    mapping as ``repr`` writes it (types included: ``1``, ``'1'``, ``True`` and ``1.0``
+    differ):
+    :func:`parse_rule` is a function of nothing else, and its results are immutable."""
+
+    def __init__(
+        self,
+        rules: dict[tuple[bool, bytes], Rule] | None = None,
+        last: tuple[bytes, tuple[RuleObject, ...], tuple[str, ...]] | None = None,
+    ) -> None:
+        self.rules = rules or {}
+        self.fresh: dict[tuple[bool, bytes], Rule] = {}  # this load's, for the next one
+        self.parsed = 0  # rules this load parsed (not found)
+        # (digest of the text, its rule objects, its warnings) of the last valid version: a
+        # file rewritten with the same text (another key of its ConfigMap edited) is not
+        # parsed at all; ``text`` is this load's digest
+        self.last = last
+        self.text = b""
+
+
+def _rules_list(
+    rules: Any,
+    source: str,
+    obj: str,
+    strict: bool,
+    problems: list[str],
+    cache: RuleCache | None = None,
+) -> list[Rule]:
     if not isinstance(rules, list):
         problems.append(f"{source}: {obj}: spec.rules: must be a list")
         return []
     out: list[Rule] = []
     for i, r in enumerate(rules):
-        label = r.get("name") if isinstance(r, Mapping) and isinstance(r.get("name"), str) else None
-        label = label or f"{obj} rules[{i}]"
+        key = (strict, _digest(repr(r))) if cache is not None else None
+        if cache is not None and key is not None:
+            hit = cache.rules.get(key)
+            if hit is not None:
+                cache.fresh[key] = hit
+                out.append(hit)
+                continue
         try:
-            out.append(parse_rule(r, strict))
+            rule = parse_rule(r, strict)
         except _Problem as e:
-            problems.append(f"{source}: {label}: {e}")
+            named = isinstance(r, Mapping) and isinstance(r.get("name"), str) and r.get("name")
+            problems.append(f"{source}: {named or f'{obj} rules[{i}]'}: {e}")
+            continue
+        if cache is not None and key is not None:
+            cache.parsed += 1
+            cache.fresh[key] = rule
+        out.append(rule)
     return out
 
 
@@ -286,8 +305,10 @@ def rule_objects_from_documents(
     strict: bool = True,
     problems: list[str] | None = None,
     warnings: list[str] | None = None,
+    cache: RuleCache | None = None,
 ) -> list[RuleObject]:
-    """Turn parsed YAML documents into rule objects, collecting problem lines."""
+    """Turn parsed YAML documents into rule objects, collecting problem lines; ``cache``:
+    the rules of the file's last version (:class:`RuleCache`)."""
     probs = problems if problems is not None else []
     warns = warnings if warnings is not None else []
     objs: list[RuleObject] = []
@@ -300,7 +321,9 @@ def rule_objects_from_documents(
             continue
         kind = doc.get("kind")
         if kind == "List" and isinstance(doc.get("items"), list):
-            objs.extend(rule_objects_from_documents(doc["items"], source, strict, probs, warns))
+            objs.extend(
+                rule_objects_from_documents(doc["items"], source, strict, probs, warns, cache)
+            )
             continue
         if kind is None and "apiVersion" not in doc:
             if set(doc) != {"rules"}:
@@ -314,7 +337,9 @@ def rule_objects_from_documents(
                 continue
             objs.append(
                 RuleObject(
-                    stem, source, tuple(_rules_list(doc["rules"], source, stem, strict, probs))
+                    stem,
+                    source,
+                    tuple(_rules_list(doc["rules"], source, stem, strict, probs, cache)),
                 )
             )
             continue
@@ -342,7 +367,9 @@ def rule_objects_from_documents(
             if k != "rules":
                 probs.append(f"{source}: {name}: spec.{k}: unknown field")
         objs.append(
-            RuleObject(name, source, tuple(_rules_list(spec["rules"], source, name, strict, probs)))
+            RuleObject(
+                name, source, tuple(_rules_list(spec["rules"], source, name, strict, probs, cache))
+            )
         )
     return objs
 
@@ -359,140 +386,6 @@ def _yaml_error(e: yaml.YAMLError) -> str:
     return str(problem)
 
 
-class _Aliasing(Exception):
-    pass
-
-
-class _Recursive(_Aliasing):
-    pass
-
-
-def _expanded_size(node: Any) -> tuple[int, int]:
-    """(physical nodes, nodes after alias expansion) of a composed YAML node graph,
-    counted without expanding (each distinct node is visited once). A node that contains
-    itself (``&a [*a]``) raises :class:`_Recursive` (it expands without end)."""
-    sizes: dict[int, int] = {}
-    open_: set[int] = set()  # nodes whose children are being counted: the current path
-    physical = 0
-    stack: list[tuple[Any, bool]] = [(node, False)]
-    while stack:
-        n, done = stack.pop()
-        if not done and id(n) in open_:
-            raise _Recursive
-        if id(n) in sizes and not done:
-            continue
-        children: list[Any] = []
-        if isinstance(n, yaml.SequenceNode):
-            children = list(n.value)
-        elif isinstance(n, yaml.MappingNode):
-            children = [x for kv in n.value for x in kv]
-        if done:
-            open_.discard(id(n))
-            total = 1 + sum(sizes[id(c)] for c in children)
-            sizes[id(n)] = total
-            if total > MAX_EXPANDED_NODES and total > ALIAS_EXPANSION_RATIO * max(physical, 1):
-                raise _Aliasing
-            continue
-        physical += 1
-        open_.add(id(n))
-        stack.append((n, True))
-        stack.extend((c, False) for c in children if id(c) not in sizes)
-    return physical, sizes[id(node)]
-
-
-def load_yaml_documents(text: str) -> list[Any]:
-    """``yaml.safe_load_all`` with libyaml when present and a bound on alias expansion
-    (raises yaml.YAMLError with problem ``excessive aliasing``)."""
-    loader = YAML_LOADER(text)
-    docs: list[Any] = []
-    aliased = "&" in text and "*" in text  # an alias names an anchor: neither, no alias
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            if node is None:
-                continue
-            try:
-                if aliased:
-                    _expanded_size(node)
-            except _Aliasing as e:
-                err = yaml.YAMLError()
-                err.problem = (  # type: ignore[attr-defined]
-                    "recursive alias: a node contains itself"
-                    if isinstance(e, _Recursive)
-                    else f"excessive aliasing: aliases expand the document beyond "
-                    f"{MAX_EXPANDED_NODES} nodes"
-                )
-                raise err from None
-            docs.append(loader.construct_document(node))
-    finally:
-        loader.dispose()
-    return docs
-
-
-def _compacted(docs: list[Any]) -> list[Any]:
-    """``docs`` (the caller's only reference) rebuilt in one go, after the composed nodes
-    are gone. The documents are built while libyaml's node graph (~40 bytes of objects per
-    byte of YAML) is alive, so their objects lie scattered among the freed nodes, and the
-    strings the rules keep pin that memory for the agent's life (1,000 rules: ~8 MB of
-    RSS). A copy made afterwards (pickle: exact for every YAML type and shared reference;
-    it only ever reads what it wrote here) lies together, and the graph's memory is
-    returned first. Equal strings (keys, ops, feature names) become one object first."""
-    _share_strings(docs)
-    blob = pickle.dumps(docs, protocol=pickle.HIGHEST_PROTOCOL)
-    del docs[:]
-    # A full collection here also empties the interpreter's free lists before the copy is
-    # made (1,000 rules: 8 MB less RSS, measured); it costs ~0.25 ms in the agent, whose
-    # start-up objects are frozen (gc.freeze), as the documents are gone by now.
-    gc.collect()
-    out: list[Any] = pickle.loads(blob)  # only the bytes written just above
-    _trim_heap()
-    return out
-
-
-def _share_strings(docs: list[Any]) -> None:
-    """Equal strings in the documents' mappings and lists made one object (YAML makes one per
-    occurrence: 1,000 rules repeat ``feature``, ``op``, ``pci.device`` ... thousands of
-    times). Iterative, each container once (an alias shares one; YAML may nest one in
-    itself)."""
-    seen: dict[str, str] = {}
-    visited: set[int] = set()
-    stack: list[Any] = [docs]
-    while stack:
-        node = stack.pop()
-        if id(node) in visited:
-            continue
-        visited.add(id(node))
-        if isinstance(node, dict):
-            items = list(node.items())
-            node.clear()  # re-inserted in order, with the shared key and value
-            for k, v in items:
-                if isinstance(k, str):
-                    k = seen.setdefault(k, k)
-                if isinstance(v, str):
-                    v = seen.setdefault(v, v)
-                elif isinstance(v, (dict, list)):
-                    stack.append(v)
-                node[k] = v
-        elif isinstance(node, list):
-            for i, v in enumerate(node):
-                if isinstance(v, str):
-                    node[i] = seen.setdefault(v, v)
-                elif isinstance(v, (dict, list)):
-                    stack.append(v)
-
-
-def _trim_heap() -> None:
-    """Hand the heap pages a rule file's parse freed back to the system (glibc keeps them:
-    ~2 MB of RSS after 1,000 rules); nothing where the C library has no ``malloc_trim``."""
-    import ctypes  # lazy: already loaded by hostroot in a scan
-
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return
-    trim(0)
-
-
 def read_rule_file(path: Path) -> str:
     """The text of a rule file (:func:`nfd_gpu.host.boundedfile.read_text`: a regular file of at
     most MAX_RULE_FILE bytes, a FIFO or device refused, never waited on). Raises RuleError."""
@@ -502,10 +395,14 @@ def read_rule_file(path: Path) -> str:
         raise RuleError([str(e)]) from None
 
 
-def parse_documents(text: str, source: str, warnings: list[str]) -> list[Any]:
-    """YAML (or JSON) documents of one file; raises RuleError when unparseable."""
+def parse_documents(
+    text: str, source: str, warnings: list[str], *, compact: bool = True
+) -> list[Any]:
+    """YAML (or JSON) documents of one file; raises RuleError when unparseable.
+    ``compact``: rebuilt in one piece (:func:`compacted`)."""
+    squeeze = compacted if compact else (lambda docs: docs)
     try:
-        return _compacted(load_yaml_documents(text))
+        return squeeze(load_yaml_documents(text))
     except yaml.YAMLError as e:
         first = e
     except RecursionError:
@@ -513,7 +410,7 @@ def parse_documents(text: str, source: str, warnings: list[str]) -> list[Any]:
     stripped = _strip_helm(text)
     if stripped != text:
         try:
-            docs = _compacted(load_yaml_documents(stripped))
+            docs = squeeze(load_yaml_documents(stripped))
         except (yaml.YAMLError, RecursionError):
             pass
         else:
@@ -537,19 +434,44 @@ def rule_files(path: Path) -> list[Path]:
 
 
 def load_rule_file(
-    f: Path, strict: bool, problems: list[str], warnings: list[str]
+    f: Path,
+    strict: bool,
+    problems: list[str],
+    warnings: list[str],
+    cache: RuleCache | None = None,
 ) -> list[RuleObject]:
-    """The rule objects of one file; its problems and warnings appended to the lists."""
+    """The rule objects of one file; its problems and warnings appended to the lists.
+    ``cache``: the rules of the file's last version (:class:`RuleCache`; its ``fresh``
+    holds this version's afterwards). The documents are rebuilt in one piece
+    (:func:`compacted`) before the rules that keep their strings are made, unless nearly
+    every rule is one of the cache's (those keep the strings of an earlier load)."""
     try:
         text = read_rule_file(f)
-        docs = parse_documents(text, str(f), warnings)
+        if cache is not None:
+            cache.text = hashlib.blake2b(text.encode(), digest_size=16, key=b"%d" % strict).digest()
+            if cache.last is not None and cache.last[0] == cache.text:
+                cache.fresh = dict(cache.rules)
+                warnings.extend(cache.last[2])
+                return list(cache.last[1])
+        docs = parse_documents(text, str(f), warnings, compact=not (cache and cache.rules))
     except RuleError as e:
         problems.extend(e.problems)
         return []
-    objs = rule_objects_from_documents(docs, str(f), strict, problems, warnings)
+    squeezed = not (cache and cache.rules)
+    mark = (len(problems), len(warnings))
+    objs = rule_objects_from_documents(docs, str(f), strict, problems, warnings, cache)
+    if not squeezed and cache is not None and cache.parsed > _FEW_NEW + len(cache.fresh) // 10:
+        # many new rules: made again from a compacted copy (their strings in one piece)
+        del problems[mark[0] :], warnings[mark[1] :]
+        cache.fresh, cache.parsed = {}, 0
+        objs = rule_objects_from_documents(compacted(docs), str(f), strict, problems,
+                                           warnings, cache)  # fmt: skip
     del text, docs  # the rules keep what they need
-    _trim_heap()
+    trim_heap()
     return objs
+
+
+_FEW_NEW = 16  # new rules of a reload not worth a compacted copy (beyond a tenth of them)
 
 
 def load_rules(path: str | Path, strict: bool = True, *, tolerant: bool = False) -> RuleSet:

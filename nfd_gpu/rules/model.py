@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from nfd_gpu.rules.expressions import CompiledExpressions, MatchExpression, compile_expressions
@@ -104,6 +104,33 @@ class RuleObject:
     rules: tuple[Rule, ...]
 
 
+ALL_NAMES: frozenset[str] = frozenset({"*"})  # a feature whose every element a rule sees
+
+
+def _seen_elements(objects: tuple[RuleObject, ...]) -> dict[str, frozenset[str]]:
+    """Feature key -> the element names some rule can observe, or :data:`ALL_NAMES`: a
+    ``matchName`` looks at every name; a rule with a template sees the whole of each
+    matched element (an instance's attribute map) of every feature it names. Otherwise an
+    expression observes only the element it names (``a.get(name)``): the result of a term
+    does not depend on any other element's presence or value."""
+    seen: dict[str, set[str] | None] = {}
+    for obj in objects:
+        for rule in obj.rules:
+            templated = rule.labels_template is not None or rule.vars_template is not None
+            for terms in (rule.match_features, *rule.match_any):
+                for t in terms:
+                    key = t.feature_key
+                    if key in seen and seen[key] is None:
+                        continue
+                    if templated or t.match_name is not None:
+                        seen[key] = None
+                        continue
+                    names = seen.setdefault(key, set())
+                    assert names is not None
+                    names.update(n for n, _ in t.match_expressions or ())
+    return {k: ALL_NAMES if v is None else frozenset(v) for k, v in seen.items()}
+
+
 @dataclass(frozen=True, slots=True)
 class RuleSet:
     """All loaded rule objects; ``evaluate`` runs them sorted by name."""
@@ -113,7 +140,20 @@ class RuleSet:
     # ``load_rules(..., tolerant=True)`` only: one ``file: rule: message`` line per
     # rule, object or file that was skipped (the rest of the set is usable)
     problems: tuple[str, ...] = ()
+    # indexed once (the set is immutable): what of each feature the rules can observe
+    _seen: dict[str, frozenset[str]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_seen", _seen_elements(self.objects))
 
     @property
     def rule_count(self) -> int:
         return sum(len(o.rules) for o in self.objects)
+
+    def sees(self, feature: str, names: Collection[str]) -> bool:
+        """Whether any rule's result can depend on one of the elements ``names`` of
+        ``feature`` (discovery reads the elements only rules look at only then)."""
+        seen = self._seen.get(feature)
+        if seen is None:
+            return False
+        return seen is ALL_NAMES or any(n in seen for n in names)

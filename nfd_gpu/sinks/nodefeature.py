@@ -79,10 +79,10 @@ DRY_RUN_NAMESPACE = "nfd-gpu"  # the namespace deploy/ installs into
 Obj = dict[str, Any]
 
 
-def _policy_allows(key: str) -> bool:
-    """The shipped admission policy lets the agent publish ``key`` (its namespace is one
-    the profiles write)."""
-    return any(key.startswith(ns + "/") for ns in label_namespaces())
+def _policy_prefixes() -> tuple[str, ...]:
+    """``<namespace>/`` of every namespace the shipped admission policy lets the agent
+    publish (the ones the profiles write): a key it allows starts with one."""
+    return tuple(ns + "/" for ns in label_namespaces())
 
 
 def _owner_key(refs: Sequence[Obj]) -> list[tuple[str, str, str, str]]:
@@ -144,6 +144,7 @@ class NodeFeatureSink(Sink):
         self._next_resync = 0.0
         self._too_large: tuple[Obj, SinkError] | None = None  # (spec, the server's refusal)
         self._outside: list[str] = []  # labels the admission policy refuses, said once
+        self._checked: Obj | None = None  # the last object _check_size passed
         self._owner_refs: list[Obj] | None = None
         # the watch on the own object, and the state it shares with publish()
         self.watch_enabled = watch
@@ -377,7 +378,10 @@ class NodeFeatureSink(Sink):
         refused = self._too_large
         if refused is not None and refused[0] == want["spec"]:
             raise refused[1]
-        outside = sorted(k for k in want["spec"]["labels"] if not _policy_allows(k))
+        if want == self._checked:  # an unchanged pass: checked and said already
+            return
+        allowed = _policy_prefixes()
+        outside = sorted(k for k in want["spec"]["labels"] if not k.startswith(allowed))
         if outside and outside != self._outside:
             log.warning(
                 "NodeFeature %s/%s: %d labels outside the namespaces the shipped admission "
@@ -392,6 +396,7 @@ class NodeFeatureSink(Sink):
                 f"NodeFeature {self.namespace}/{self.object_name} would be "
                 f"{_size_note(want)}, over {MAX_OBJECT_BYTES}: not sent"
             )
+        self._checked = want
 
     def _write(self, want: Obj) -> tuple[Obj | None, tuple[Obj | None, int, str | None]]:
         """Create or replace until the server holds ``want``; its answer (None: a re-read
@@ -449,9 +454,14 @@ class NodeFeatureSink(Sink):
 
     @staticmethod
     def _replacement(current: Obj, want: Obj) -> Obj:
-        body = copy.deepcopy(current)
-        meta = body.setdefault("metadata", {})
-        meta.pop("managedFields", None)
+        # the server's object with ``want``'s spec: its old spec (thousands of rule labels
+        # on a node with many rules) and managedFields are replaced, so they are not copied
+        body = {k: copy.deepcopy(v) for k, v in current.items() if k not in ("spec", "metadata")}
+        meta = body["metadata"] = {
+            k: copy.deepcopy(v)
+            for k, v in (current.get("metadata") or {}).items()
+            if k != "managedFields"
+        }
         meta["labels"] = {**(meta.get("labels") or {}), **want["metadata"]["labels"]}
         meta["ownerReferences"] = want["metadata"]["ownerReferences"]
         body["spec"] = want["spec"]

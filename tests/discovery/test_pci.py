@@ -256,6 +256,79 @@ def test_nfd_iommu_attributes_read_only_when_something_sees_pci_device(tmp_path:
     assert plain.labels == run_scan(root).labels  # no label depends on them
 
 
+def _rules_file(path: Path, *rules: str) -> Path:
+    head = "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata: {name: r}\n"
+    path.write_text(head + "spec:\n  rules:\n" + "".join(rules))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("rule", "read"),
+    [
+        # expressions on other attributes only: their results cannot depend on the IOMMU
+        (
+            "    - name: a\n      labels: {example.com/a: 'on'}\n      matchFeatures:\n"
+            "        - feature: pci.device\n"
+            "          matchExpressions: {vendor: {op: In, value: ['10de']}}\n",
+            False,
+        ),
+        # a matchName looks at every name of each instance
+        (
+            "    - name: a\n      labels: {example.com/a: 'on'}\n      matchFeatures:\n"
+            "        - feature: pci.device\n"
+            "          matchName: {op: InRegexp, value: ['^iommu/']}\n",
+            True,
+        ),
+        # a template sees each matched instance's whole attribute map
+        (
+            "    - name: a\n      labelsTemplate: '{{ range .pci.device }}{{ if index . "
+            '"iommu/intel-iommu/version" }}example.com/iommu=v1{{ end }}{{ end }}\'\n'
+            "      matchFeatures:\n        - feature: pci.device\n"
+            "          matchExpressions: {class: {op: Exists}}\n",
+            True,
+        ),
+        # DoesNotExist on one of them: named
+        (
+            "    - name: a\n      labels: {example.com/a: 'on'}\n      matchFeatures:\n"
+            "        - feature: PCI.device\n"
+            "          matchExpressions: {iommu_group/type: {op: DoesNotExist}}\n",
+            True,
+        ),
+    ],
+)
+def test_nfd_iommu_attributes_read_only_for_rules_that_can_see_them(
+    tmp_path: Path, rule: str, read: bool
+) -> None:
+    """With rules, the two IOMMU attributes are read only when a rule's result can depend on
+    them (on an SR-IOV host they were two reads per function for every rule set); the
+    labels are the same as with them read."""
+    import shutil
+
+    from nfd_gpu.scan import run_scan
+
+    root = tmp_path / "root"
+    shutil.copytree(fixture_root("hgx-h100"), root, symlinks=True)
+    dev = root / "sys/devices/pci0000:00/0000:00:00.0"
+    (dev / "iommu/intel-iommu").mkdir(parents=True)
+    (dev / "iommu/intel-iommu/version").write_text("1:0\n")
+    rules = _rules_file(tmp_path / "rules.yaml", rule)
+    reads: list[str] = []
+    from nfd_gpu.host import HostRoot
+
+    real_read_bytes = HostRoot.read_bytes
+
+    def counting(self: HostRoot, rel: str, *a: object, **kw: object) -> object:
+        reads.append(rel)
+        return real_read_bytes(self, rel, *a, **kw)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(HostRoot, "read_bytes", counting)
+        got = run_scan(root, nfd_attributes=False, rules_path=rules)
+    iommu_reads = [r for r in reads if r.endswith(("iommu_group/type", "intel-iommu/version"))]
+    assert bool(iommu_reads) is read, iommu_reads[:3]
+    assert got.labels == run_scan(root, rules_path=rules).labels
+
+
 @pytest.mark.parametrize(
     ("content", "warning"),
     [

@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 
 from nfd_gpu.agent import Agent
+from nfd_gpu.agent.metrics import Metrics
 from nfd_gpu.config.loader import Config
 from nfd_gpu.features import empty
-from nfd_gpu.agent.metrics import Metrics
 from nfd_gpu.sinks import Publication
 from nfd_gpu.sinks.kubeclient import MAX_OBJECT_BYTES
 from nfd_gpu.sinks.nodefeature import NodeFeatureSink, build_api_client

@@ -212,7 +212,7 @@ def test_two_agents_in_one_process_keep_their_own_rule_output(
 
 
 def test_rule_documents_compacted_after_parsing_are_unchanged() -> None:
-    """The documents rebuilt after parsing (loader._compacted, for the agent's RSS) are the
+    """The documents rebuilt after parsing (yamldocs.compacted, for the agent's RSS) are the
     parsed ones: every YAML type, and an alias still one shared object."""
     import datetime
 
@@ -229,6 +229,48 @@ def test_rule_documents_compacted_after_parsing_are_unchanged() -> None:
         [1],
     ]
     assert docs[0]["a"] is docs[0]["b"]
+
+
+_YAML_CASES = [
+    "a: 1\nb: [2.5, true, null, ~, 2024-01-02, 0x1f, 0o17, 1_000, 1:30, .inf, yes, 'on']\n",
+    "k: !!binary aGk=\nd: !!str 12\ne: !!int '7'\nset: !!set {a, b}\n",
+    "o: !!omap [{a: 1}, {b: 2}]\np: !!pairs [{a: 1}, {a: 2}]\n",
+    "base: {x: 1}\nm:\n  <<: {x: 1, y: 2}\n  z: 3\n",  # a merge key: the constructor's
+    "=: v\n",  # the value tag as a key
+    "dup: 1\ndup: 2\n1: int-key\ntrue: bool-key\n",
+    "? [a, b]\n: unhashable\n",
+    "v: =\n",
+    "x: !!python/name:os.system\n",
+    "spec:\n  rules:\n  - name: r\n    labels: {a/b: 'true', n: 3}\n---\n---\n- [x, {y: z}]\n",
+    "- !!map {a: b}\n- !!seq [1]\n- !!str\n- ''\n",
+]
+
+
+@pytest.mark.parametrize("text", _YAML_CASES)
+def test_rule_documents_are_what_the_safe_loader_builds(text: str) -> None:
+    """The documents of a file without aliases are built directly from the node graph
+    (yamldocs._constructed): the same values and types as PyYAML's safe loader builds, or the
+    same error."""
+    import yaml
+
+    from nfd_gpu.rules.loader import load_yaml_documents
+
+    def typed(x: object) -> object:  # == alone would take True for 1, "1" apart from 1
+        if isinstance(x, dict):
+            return ("dict", [(typed(k), typed(v)) for k, v in x.items()])
+        if isinstance(x, list):
+            return ("list", [typed(v) for v in x])
+        return (type(x).__name__, repr(x))
+
+    try:
+        want: object = typed(list(yaml.load_all(text, Loader=yaml.SafeLoader)))
+    except yaml.YAMLError as e:
+        want = type(e)
+    try:
+        got: object = typed(load_yaml_documents(text))
+    except yaml.YAMLError as e:
+        got = type(e)
+    assert got == want
 
 
 def test_rule_file_with_a_recursive_alias_is_one_error(tmp_path: Path) -> None:
@@ -250,6 +292,8 @@ def test_equal_strings_in_rule_documents_are_one_object() -> None:
     docs = parse_documents("a: [1, &x {k: v}, *x]\nb: [k, k]\n", "t.yaml", [])
     assert docs[0]["a"][1] is docs[0]["a"][2] and docs[0]["b"] == ["k", "k"]
     assert docs[0]["b"][0] is docs[0]["b"][1]
+    docs = parse_documents("a: [k, k]\nk: {k: k}\n", "t.yaml", [])  # no alias: built directly
+    assert docs[0]["a"][0] is docs[0]["a"][1] is docs[0]["k"]["k"]
 
 
 def test_a_rewritten_rule_file_applies_on_the_next_scan(tmp_path: Path) -> None:
@@ -263,3 +307,81 @@ def test_a_rewritten_rule_file_applies_on_the_next_scan(tmp_path: Path) -> None:
     os.utime(f, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert os.stat(f).st_size == before.st_size
     assert run_scan(fixture_root("hgx-h100"), rules_path=f).labels["example.com/hopper"] == "nope"
+
+
+def _three_rules(b_value: str) -> str:
+    head = "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata: {name: r}\n"
+    rule = (
+        "    - name: {n}\n      labels: {{example.com/{n}: '{v}'}}\n      matchFeatures:\n"
+        "        - feature: gpu.node\n          matchExpressions: {{family: {{op: Exists}}}}\n"
+    )
+    body = "".join(rule.format(n=n, v=b_value if n == "b" else "x") for n in "abc")
+    return head + "spec:\n  rules:\n" + body
+
+
+def test_a_reload_parses_only_the_rules_that_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ConfigMap edit rewrites the file: the rules that came back unchanged are the last
+    version's (not parsed again), the changed one applies."""
+    from nfd_gpu.agent.lastvalid import StaleFiles
+    from nfd_gpu.agent.rulefiles import RuleFiles
+    from nfd_gpu.rules import loader
+
+    parsed: list[str] = []
+    real = loader.parse_rule
+
+    def counted(d: object, strict: bool = True) -> object:
+        parsed.append(d["name"])  # type: ignore[index]
+        return real(d, strict)
+
+    monkeypatch.setattr(loader, "parse_rule", counted)
+    f = tmp_path / "r.yaml"
+    f.write_text(_three_rules("one"))
+    files = RuleFiles(StaleFiles())
+    first = files.load(str(f))
+    assert parsed == ["a", "b", "c"]
+    parsed.clear()
+    f.write_text(_three_rules("two"))
+    st = f.stat()
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    second = files.load(str(f))
+    assert parsed == ["b"]
+    old, new = first.objects[0].rules, second.objects[0].rules
+    assert new[0] is old[0] and new[2] is old[2]
+    assert new[1].labels == {"example.com/b": "two"}
+    out = run_scan(fixture_root("hgx-h100"), rules=second)
+    assert out.labels["example.com/b"] == "two" and out.labels["example.com/a"] == "x"
+
+
+def test_a_file_rewritten_with_the_same_text_is_not_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another key of the ConfigMap edited: the kubelet rewrites every file of it (new inode,
+    new mtime); one with the same text keeps its rules without being parsed."""
+    from nfd_gpu.agent.lastvalid import StaleFiles
+    from nfd_gpu.agent.rulefiles import RuleFiles
+    from nfd_gpu.rules import loader
+
+    calls: list[str] = []
+    real = loader.parse_documents
+
+    def counted(text: str, source: str, *a: object, **kw: object) -> object:
+        calls.append(source)
+        return real(text, source, *a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loader, "parse_documents", counted)
+    f = tmp_path / "r.yaml"
+    f.write_text(_three_rules("one").replace("spec:", "{{- if true }}\nspec:"))  # a warning
+    files = RuleFiles(StaleFiles())
+    first = files.load(str(f))
+    assert len(calls) == 1 and first.warnings
+    f.unlink()
+    f.write_text(_three_rules("one").replace("spec:", "{{- if true }}\nspec:"))
+    again = files.load(str(f))
+    assert len(calls) == 1 and again is first  # the same rule set: nothing to evaluate anew
+    f.write_text(_three_rules("two"))
+    st = f.stat()
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert files.load(str(f)).objects[0].rules[1].labels == {"example.com/b": "two"}
+    assert len(calls) == 2
