@@ -75,6 +75,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DRY_RUN_NAMESPACE = "nfd-gpu"  # the namespace deploy/ installs into
+# the agent's held health (``Publication.state``, agent/heldstate.py): an annotation of the
+# object, read back at start; absent while nothing is held
+STATE_ANNOTATION = "gpu.feature.node.kubernetes.io/held-health"
 
 Obj = dict[str, Any]
 
@@ -211,15 +214,18 @@ class NodeFeatureSink(Sink):
     # -- publish --------------------------------------------------------------------------
 
     def desired(self, pub: Publication) -> Obj:
+        meta: Obj = {
+            "name": self.object_name,
+            "namespace": self.namespace,
+            "labels": {NODE_NAME_LABEL: self.node_name},
+        }
+        if pub.state:
+            meta["annotations"] = {STATE_ANNOTATION: pub.state}
+        meta["ownerReferences"] = self._resolve_owner_refs()
         return {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "NodeFeature",
-            "metadata": {
-                "name": self.object_name,
-                "namespace": self.namespace,
-                "labels": {NODE_NAME_LABEL: self.node_name},
-                "ownerReferences": self._resolve_owner_refs(),
-            },
+            "metadata": meta,
             "spec": {
                 # only gpu.*: nfd-master appends every NodeFeature's instances, so NFD's
                 # own pci.device / kernel.loadedmodule would be counted twice
@@ -230,14 +236,17 @@ class NodeFeatureSink(Sink):
 
     @staticmethod
     def _matches(current: Obj, want: Obj) -> bool:
-        meta = current.get("metadata") or {}
-        return (
-            current.get("spec") == want["spec"]
-            and (meta.get("labels") or {}).get(NODE_NAME_LABEL)
-            == want["metadata"]["labels"][NODE_NAME_LABEL]
-            and _owner_key(meta.get("ownerReferences") or [])
-            == _owner_key(want["metadata"]["ownerReferences"])
-        )
+        return _same_but_state(current, want) and _state(current) == _state(want)
+
+    def where(self) -> str:
+        return f"NodeFeature {self.namespace}/{self.object_name}"
+
+    def read_state(self) -> str | None:
+        """The held health annotation of the object on the server (one GET, which the
+        first publish then needs not repeat); None when there is no object or none."""
+        self._read_server()
+        with self._lock:
+            return _state(self._obj) if self._obj is not None else None
 
     def _schedule_resync(self) -> None:
         self._next_resync = self.clock() + self.resync_interval * self.rng.uniform(0.9, 1.1)
@@ -267,7 +276,11 @@ class NodeFeatureSink(Sink):
             return
         if obj is not None and any(self._matches(obj, w) for w in (held, want) if w):
             return
-        self._drift = describe_drift(obj, held, NODE_NAME_LABEL)
+        what = describe_drift(obj, held, NODE_NAME_LABEL)
+        if obj is not None and _state(obj) != _state(held):
+            note = f"annotation {STATE_ANNOTATION} differs"
+            what = note if _same_but_state(obj, held) else f"{what}; {note}"
+        self._drift = what
         self._drifts += 1
 
     def on_watch_event(self, kind: str, obj: Obj | None) -> None:
@@ -451,6 +464,14 @@ class NodeFeatureSink(Sink):
         meta.pop("managedFields", None)
         meta["labels"] = {**(meta.get("labels") or {}), **want["metadata"]["labels"]}
         meta["ownerReferences"] = want["metadata"]["ownerReferences"]
+        have = meta.get("annotations")
+        notes = {k: v for k, v in (have if isinstance(have, dict) else {}).items()}
+        notes.pop(STATE_ANNOTATION, None)
+        notes.update(want["metadata"].get("annotations") or {})
+        if notes:
+            meta["annotations"] = notes
+        else:
+            meta.pop("annotations", None)
         body["spec"] = want["spec"]
         body["apiVersion"] = want["apiVersion"]
         body["kind"] = want["kind"]
@@ -464,6 +485,26 @@ class NodeFeatureSink(Sink):
 
     def detach(self) -> None:
         self.close()  # the watch; the object stays
+
+
+def _same_but_state(current: Obj, want: Obj) -> bool:
+    """``current`` holds ``want``'s spec, node-name label and owners (its held health aside)."""
+    meta = current.get("metadata") or {}
+    return (
+        current.get("spec") == want["spec"]
+        and (meta.get("labels") or {}).get(NODE_NAME_LABEL)
+        == want["metadata"]["labels"][NODE_NAME_LABEL]
+        and _owner_key(meta.get("ownerReferences") or [])
+        == _owner_key(want["metadata"]["ownerReferences"])
+    )
+
+
+def _state(obj: Obj) -> str | None:
+    """The object's held health annotation (None: none, or not a string)."""
+    meta = obj.get("metadata")
+    notes = meta.get("annotations") if isinstance(meta, dict) else None
+    value = notes.get(STATE_ANNOTATION) if isinstance(notes, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _build(cfg: OutputSettings) -> NodeFeatureSink:
