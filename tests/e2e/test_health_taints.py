@@ -169,6 +169,7 @@ REAL_FAILURES = {
     "real-titanv-rminit": "failed",  # the same on a Titan V
     "real-rtx5080-xid79": "failed",  # XID 79 (fallen off the bus), then XID 154
     "real-k40m-aer-xid79": "failed",  # Surprise Down on the port above, then XID 79
+    "real-a100-xid94": "failed",  # XID 48/171 (DBE), 63 (row remap), 94 (contained ECC), 154
 }
 
 
