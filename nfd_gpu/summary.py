@@ -495,7 +495,8 @@ LABEL_TABLE: tuple[LabelDoc, ...] = (
         "health.lost.count",
         "integer",
         "GPUs of the agent's first complete pass that are gone from the node (fell off the "
-        "bus), until they return or the agent restarts; counted in `health.failed.count` "
+        "bus), until they return or the node reboots (kept across restarts of the agent); "
+        "counted in `health.failed.count` "
         "(agent only; when not 0). Written, with `health`, even when every GPU is gone.",
     ),
     LabelDoc(

@@ -105,6 +105,7 @@ class Agent:
         self._pacer = RepairPacer()
         self._attach(self.sinks)
         self.health = AgentHealth(cfg)  # GPU health across passes, the XID watcher
+        self._read_back_said: str | None = None  # the last reason the held health was not read
 
     @property
     def sinks(self) -> list[Sink]:
@@ -179,6 +180,8 @@ class Agent:
         kwargs["nvml"] = self._nvml_session()
         kwargs["nfd_attributes"] = False  # no sink publishes pci.device (rules turn it on)
         kwargs["health"] = self.health.tracker
+        if not self.health.restored:
+            self._read_back()
         self.health.before_scan()
         rules = self.cfg.rules
         if rules is None and os.path.isdir(DEFAULT_RULES_DIR):
@@ -191,6 +194,27 @@ class Agent:
         result = self._scan(self.cfg.root, **kwargs)
         self.health.after_scan(result, self._nvml.status if self._nvml is not None else "none")
         return result
+
+    def _read_back(self) -> None:
+        """Before the first pass: the held health an earlier run published, from the first
+        sink whose output holds one (agent/heldstate.py). An API that cannot be reached yet
+        is tried again next pass; a state that cannot be read is ignored with a warning."""
+        for sink in self.sinks:
+            try:
+                text = sink.read_state()
+            except Exception as e:  # SinkError, or a bug: never a reason not to start
+                if isinstance(e, SinkError) and e.transient:
+                    if self._read_back_said != str(e):
+                        log.warning("%s: held health not read yet (%s); trying again next "
+                                    "pass", sink.where(), e)  # fmt: skip
+                    self._read_back_said = str(e)
+                    return
+                log.warning("%s: held health not read: %s", sink.where(), one_line(e))
+                continue
+            if text:
+                self.health.restore(text, sink.where())
+                return
+        self.health.restore(None, "")
 
     def _nvml_session(self) -> NvmlSession:
         """One NVML session for the agent's life: NVML stays initialised between passes and
@@ -276,7 +300,7 @@ class Agent:
             )
         if (blocked := self._blocked(result)) is not None:
             return self._keep_last_good(blocked)
-        pub = Publication(dict(result.labels), result.features)
+        pub = self._publication(result)
         self._last_good = pub
         ok = self._publish(pub)
         log.debug(
@@ -295,6 +319,12 @@ class Agent:
                 self.metrics.mark_ready()
             self.metrics.beat()
         return ok
+
+    def _publication(self, result: ScanResult) -> Publication:
+        """What a complete scan publishes: its labels and features, and the held health
+        for the next run (agent/heldstate.py)."""
+        state = self.health.state(result.snapshot.lost_gpus)
+        return Publication(dict(result.labels), result.features, state)
 
     def _blocked(self, result: ScanResult) -> str | None:
         """Why a complete scan's result must not be published: a configuration file with no

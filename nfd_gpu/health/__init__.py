@@ -128,9 +128,9 @@ class HealthTracker:
     gets better shows only after ``hold_passes`` passes in a row read at least that good
     (so a fault that toggles keeps its state). A pass that could read nothing (``unknown``)
     neither clears nor changes a held state. Keyed by PCI address. A GPU of the agent's
-    first complete pass (what the node had at start) that is gone is ``lost``
-    (``Snapshot.lost_gpus``) until it comes back or the agent restarts; one added later
-    and removed again is not."""
+    first complete pass (what the node had at start, with the boot set an earlier run of
+    the agent left: :meth:`carry`) that is gone is ``lost`` (``Snapshot.lost_gpus``) until
+    it comes back or the node reboots; one added later and removed again is not."""
 
     def __init__(self, opts: HealthOptions | None = None) -> None:
         self.opts = opts or HealthOptions()
@@ -138,10 +138,53 @@ class HealthTracker:
         self._held: dict[str, _Held] = {}
         self._xids: dict[str, set[int]] = {}  # XIDs seen per GPU address, kept
         self._boot: set[str] | None = None  # the GPU addresses of the agent's first complete pass
+        self._carried_boot: set[str] = set()  # the boot set an earlier run left (carry_boot)
 
     def add_xid(self, address: str, xid: int) -> None:
-        """An XID event of the GPU at ``address``: a fault of it until the agent restarts."""
+        """An XID event of the GPU at ``address``: a fault of it until the GPU is
+        re-initialised (:meth:`forget`) or the node reboots."""
         self._xids.setdefault(address, set()).add(xid)
+
+    def carry(self, address: str, reasons: tuple[HealthReason, ...], xids: tuple[int, ...]) -> None:
+        """What an earlier run of the agent held on the GPU at ``address`` (``failed``,
+        with its faults): held as if this run had seen it (its XIDs kept, its other
+        faults held until ``hold_passes`` passes read clear)."""
+        shown = reasons + tuple(HealthReason("xid", "nvml-events", x, FAILED) for x in xids)
+        self._held[address] = _Held(Health(FAILED, shown))
+        if xids:
+            self._xids.setdefault(address, set()).update(xids)
+
+    def carry_boot(self, addresses: Iterable[str]) -> None:
+        """The GPUs an earlier run of the agent counted at boot (same boot of the node):
+        one of them that is gone now is lost, not forgotten."""
+        self._carried_boot.update(addresses)
+
+    def forget(self, address: str) -> None:
+        """The GPU at ``address`` was re-initialised (removed and added again, its driver
+        re-bound): what was held on it is gone."""
+        self._held.pop(address, None)
+        self._xids.pop(address, None)
+
+    def failed(self) -> dict[str, tuple[tuple[HealthReason, ...], tuple[int, ...]]]:
+        """The GPUs held ``failed`` or with XIDs kept: address -> (the faults shown, other
+        than XIDs; the XIDs kept), for the next run of the agent."""
+        out: dict[str, tuple[tuple[HealthReason, ...], tuple[int, ...]]] = {}
+        for address in sorted(set(self._held) | set(self._xids)):
+            held = self._held.get(address)
+            kept = self._xids.get(address, set())
+            xids = tuple(sorted(x for x in kept if x not in self.opts.nonfatal_xids))
+            if held is not None and held.health.state == FAILED:
+                reasons = tuple(r for r in held.health.reasons if r.reason != "xid")
+            else:
+                reasons = ()
+            if reasons or xids:
+                out[address] = (reasons, xids)
+        return out
+
+    @property
+    def boot(self) -> frozenset[str]:
+        """The boot set (empty until a complete pass)."""
+        return frozenset(self._boot or ())
 
     def apply(self, snap: Snapshot, *, complete: bool = True) -> Snapshot:
         """The snapshot with the XIDs seen, judged (:func:`judge`), with the held states.
@@ -154,7 +197,7 @@ class HealthTracker:
         if self._boot is None:
             if not complete:
                 return dataclasses.replace(judged, gpus=gpus)
-            self._boot = present
+            self._boot = present | self._carried_boot
         lost = tuple(sorted(self._boot - present))
         return dataclasses.replace(judged, gpus=gpus, lost_gpus=lost)
 

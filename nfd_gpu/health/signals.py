@@ -79,7 +79,8 @@ SIGNALS: tuple[Signal, ...] = (
         "the XID watcher: a critical XID event, or a double-bit ECC event (XID 48)",
         FAILED, "health_nonfatal_xids",
         "the driver reported a GPU fault (48 DBE, 79 fallen off the bus, 94/95 ECC, ...)",
-        "look the XID up in NVIDIA's XID catalog; reset the GPU, then restart the pod",
+        "look the XID up in NVIDIA's XID catalog; reboot the node, or reset the GPU and "
+        "bind its driver again (either clears it: \"Across restarts\")",
     ),
     Signal(
         "survivability-mode", "sysfs.survivability", "xe",

@@ -34,6 +34,9 @@ class Publication:
 
     labels: dict[str, str]
     features: Features = field(default_factory=empty)
+    # the agent's held health (one line of JSON, "" for none: agent/heldstate.py), stored
+    # beside the labels where the sink publishes them and read back at start
+    state: str = ""
 
 
 class Sink(ABC):
@@ -49,6 +52,16 @@ class Sink(ABC):
     @abstractmethod
     def publish(self, pub: Publication) -> bool:
         """Publish; return True if something was written, False if unchanged."""
+
+    def where(self) -> str:
+        """Where its output is, for a message (the file, the object)."""
+        return self.name
+
+    def read_state(self) -> str | None:
+        """The ``Publication.state`` this sink's output holds now (what an earlier run of
+        the agent published), None when there is none or the sink keeps none; SinkError
+        when it cannot be read."""
+        return None
 
     def take_repair(self) -> str | None:
         """What the last write restored (changed behind the agent's back), once; None:

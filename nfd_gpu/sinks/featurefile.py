@@ -2,7 +2,9 @@
 
 Format (tests/sinks/nfd_local_parser.py): one ``key=value`` per line, ``# +expiry-time=<RFC3339>``
 applies to the lines after it, ``# +no-label`` keeps the next line out of the node labels
-(raw feature only). NFD skips files over 65,536 bytes as a whole, ignores names starting
+(raw feature only); other ``#`` lines are comments, one of which, ``# nfd-gpu-held-health:``,
+holds the agent's held health (``Publication.state``, read back at start: ``read_state``).
+NFD skips files over 65,536 bytes as a whole, ignores names starting
 with ``.``, and reads on change (fsnotify) or every sleep interval.
 
 Writes are atomic: a ``.nfd-gpu.*`` temp file in the same directory (ignored by NFD),
@@ -91,8 +93,20 @@ def render_body(pub: Publication, *, raw: bool) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+# The agent's held health (``Publication.state``) as one plain comment line, which NFD's
+# parser skips (only ``# +`` lines are directives): read back at start (agent/heldstate.py).
+STATE_PREFIX = "# nfd-gpu-held-health: "
+
+
+def state_line(state: str) -> str:
+    """The comment line holding ``state`` ("" for none, or one that is not one line)."""
+    if not state or not _line_ok("state", state):
+        return ""
+    return f"{STATE_PREFIX}{state}\n"
+
+
 def render(pub: Publication, *, expires_at: float, raw: bool) -> str:
-    header = "# Written by nfd-gpu; do not edit (atomically replaced).\n"
+    header = "# Written by nfd-gpu; do not edit (atomically replaced).\n" + state_line(pub.state)
     return f"{header}# +expiry-time={rfc3339(expires_at)}\n" + render_body(pub, raw=raw)
 
 
@@ -147,6 +161,7 @@ class FeatureFileSink(Sink):
         self.remove_on_exit = remove_on_exit
         self.clock = clock
         self._body: str | None = None
+        self._state = ""  # the held health of the last write
         self._expires_at = 0.0
         self._written: bytes | None = None  # the bytes of our last write
         self._repaired: str | None = None
@@ -168,6 +183,25 @@ class FeatureFileSink(Sink):
             return None
         return "edited: " + _line_diff(self._written or b"", data)
 
+    def where(self) -> str:
+        return self.path
+
+    def read_state(self) -> str | None:
+        """The held health line of the file as an earlier run left it (None: no file, or
+        no such line); SinkError naming the file when it cannot be read."""
+        if self._dry_run:
+            return None
+        try:
+            data = boundedfile.read(self.path, MAX_FILE_SIZE, follow=False)
+        except boundedfile.FileReadError as e:
+            if not os.path.lexists(self.path):
+                return None
+            raise SinkError(f"{self.path}: cannot read the feature file: {e.detail}") from None
+        for line in data.decode("utf-8", "replace").splitlines():
+            if line.startswith(STATE_PREFIX):
+                return line[len(STATE_PREFIX) :]
+        return None
+
     def take_repair(self) -> str | None:
         """What the last write restored (the file changed behind the agent's back), once."""
         repaired, self._repaired = self._repaired, None
@@ -177,7 +211,8 @@ class FeatureFileSink(Sink):
         now = self.clock()
         body = render_body(pub, raw=self.raw_features)
         drift = self._drift() if self._written is not None else None
-        if body == self._body and now < self._expires_at - self.expiry / 2 and drift is None:
+        same = body == self._body and pub.state == self._state
+        if same and now < self._expires_at - self.expiry / 2 and drift is None:
             return False
         if self._body is None:
             why = "first write"
@@ -185,6 +220,8 @@ class FeatureFileSink(Sink):
             why = f"restored: {drift}"
         elif body != self._body:
             why = "content changed"
+        elif pub.state != self._state:
+            why = "held health changed"
         else:
             why = "expiry refresh"
         expires_at = now + self.expiry
@@ -214,6 +251,7 @@ class FeatureFileSink(Sink):
             rfc3339(expires_at),
         )
         self._body = body
+        self._state = pub.state
         self._expires_at = expires_at
         self._written = data
         self._repaired = drift

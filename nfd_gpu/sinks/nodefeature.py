@@ -28,7 +28,6 @@ back to one GET per resync period (jittered +/-10 %). The sink never deletes the
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import random
 import socket
@@ -57,6 +56,7 @@ from nfd_gpu.sinks.kubeclient import (
     namespace_fallback,
     object_name,
 )
+from nfd_gpu.sinks.nodefeature_size import json_size, size_note
 from nfd_gpu.sinks.nodefeature_stale import remove_stale
 from nfd_gpu.sinks.nodefeature_watch import OwnObjectWatch, describe_drift
 
@@ -75,6 +75,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DRY_RUN_NAMESPACE = "nfd-gpu"  # the namespace deploy/ installs into
+# the agent's held health (``Publication.state``, agent/heldstate.py): an annotation of the
+# object, read back at start; absent while nothing is held
+STATE_ANNOTATION = "gpu.feature.node.kubernetes.io/held-health"
 
 Obj = dict[str, Any]
 
@@ -212,15 +215,18 @@ class NodeFeatureSink(Sink):
     # -- publish --------------------------------------------------------------------------
 
     def desired(self, pub: Publication) -> Obj:
+        meta: Obj = {
+            "name": self.object_name,
+            "namespace": self.namespace,
+            "labels": {NODE_NAME_LABEL: self.node_name},
+        }
+        if pub.state:
+            meta["annotations"] = {STATE_ANNOTATION: pub.state}
+        meta["ownerReferences"] = self._resolve_owner_refs()
         return {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "NodeFeature",
-            "metadata": {
-                "name": self.object_name,
-                "namespace": self.namespace,
-                "labels": {NODE_NAME_LABEL: self.node_name},
-                "ownerReferences": self._resolve_owner_refs(),
-            },
+            "metadata": meta,
             "spec": {
                 # only gpu.*: nfd-master appends every NodeFeature's instances, so NFD's
                 # own pci.device / kernel.loadedmodule would be counted twice
@@ -231,14 +237,17 @@ class NodeFeatureSink(Sink):
 
     @staticmethod
     def _matches(current: Obj, want: Obj) -> bool:
-        meta = current.get("metadata") or {}
-        return (
-            current.get("spec") == want["spec"]
-            and (meta.get("labels") or {}).get(NODE_NAME_LABEL)
-            == want["metadata"]["labels"][NODE_NAME_LABEL]
-            and _owner_key(meta.get("ownerReferences") or [])
-            == _owner_key(want["metadata"]["ownerReferences"])
-        )
+        return _same_but_state(current, want) and _state(current) == _state(want)
+
+    def where(self) -> str:
+        return f"NodeFeature {self.namespace}/{self.object_name}"
+
+    def read_state(self) -> str | None:
+        """The held health annotation of the object on the server (one GET, which the
+        first publish then needs not repeat); None when there is no object or none."""
+        self._read_server()
+        with self._lock:
+            return _state(self._obj) if self._obj is not None else None
 
     def _schedule_resync(self) -> None:
         self._next_resync = self.clock() + self.resync_interval * self.rng.uniform(0.9, 1.1)
@@ -268,7 +277,11 @@ class NodeFeatureSink(Sink):
             return
         if obj is not None and any(self._matches(obj, w) for w in (held, want) if w):
             return
-        self._drift = describe_drift(obj, held, NODE_NAME_LABEL)
+        what = describe_drift(obj, held, NODE_NAME_LABEL)
+        if obj is not None and _state(obj) != _state(held):
+            note = f"annotation {STATE_ANNOTATION} differs"
+            what = note if _same_but_state(obj, held) else f"{what}; {note}"
+        self._drift = what
         self._drifts += 1
 
     def on_watch_event(self, kind: str, obj: Obj | None) -> None:
@@ -366,7 +379,7 @@ class NodeFeatureSink(Sink):
         try:
             answer, basis = self._write(want)
         except TooLarge as e:  # the server's refusal, with what fills the object
-            refusal = TooLarge(f"{e} (the object: {_size_note(want)})")
+            refusal = TooLarge(f"{e} (the object: {size_note(want)})")
             self._too_large = (want["spec"], refusal)
             raise refusal from e
         self._confirm(answer, basis)
@@ -390,11 +403,11 @@ class NodeFeatureSink(Sink):
                 ", ".join(outside[:5]) + (" ..." if len(outside) > 5 else ""),
             )  # fmt: skip
         self._outside = outside
-        size = _json_size(want)
+        size = json_size(want)
         if size > MAX_OBJECT_BYTES:
             raise TooLarge(
                 f"NodeFeature {self.namespace}/{self.object_name} would be "
-                f"{_size_note(want)}, over {MAX_OBJECT_BYTES}: not sent"
+                f"{size_note(want)}, over {MAX_OBJECT_BYTES}: not sent"
             )
         self._checked = want
 
@@ -464,6 +477,14 @@ class NodeFeatureSink(Sink):
         }
         meta["labels"] = {**(meta.get("labels") or {}), **want["metadata"]["labels"]}
         meta["ownerReferences"] = want["metadata"]["ownerReferences"]
+        have = meta.get("annotations")
+        notes = {k: v for k, v in (have if isinstance(have, dict) else {}).items()}
+        notes.pop(STATE_ANNOTATION, None)
+        notes.update(want["metadata"].get("annotations") or {})
+        if notes:
+            meta["annotations"] = notes
+        else:
+            meta.pop("annotations", None)
         body["spec"] = want["spec"]
         body["apiVersion"] = want["apiVersion"]
         body["kind"] = want["kind"]
@@ -479,30 +500,24 @@ class NodeFeatureSink(Sink):
         self.close()  # the watch; the object stays
 
 
-def _json_size(value: Any) -> int:
-    return len(json.dumps(value, separators=(",", ":")))
-
-
-def _size_note(want: Obj) -> str:
-    """What fills an object: ``N bytes: L labels (B bytes), features F bytes, the largest
-    <kind> <name> (S bytes, E entries)``."""
-    spec = want["spec"]
-    sets = {
-        f"{kind} {name}": fs
-        for kind, named in spec["features"].items()
-        for name, fs in named.items()
-        if isinstance(fs, dict)
-    }
-    note = (
-        f"{_json_size(want)} bytes: {len(spec['labels'])} labels ({_json_size(spec['labels'])} "
-        f"bytes), features {_json_size(spec['features'])} bytes"
+def _same_but_state(current: Obj, want: Obj) -> bool:
+    """``current`` holds ``want``'s spec, node-name label and owners (its held health aside)."""
+    meta = current.get("metadata") or {}
+    return (
+        current.get("spec") == want["spec"]
+        and (meta.get("labels") or {}).get(NODE_NAME_LABEL)
+        == want["metadata"]["labels"][NODE_NAME_LABEL]
+        and _owner_key(meta.get("ownerReferences") or [])
+        == _owner_key(want["metadata"]["ownerReferences"])
     )
-    if sets:
-        sizes = {k: _json_size(fs) for k, fs in sets.items()}
-        big = max(sizes, key=lambda k: sizes[k])
-        entries = len(sets[big].get("elements") or ())
-        note += f", the largest {big} ({sizes[big]} bytes, {entries} entries)"
-    return note
+
+
+def _state(obj: Obj) -> str | None:
+    """The object's held health annotation (None: none, or not a string)."""
+    meta = obj.get("metadata")
+    notes = meta.get("annotations") if isinstance(meta, dict) else None
+    value = notes.get(STATE_ANNOTATION) if isinstance(notes, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _build(cfg: OutputSettings) -> NodeFeatureSink:

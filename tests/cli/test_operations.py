@@ -132,6 +132,12 @@ def _messages(caplog: pytest.LogCaptureFixture, logger: str) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == logger]
 
 
+def _label_lines(path: Path) -> list[str]:
+    """The ``key=value`` lines of a feature file: not the header, the expiry directive or
+    the held-health comment (a failed GPU's, agent/heldstate.py)."""
+    return [ln for ln in path.read_text().splitlines() if not ln.startswith("#")]
+
+
 def test_run_logs_startup_changes_and_file_writes(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -162,7 +168,7 @@ def test_run_logs_startup_changes_and_file_writes(
     ):
         assert part in start, (part, start)
     first = [m for m in lines if m.startswith("published ")]
-    n = len((fd / "nfd-gpu").read_text().splitlines()) - 2  # header + expiry lines
+    n = len(_label_lines(fd / "nfd-gpu"))
     assert first == [f"published {n} labels to featurefile: {n} added, 0 removed, 0 changed"]
     writes = _messages(caplog, "nfd_gpu.sinks.featurefile")
     assert len(writes) == 1 and writes[0].startswith(f"wrote feature file {fd / 'nfd-gpu'}")
@@ -177,11 +183,11 @@ def test_run_logs_startup_changes_and_file_writes(
     assert not _messages(caplog, "nfd_gpu.sinks.featurefile")
 
     # A GPU lost: the labels change; one line says how.
-    before = dict(line.split("=", 1) for line in (fd / "nfd-gpu").read_text().splitlines()[2:])
+    before = dict(line.split("=", 1) for line in _label_lines(fd / "nfd-gpu"))
     agent.cfg = Config(**{**cfg.__dict__, "root": str(fixture_root("h100-gpu-lost"))})
     caplog.clear()
     assert agent.run_pass()
-    after = dict(line.split("=", 1) for line in (fd / "nfd-gpu").read_text().splitlines()[2:])
+    after = dict(line.split("=", 1) for line in _label_lines(fd / "nfd-gpu"))
     added, removed, changed = label_changes(before, after)
     assert (added, removed, changed) != (0, 0, 0)
     assert [m for m in _messages(caplog, "nfd_gpu.agent") if m.startswith("published")] == [

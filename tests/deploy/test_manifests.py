@@ -264,7 +264,10 @@ def test_daemonset_least_privilege(overlay: str) -> None:
     ]:
         assert env[var]["valueFrom"]["fieldRef"]["fieldPath"] == field
     tol = {(t["key"], t["operator"], t["effect"]) for t in spec["tolerations"]}
-    for key in ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915"):
+    # the device plugins' GPU taints, and its own health taint (a pod deleted on a node it
+    # tainted must start again there, or the taint never goes: tests/node/test_health.py)
+    own = "gpu.feature.node.kubernetes.io/unhealthy"
+    for key in ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915", own):
         assert (key, "Exists", "NoSchedule") in tol
 
 

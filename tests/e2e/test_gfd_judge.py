@@ -54,10 +54,11 @@ def _bound_without_recording(root: Path) -> bool:
 # ("error getting driver version: ERROR_NOT_SUPPORTED"); judged once its source gives them
 # (the driver and CUDA versions of NVIDIA/nvidia-docker#1316's nvidia-smi header could not
 # be read from any stored copy of that thread, and are not made up).
-# real-k40m-aer-xid79 (wilicc/gpu-burn#1) and real-rtx5080-xid79 (open-gpu-kernel-modules
-# #1151): the listings show the driver but no CUDA version, so their recordings have no
-# nvmlSystemGetCudaDriverVersion answer either, and GFD fails the same way.
-UNJUDGED = {"hyperv-p100-vm", "real-k40m-aer-xid79", "real-rtx5080-xid79"}
+# real-k40m-aer-xid79 (wilicc/gpu-burn#1), real-rtx5080-xid79 (open-gpu-kernel-modules
+# #1151) and real-a100-xid94 (wtdcode/vllm-backport#62): the listings show the driver but no
+# CUDA version, so their recordings have no nvmlSystemGetCudaDriverVersion answer either, and
+# GFD fails the same way.
+UNJUDGED = {"hyperv-p100-vm", "real-a100-xid94", "real-k40m-aer-xid79", "real-rtx5080-xid79"}
 JUDGED = [n for n in ALL_FIXTURES if _has_nvidia(fixture_root(n)) and n not in UNJUDGED
           and not _bound_without_recording(fixture_root(n))]  # fmt: skip
 

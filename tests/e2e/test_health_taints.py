@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -94,8 +96,10 @@ def test_agent_started_before_the_driver_catches_a_later_xid_48(
 ) -> None:
     """A running agent (1 s passes) whose pod started before the driver: NVML answers
     ``Driver Not Loaded`` at first, so no health is known; then the driver is up and both
-    GPUs report XID 48: the node is tainted within a few passes. After the GPUs are reset
-    the pod is restarted (XIDs are kept until then) and the taint goes."""
+    GPUs report XID 48: the node is tainted within a few passes. The pod restarts (a
+    rollout) with nobody having reset the GPUs: the taint stays (the XIDs are read back
+    from the NodeFeature; on main the restart forgot them and the taint went). The driver
+    is reloaded (each GPU bound again): the GPUs are re-initialised and the taint goes."""
     (rule,) = list(load_yaml_docs(REPO / "rules" / "gpu-health.yaml"))
     root = tmp_path / "root"
     shutil.copytree(fixture_root("h100-xid-48"), root, symlinks=True)
@@ -130,9 +134,20 @@ def test_agent_started_before_the_driver_catches_a_later_xid_48(
         wait_for(lambda: TAINT in _taints(kube_cluster, node), 30, why)
         assert node_labels(kube_cluster, node)[f"{G}/health.all-failed"] == "true"
 
-        agents[-1].stop()  # the GPUs were reset; the pod restarts
-        (root / "nvml.json").write_text(json.dumps(rec))
+        agents[-1].stop()  # the pod restarts; the GPUs were not reset
+        (root / "nvml.json").write_text(json.dumps(rec))  # a new event set: the XIDs are past
         start()
+        held = "held before the agent restarted"
+        wait_for(lambda: agents[-1].log().count(held) == 2, 30, why)
+        time.sleep(3)  # three passes of the restarted agent
+        assert TAINT in _taints(kube_cluster, node), why()
+        assert node_labels(kube_cluster, node)[f"{G}/health.all-failed"] == "true"
+
+        for bdf in ("0000:18:00.0", "0000:2a:00.0"):  # the driver reloaded: bound again
+            link = root / "sys/bus/pci/devices" / bdf / "driver"
+            new = link.with_name("driver.new")
+            os.symlink(os.readlink(link), new)
+            os.replace(new, link)
         wait_for(lambda: TAINT not in _taints(kube_cluster, node), 30, why)
         assert node_labels(kube_cluster, node)[f"{G}/health"] == "ok"
     finally:
@@ -154,6 +169,7 @@ REAL_FAILURES = {
     "real-titanv-rminit": "failed",  # the same on a Titan V
     "real-rtx5080-xid79": "failed",  # XID 79 (fallen off the bus), then XID 154
     "real-k40m-aer-xid79": "failed",  # Surprise Down on the port above, then XID 79
+    "real-a100-xid94": "failed",  # XID 48/171 (DBE), 63 (row remap), 94 (contained ECC), 154
 }
 
 

@@ -36,6 +36,7 @@ CASES: dict[str, tuple[str, int, int, dict[str, str]]] = {
     "real-titanv-rminit": ("failed", 1, 0, {"0000:81:00.0": "not-answering"}),
     "real-rtx5080-xid79": ("ok", 0, 0, {}),  # the XIDs: the watcher's (tests/e2e)
     "real-k40m-aer-xid79": ("failed", 1, 0, {"0000:02:00.0": "aer-fatal-port"}),
+    "real-a100-xid94": ("ok", 0, 0, {}),  # the XIDs: the watcher's (tests/e2e)
 }
 
 

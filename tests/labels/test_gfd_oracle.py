@@ -44,9 +44,9 @@ def test_fixture_partition() -> None:
     # Driver-bound NVIDIA fixtures without recorded NVML answers: nfd-gpu labels them from
     # procfs/PCI (docs/migration.md: "differs because"); GFD's output needs NVML answers.
     assert UNRECORDED == ["hgx-h100", "hyperv-p100-vm", "mixed-nvidia-amd", "nvidia-vgpu-host",
-                          "real-k40m-aer-xid79", "real-laptop-cml-1660ti", "real-rtx3090-rminit",
-                          "real-rtx5080-xid79", "real-rtx5090-rminit", "real-titanv-rminit",
-                          "workstation-rtx4090"]  # fmt: skip
+                          "real-a100-xid94", "real-k40m-aer-xid79", "real-laptop-cml-1660ti",
+                          "real-rtx3090-rminit", "real-rtx5080-xid79", "real-rtx5090-rminit",
+                          "real-titanv-rminit", "workstation-rtx4090"]  # fmt: skip
     assert {"a100-t4", "dgx-a100-mig-mixed", "h100-mig-single", "h100-gpu-lost", "broken",
             "h100-no-driver", "passthrough-host", "nvidia-vgpu-guest"} <= set(CHECKED)  # fmt: skip
 

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,8 @@ class Install:
     objects: list[Obj] = field(default_factory=list)
     paths: dict[str, str] = field(default_factory=dict)
     started: float = 0.0
+    # kustomize only: a test's own change to the objects after the host paths (say why)
+    patch: Callable[[list[Obj]], None] | None = None
 
     def install(self, values: dict[str, Any] | None = None) -> None:
         self.work.mkdir(parents=True, exist_ok=True)
@@ -92,6 +95,8 @@ class Install:
             objs = kustomize.build(REPO / "deploy" / "overlays" / "nodefeature-api")
             self.paths = hostpaths.mapping(FIXTURES / self.fixture, self.work / "empty", objs)
             self.objects = hostpaths.swap(objs, self.paths)
+            if self.patch is not None:
+                self.patch(self.objects)
             for obj in sorted(self.objects, key=lambda o: o["kind"] != "Namespace"):
                 self.cluster.apply(obj)
         else:

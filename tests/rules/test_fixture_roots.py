@@ -159,6 +159,8 @@ SHIPPED_EXPECTED: dict[str, dict[str, str]] = {
     "real-rtx5080-xid79": {G + "class": "small"},
     # Tesla K40m: 11441 MB (gpu_burn's figure, NVML's total)
     "real-k40m-aer-xid79": {G + "class": "small"},
+    # A100 80GB PCIe: the table's 80 GiB; MIG capable (its recording: MIG mode disabled)
+    "real-a100-xid94": {G + "class": "large", G + "mig-ready": "true"},
     # 8x MI300X PF on gim (cdna3, 196608 MiB from the table) -> large. The CDNA3 rule
     # matches pci.device, which lists every function: 8 PFs (74a1) + 8 VFs (74b5) = 16.
     "mi300x-sriov-host": {

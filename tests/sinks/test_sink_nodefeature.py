@@ -271,7 +271,7 @@ def test_an_unchanged_publication_is_not_checked_again(
 ) -> None:
     """The size and admission-policy check serialises the whole object: done once per
     object, not on every unchanged pass (1,000 rules' labels made it most of one)."""
-    from nfd_gpu.sinks import nodefeature
+    from nfd_gpu.sinks import nodefeature_size as nodefeature
 
     dumps: list[int] = []
     real = nodefeature.json.dumps
