@@ -19,7 +19,8 @@ PACKAGE = TESTS.parent / "nfd_gpu"
 # Paths under nfd_gpu/ written in the short style; a directory covers its subtree.
 SHORT_STYLE = (
     "catalog/", "config/", "discovery/", "dra/", "host/", "inventory/", "labels/",
-    "rules/template/", "capture.py", "featuremap.py", "features.py", "model.py", "names.py",
+    "rules/", "capture.py",
+ "featuremap.py", "features.py", "model.py", "names.py",
     "scan.py", "summary.py", "text.py",
     "agent/__init__.py", "agent/httpserve.py", "agent/lastvalid.py", "agent/logs.py",
     "agent/metrics.py", "agent/outputs.py", "agent/publish.py", "agent/rulefiles.py",
