@@ -25,6 +25,9 @@ SHORT_STYLE = (
     "agent/__init__.py", "agent/httpserve.py", "agent/lastvalid.py", "agent/logs.py",
     "agent/metrics.py", "agent/outputs.py", "agent/publish.py", "agent/rulefiles.py",
     "agent/startup.py", "agent/udev.py", "cli/",
+    "sinks/dryrun.py", "sinks/hook.py", "sinks/kubeclient.py", "sinks/nodefeature_stale.py",
+    "sinks/nodefeature_watch.py", "sinks/registry.py", "sinks/stdout.py",
+
 
 )  # fmt: skip
 
