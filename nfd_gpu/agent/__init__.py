@@ -1,6 +1,5 @@
 """The agent: scan, then publish, once or forever, as ``nfd-gpu run``.
 
-
 - ``loop.py``     the Agent: passes, timer, signals, reload, back-off
 - ``publish.py``  one publication to every sink; the "published ..." change line
 - ``outputs.py``  the sinks a configuration asks for

@@ -124,7 +124,6 @@ class Server:
     # -- the loop ---------------------------------------------------------------------
     def _timeout(self, now: float) -> float | None:
         """Seconds to the next deadline; None when nothing is due, to sleep until woken."""
-
         due = [c.deadline for c in self._conns.values()]
         if self._accept_paused_until is not None:
             due.append(self._accept_paused_until)

@@ -107,7 +107,6 @@ class LastValid(Generic[T]):
 
         With no valid one yet, ``fallback``.
         """
-
         if file != self._file:
             if self._file is not None:
                 self.stale.forget(self._file)

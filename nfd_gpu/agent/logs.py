@@ -46,7 +46,6 @@ def setup_logging(fmt: str = "text", level: str = "info") -> None:
     - With ``json`` every line is one JSON record, tracebacks included.
     - An exception in any thread is logged, never printed raw.
     """
-
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())

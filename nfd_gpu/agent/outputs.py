@@ -29,7 +29,6 @@ def sink_settings(cfg: Config) -> tuple[Any, ...]:
 
 def _digest(path: str | None) -> str | None:
     """A fingerprint of the file's contents; None for no file or an unreadable one."""
-
     if not path:
         return None
     try:

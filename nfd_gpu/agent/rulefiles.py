@@ -123,7 +123,6 @@ class RuleFiles:
 
     def _read(self, f: Path) -> bool:
         """Read ``f`` again when it changed; True when the rules to apply changed."""
-
         name = str(f)
         stamp = _stamp(f)
         old = self._files.get(name)

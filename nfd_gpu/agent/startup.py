@@ -90,7 +90,6 @@ def retire_outputs(cfg: Config) -> None:
 
     A dry run changes nothing.
     """
-
     if cfg.dry_run:
         return
     for output in OUTPUTS.values():

@@ -126,7 +126,6 @@ def console() -> int:
     Nothing is collected less. Only cycles frozen at the end could be, and the process is
     exiting.
     """
-
     gc.freeze()
     try:
         return main()

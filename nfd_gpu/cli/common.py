@@ -17,7 +17,6 @@ def say(line: str, *, err: bool = False) -> None:
 
 def say_lines(text: str) -> None:
     """Print a rendered block such as a table, each line escaped."""
-
     for line in text.splitlines():
         say(line)
 

@@ -1,6 +1,5 @@
 """``nfd-gpu inventory``: the cluster's GPUs from the agents' NodeFeatures, read-only."""
 
-
 # no `from __future__ import annotations`: see cli/__init__.py
 
 import enum
@@ -74,7 +73,6 @@ def inventory(
 
 def _write(path: str, text: str) -> None:
     """Write ``path`` whole or not at all: a temporary file renamed over it."""
-
     tmp = ""
     try:
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".inventory-")

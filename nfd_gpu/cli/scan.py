@@ -1,6 +1,5 @@
 """``nfd-gpu scan``: one pass over this host or ``--root``, printed."""
 
-
 # no `from __future__ import annotations`: see cli/__init__.py
 
 import enum
