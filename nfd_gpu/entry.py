@@ -1,17 +1,24 @@
-"""The ``nfd-gpu`` process (``[project.scripts]``): SIGTERM and SIGINT end it at once from its
-first instruction until a command installs its own handlers (the agent's loop does).
+"""The ``nfd-gpu`` process of ``[project.scripts]``: SIGTERM and SIGINT end it at once.
 
-The agent is PID 1 in its container, where the kernel drops a signal that has no handler:
-without this, a pod deleted while the agent imports and starts (seconds at its CPU limit)
-waited out its whole grace period. Nothing is published before the loop runs, so exiting
-there loses nothing; the status is the shell's for a death by that signal (128 + number).
+That holds from its first instruction until a command installs its own handlers, as the
+agent's loop does.
 
-``nfd-gpu --version`` alone is answered here, before the command line is built: typer
-defines the option (``nfd_gpu.cli``'s root callback, eager), and for that one command line
-prints what :func:`version_line` returns and exits 0; building the typer app first costs
-that command about 5x the interpreter's own start. Any other command line, and any run
-with a shell-completion request in the environment (typer's ``_<PROG>_COMPLETE``), goes
-to typer. tests/cli/test_entry_version.py checks that the two agree.
+- The agent is PID 1 in its container, where the kernel drops a signal that has no
+  handler.
+- Without this, a pod deleted while the agent imports and starts waited out its whole
+  grace period. Starting takes seconds at its CPU limit.
+- Nothing is published before the loop runs, so exiting there loses nothing.
+- The status is the shell's for a death by that signal: 128 + number.
+
+``nfd-gpu --version`` alone is answered here, before the command line is built.
+
+- typer defines the option: ``nfd_gpu.cli``'s root callback, eager.
+- For that one command line it prints what :func:`version_line` returns and exits 0.
+- Building the typer app first costs that command about 5x the interpreter's own start.
+- Any other command line goes to typer.
+- So does any run with a shell-completion request in the environment: typer's
+  ``_<PROG>_COMPLETE``.
+- tests/cli/test_entry_version.py checks that the two agree.
 """
 
 from __future__ import annotations
@@ -33,14 +40,16 @@ def _exit_now(signum: int, _frame: FrameType | None) -> None:
 
 
 def answers_version(argv: list[str], environ: Mapping[str, str]) -> bool:
-    """This command line is ``--version`` alone, with no shell completion asked: what typer
-    would answer with :func:`version_line` and exit status 0."""
+    """This command line is ``--version`` alone, with no shell completion asked.
+
+    typer would answer it with :func:`version_line` and exit status 0.
+    """
     completing = any(k.startswith("_") and k.endswith("_COMPLETE") for k in environ)
     return argv == [VERSION_FLAG] and not completing
 
 
 def console() -> int:
-    """Install the start-up handlers, then run the command line (``nfd_gpu.cli.console``)."""
+    """Install the start-up handlers, then run the command line by ``nfd_gpu.cli.console``."""
     signal.signal(signal.SIGTERM, _exit_now)
     signal.signal(signal.SIGINT, _exit_now)
     if answers_version(sys.argv[1:], os.environ):

@@ -1,4 +1,4 @@
-"""The agent: scan -> publish, once or forever (``nfd-gpu run``).
+"""The agent: scan, then publish, once or forever, as ``nfd-gpu run``.
 
 - ``loop.py``     the Agent: passes, timer, signals, reload, back-off
 - ``publish.py``  one publication to every sink; the "published ..." change line

@@ -1,19 +1,22 @@
 """A small, bounded HTTP/1.1 GET server on one thread that sleeps while idle.
 
-What serves ``/metrics``, ``/healthz`` and ``/readyz`` (``metrics.py``). One thread runs
-an event loop (``selectors``: epoll on Linux) over non-blocking sockets; it wakes only for
-a connection, its bytes, a deadline or ``stop()``, never on a timer, so an idle agent
-costs no CPU here. Every resource a client can take is bounded:
+It serves ``/metrics``, ``/healthz`` and ``/readyz`` for ``metrics.py``.
 
-- ``MAX_CONNECTIONS`` connections held at once. A new connection is never refused: when
-  every slot is held, the oldest connection is closed (counted by ``on_reject``), so slow
-  or idle clients cannot starve the kubelet's probes (whose request arrives with the
-  connection and is answered in the same turn of the loop).
-- ``REQUEST_DEADLINE`` seconds from accept to the last byte of the answer, for the whole
-  request, however the client drips its bytes (a deadline per request, not per read).
-- ``MAX_HEAD`` bytes of request line and headers; no body is read; one request per
-  connection (``Connection: close``).
-- Out of descriptors (``EMFILE``): accepting pauses for ``ACCEPT_PAUSE`` seconds instead
+- One thread runs an event loop over non-blocking sockets: ``selectors``, epoll on Linux.
+- It wakes only for a connection, its bytes, a deadline or ``stop()``, never on a timer.
+- So an idle agent costs no CPU here.
+
+Every resource a client can take is bounded:
+
+- ``MAX_CONNECTIONS`` connections held at once. A new connection is never refused.
+  When every slot is held, the oldest connection is closed and ``on_reject`` counts it.
+  So slow or idle clients cannot starve the kubelet's probes. A probe's request arrives
+  with the connection and is answered in the same turn of the loop.
+- ``REQUEST_DEADLINE`` seconds from accept to the last byte of the answer. It is a
+  deadline per request, not per read, however the client drips its bytes.
+- ``MAX_HEAD`` bytes of request line and headers. No body is read.
+- One request per connection: ``Connection: close``.
+- Out of descriptors, ``EMFILE``: accepting pauses for ``ACCEPT_PAUSE`` seconds instead
   of spinning on the listening socket.
 """
 
@@ -63,8 +66,11 @@ def _answer(code: int, ctype: str, body: bytes, head_only: bool = False) -> byte
 
 
 class Server:
-    """``route(path)`` answers each GET; ``on_reject()`` counts connections closed
-    unserved (evicted for a newer one, past the deadline, a head too large)."""
+    """The server: ``route(path)`` answers each GET.
+
+    ``on_reject()`` counts connections closed unserved: evicted for a newer one, past the
+    deadline, or a head too large.
+    """
 
     def __init__(
         self,
@@ -117,7 +123,7 @@ class Server:
 
     # -- the loop ---------------------------------------------------------------------
     def _timeout(self, now: float) -> float | None:
-        """Seconds to the next deadline; None (sleep until woken) when nothing is due."""
+        """Seconds to the next deadline; None when nothing is due, to sleep until woken."""
         due = [c.deadline for c in self._conns.values()]
         if self._accept_paused_until is not None:
             due.append(self._accept_paused_until)

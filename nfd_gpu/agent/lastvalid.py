@@ -1,17 +1,25 @@
-"""Last valid configuration wins: a configuration file (rules, the sharing config, the
-agent's configuration file) that becomes unreadable or invalid while the agent runs keeps
-its last valid parsed version, so the labels stay as they were.
+"""Last valid configuration wins.
 
-Each such file is *stale* until it is valid again: one warning when it becomes stale or
-its problem changes (not one per pass), ``nfd_gpu_config_stale{file}`` 1, and the reason
-in ``/readyz``'s body (still 200: the agent scans and publishes, with the last valid
-configuration). A valid change is honoured and logged with what it changed.
+A configuration file that becomes unreadable or invalid while the agent runs keeps its
+last valid parsed version, so the labels stay as they were. Such files are the rules, the
+sharing config and the agent's configuration file.
 
-A file broken with *no* valid version (broken at start, or a new rule file broken from
-its first read) is *unusable*: the agent publishes nothing new while one is (at start,
-what the Node already carries stays untouched; a restart never replaces the labels with
-ones built without that file), and ``/readyz`` is 503 with the reason, so a rollout stops
-at ``maxUnavailable``.
+Each such file is *stale* until it is valid again:
+
+- one warning when it becomes stale or its problem changes, not one per pass;
+- ``nfd_gpu_config_stale{file}`` is 1;
+- the reason is in ``/readyz``'s body, still 200: the agent scans and publishes with the
+  last valid configuration.
+
+A valid change is honoured and logged with what it changed.
+
+A file broken with *no* valid version is *unusable*. It was broken at start, or it is a
+new rule file broken from its first read. While one is:
+
+- the agent publishes nothing new;
+- at start, what the Node already carries stays untouched;
+- so a restart never replaces the labels with ones built without that file;
+- ``/readyz`` is 503 with the reason, so a rollout stops at ``maxUnavailable``.
 """
 
 from __future__ import annotations
@@ -35,8 +43,10 @@ class StaleFiles:
         self.unusable: dict[str, str] = {}  # stale with no valid version: file -> reason
 
     def stale(self, file: str, reason: str, *, kept: bool = True) -> None:
-        """``file`` is unreadable or invalid (``kept``: its last valid version is used;
-        else there is none and it is ignored)."""
+        """Mark ``file`` unreadable or invalid.
+
+        With ``kept`` its last valid version is used; else there is none and it is ignored.
+        """
         if self.reasons.get(file) == reason and (file in self.unusable) == (not kept):
             return
         self.reasons[file] = reason
@@ -59,13 +69,13 @@ class StaleFiles:
             self.metrics.set_config_stale(file, None)
 
     def forget(self, file: str) -> None:
-        """``file`` is no longer configured: neither stale nor unusable."""
+        """Mark ``file`` no longer configured: neither stale nor unusable."""
         self.unusable.pop(file, None)
         if self.reasons.pop(file, None) is not None and self.metrics is not None:
             self.metrics.set_config_stale(file, None)
 
     def blocking(self) -> str | None:
-        """Why nothing new may be published (an unusable file), or None."""
+        """Why nothing new may be published because of an unusable file, or None."""
         if not self.unusable:
             return None
         file = min(self.unusable)
@@ -93,8 +103,10 @@ class LastValid(Generic[T]):
         self._value: T | None = None
 
     def get(self, file: str, load: Callable[[], T], fallback: T) -> T:
-        """``load()``'s value; when it raises ValueError, the last valid one (or
-        ``fallback`` when there is none yet)."""
+        """Return ``load()``'s value, or the last valid one when it raises ValueError.
+
+        With no valid one yet, ``fallback``.
+        """
         if file != self._file:
             if self._file is not None:
                 self.stale.forget(self._file)

@@ -1,5 +1,7 @@
-"""Agent logging: one stderr handler, text or one JSON record per line; uncaught
-exceptions in any thread are logged, never printed raw."""
+"""Agent logging: one stderr handler, text or one JSON record per line.
+
+Uncaught exceptions in any thread are logged, never printed raw.
+"""
 
 from __future__ import annotations
 
@@ -29,16 +31,21 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """``<time> <LEVEL> <logger>: <message>``, one line whatever the message holds
-    (a traceback still follows on its own lines)."""
+    """Format ``<time> <LEVEL> <logger>: <message>``, one line whatever the message holds.
+
+    A traceback still follows on its own lines.
+    """
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         return shown(super().formatMessage(record))  # one line: controls, bidi escaped
 
 
 def setup_logging(fmt: str = "text", level: str = "info") -> None:
-    """One stderr handler; with ``json`` every line is one JSON record, tracebacks
-    included (an exception in any thread is logged, never printed raw)."""
+    """Set up one stderr handler.
+
+    - With ``json`` every line is one JSON record, tracebacks included.
+    - An exception in any thread is logged, never printed raw.
+    """
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())

@@ -1,19 +1,34 @@
-"""Prometheus metrics and health endpoints (the only module importing prometheus_client).
+"""Prometheus metrics and health endpoints.
 
-``/metrics`` (text exposition), ``/healthz`` (200 while the agent loop is alive),
-``/readyz``: 200 when **this agent scans and can publish**: the last pass scanned
-completely, and every sink either holds its result or failed only in a way that passes
-by itself (an API outage: 5xx, 429, timeouts, refused connections; shown by
-``nfd_gpu_publish_failing{sink}`` and the body, not by 503, so an outage does not stall a
-rollout). 503 with the reason before the first complete pass, when a sink refused the
-write (403, 401, an invalid object, a disk error), and while an incomplete scan keeps the
-last good labels. The body of a 200 lists what is degraded: a transient publish failure,
-a configuration file kept at its last valid version (``nfd_gpu_config_stale{file}``).
+This is the only module importing prometheus_client.
 
-Served on ``--metrics-address`` by ``httpserve.py`` (beside it): one thread that sleeps while idle,
-a deadline per request, a bounded number of connections where a new one (a probe) always
-gets in, so slow clients and scrapes cannot starve the probes and a scan always has the
-descriptors it needs. Each Metrics object has its own registry.
+- ``/metrics``: the text exposition.
+- ``/healthz``: 200 while the agent loop is alive.
+- ``/readyz``: 200 when **this agent scans and can publish**.
+
+Ready means the last pass scanned completely, and every sink either holds its result or
+failed only in a way that passes by itself. Such a failure is an API outage: 5xx, 429,
+timeouts, refused connections. It shows in ``nfd_gpu_publish_failing{sink}`` and the
+body, not as 503, so an outage does not stall a rollout.
+
+``/readyz`` is 503 with the reason:
+
+- before the first complete pass;
+- when a sink refused the write: 403, 401, an invalid object, a disk error;
+- while an incomplete scan keeps the last good labels.
+
+The body of a 200 lists what is degraded: a transient publish failure, or a configuration
+file kept at its last valid version, ``nfd_gpu_config_stale{file}``.
+
+``httpserve.py`` beside it serves them on ``--metrics-address``:
+
+- one thread that sleeps while idle;
+- a deadline per request;
+- a bounded number of connections where a new one, a probe, always gets in;
+- so slow clients and scrapes cannot starve the probes, and a scan always has the
+  descriptors it needs.
+
+Each Metrics object has its own registry.
 """
 
 from __future__ import annotations
@@ -168,7 +183,7 @@ class Metrics:
         self.ready.set()
 
     def mark_ready(self) -> None:
-        """The pass scanned completely; every sink failure was transient."""
+        """Mark the pass scanned completely, with every sink failure transient."""
         self.ready.set()
 
     def publish_failed(self, sink: str, reason: str, transient: bool) -> None:
@@ -183,7 +198,7 @@ class Metrics:
         self.notes.pop(f"sink {sink}", None)
 
     def set_degraded(self, sink: str, reason: str | None) -> None:
-        """``reason``: why ``sink`` works less well than it should (a ``/readyz`` line)."""
+        """Set why ``sink`` works less well than it should, a ``/readyz`` line."""
         if reason is None:
             self.notes.pop(f"degraded {sink}", None)
         else:
@@ -193,7 +208,7 @@ class Metrics:
         self.repairs.labels(output=output).inc()
 
     def set_config_stale(self, file: str, reason: str | None) -> None:
-        """``reason``: why ``file``'s last valid version is used; None: it is valid."""
+        """Set why ``file``'s last valid version is used; None when it is valid."""
         self.config_stale.labels(file=file).set(0 if reason is None else 1)
         if reason is None:
             self.notes.pop(f"file {file}", None)
@@ -207,7 +222,7 @@ class Metrics:
         return 200, ("ok\n" + notes).encode("utf-8", "replace")
 
     def not_ready(self, reason: str) -> None:
-        """The node's labels are not the latest scan's (see the module docstring)."""
+        """Mark the node's labels not the latest scan's, as the module docstring says."""
         self.not_ready_reason = reason
         self.ready.clear()
 
@@ -227,9 +242,11 @@ class Metrics:
 
 
 class HealthMetrics:
-    """GPU health (docs/health.md): state and reasons per GPU, XIDs by code. No ``node``
-    label: the scrape's relabeling adds it (one of the agent's own would become
-    ``exported_node``)."""
+    """GPU health: state and reasons per GPU, XIDs by code, as docs/health.md says.
+
+    There is no ``node`` label: the scrape's relabeling adds it. One of the agent's own
+    would become ``exported_node``.
+    """
 
     STATES = ("ok", "no-driver", "degraded", "failed", "unknown")
 
@@ -261,8 +278,12 @@ class HealthMetrics:
         gpus: Mapping[str, tuple[str, set[tuple[str, str]]]],
         xids: Mapping[str, int],
     ) -> None:
-        """``gpus``: address -> (state, {(reason, source)}); ``xids``: counts since start,
-        keyed by the bounded XID label value (``nfd_gpu.health.signals.xid_key``)."""
+        """Set the GPU health metrics.
+
+        - ``gpus``: address to state and a set of reason and source pairs.
+        - ``xids``: counts since start, keyed by the bounded XID label value of
+          ``nfd_gpu.health.signals.xid_key``.
+        """
         keys = set(gpus)
         for gone in self._gpus - keys:
             for st in self.STATES:
@@ -286,7 +307,7 @@ class HealthMetrics:
 
 
 class MetricsServer:
-    """``/metrics``, ``/healthz``, ``/readyz`` on a background thread (``httpserve.py``)."""
+    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on an ``httpserve.py`` thread."""
 
     def __init__(self, metrics: Metrics, host: str, port: int) -> None:
         self.metrics = metrics

@@ -1,4 +1,4 @@
-"""The sinks a configuration asks for: one per chosen output (``sinks/registry.py``)."""
+"""The sinks a configuration asks for: one per chosen output of ``sinks/registry.py``."""
 
 from __future__ import annotations
 
@@ -12,9 +12,13 @@ from nfd_gpu.sinks.registry import OUTPUTS, SETTINGS
 
 
 def sink_settings(cfg: Config) -> tuple[Any, ...]:
-    """The settings that shape the sinks (the outputs, every output's own settings, the dry
-    run, the kubeconfig's contents): a reload rebuilds them only when these change, so
-    credentials rotated in place (same path) are picked up on SIGHUP."""
+    """The settings that shape the sinks.
+
+    - They are the outputs, every output's own settings, the dry run, the kubeconfig's
+      contents.
+    - A reload rebuilds the sinks only when these change.
+    - So credentials rotated in place, at the same path, are picked up on SIGHUP.
+    """
     return (
         cfg.outputs,
         *(getattr(cfg, key) for key in SETTINGS),
@@ -24,7 +28,7 @@ def sink_settings(cfg: Config) -> tuple[Any, ...]:
 
 
 def _digest(path: str | None) -> str | None:
-    """A fingerprint of the file's contents (None: no file, or unreadable)."""
+    """A fingerprint of the file's contents; None for no file or an unreadable one."""
     if not path:
         return None
     try:

@@ -1,11 +1,14 @@
 """Publishing: one publication handed to every sink, and the change line.
 
-A failing sink is logged and counted and the others still get the publication; whether
-the failure may pass by itself (``transient``) decides the back-off and readiness (a
-transient failure, an API outage, leaves ``/readyz`` 200 and sets
-``nfd_gpu_publish_failing{sink}``; a refusal makes it 503). One log line per publish that
-changed something; one warning per repair (a sink restored what was changed behind the
-agent's back: ``take_repair()``), counted in ``nfd_gpu_repairs_total{output}``."""
+- A failing sink is logged and counted; the others still get the publication.
+- Whether the failure may pass by itself, ``transient``, decides the back-off and readiness.
+- A transient failure such as an API outage leaves ``/readyz`` 200 and sets
+  ``nfd_gpu_publish_failing{sink}``.
+- A refusal makes ``/readyz`` 503.
+- One log line per publish that changed something.
+- One warning per repair, when a sink restored what was changed behind the agent's back.
+  ``take_repair()`` tells; ``nfd_gpu_repairs_total{output}`` counts.
+"""
 
 from __future__ import annotations
 
@@ -30,8 +33,10 @@ MAX_LABEL_BYTES = 256 * 1024
 
 
 def too_large(labels: dict[str, str], rule_labels: int) -> str | None:
-    """Why ``labels`` are too many or too large to publish (naming who set most of them),
-    or None."""
+    """Why ``labels`` are too many or too large to publish, or None.
+
+    The reason names who set most of them.
+    """
     n = len(labels)
     size = sum(len(k) + len(v) for k, v in labels.items())
     if n <= MAX_LABELS and size <= MAX_LABEL_BYTES:
@@ -48,8 +53,10 @@ def too_large(labels: dict[str, str], rule_labels: int) -> str | None:
 
 
 def label_changes(old: dict[str, str] | None, new: dict[str, str]) -> tuple[int, int, int]:
-    """(added, removed, changed) label counts from ``old`` (None: nothing published) to
-    ``new``."""
+    """Added, removed and changed label counts from ``old`` to ``new``.
+
+    ``old`` is None when nothing was published.
+    """
     old = old or {}
     added = sum(1 for k in new if k not in old)
     removed = sum(1 for k in old if k not in new)
@@ -70,7 +77,7 @@ class Publisher:
         self._published_features: Features | None = None
 
     def publish(self, pub: Publication, stopping: Callable[[], bool]) -> bool:
-        """Every sink in order (until ``stopping()``); True when all of them hold ``pub``."""
+        """Hand ``pub`` to every sink in order until ``stopping()``; True when all hold it."""
         ok = True
         written: list[str] = []
         self.transient = False
@@ -115,8 +122,10 @@ class Publisher:
                 self.metrics.observe_repair(sink.name)
 
     def _log_change(self, sinks: list[str], pub: Publication) -> None:
-        """One line per publish that changed something: label counts added / removed /
-        changed (a feature-file expiry refresh changes nothing and logs only its write)."""
+        """Log one line per publish that changed something: labels added, removed, changed.
+
+        A feature-file expiry refresh changes nothing and logs only its write.
+        """
         added, removed, changed = label_changes(self._published, pub.labels)
         features_changed = pub.features != self._published_features
         if self._published is None or added or removed or changed or features_changed:
@@ -134,9 +143,13 @@ class Publisher:
 
 
 class RepairPacer:
-    """When a repair pass may run: at once for the first, then, while repairs keep
-    coming (another writer fighting the agent), at most one per ``gap``, which doubles
-    from 1 s up to the interval; a quiet minute (or 4 gaps) resets it."""
+    """When a repair pass may run.
+
+    - The first runs at once.
+    - While repairs keep coming, another writer fighting the agent, at most one per ``gap``.
+    - ``gap`` doubles from 1 s up to the interval.
+    - A quiet minute, or 4 gaps, resets it.
+    """
 
     def __init__(self) -> None:
         self._last = float("-inf")

@@ -1,17 +1,20 @@
 """The agent's rules, file by file, with the last valid version of each.
 
-``--rules`` (a file or a directory) is read every pass, a file again only when it changed
-(inode, size, mtime). A file that becomes unreadable or invalid (garbage, truncated YAML,
-an empty file, a directory or FIFO in its place, over the size limit, one invalid rule)
-keeps its last valid rules, so its labels stay; it is stale (:class:`StaleFiles`) until
-valid again. The ``--rules`` path itself deleted, or a file replaced by a directory (and
-back), is stale too. A valid change is honoured and logged: a file's rules changed, a file
-removed from the directory (its rules no longer apply), an empty directory (no rules).
+- ``--rules`` is a file or a directory, read every pass.
+- A file is read again only when its inode, size or mtime changed.
+- A file that becomes unreadable or invalid keeps its last valid rules, so its labels stay.
+  It is stale in :class:`StaleFiles` until valid again.
+- Invalid means: garbage, truncated YAML, an empty file, a directory or FIFO in its place,
+  over the size limit, or one invalid rule.
+- The ``--rules`` path deleted is stale too, and so is a file replaced by a directory or back.
+- A valid change is honoured and logged. It is a file's rules changed, a file removed from
+  the directory so its rules no longer apply, or an empty directory with no rules.
 
-A file that is broken before any valid version was seen (the ``--rules`` path missing,
-too) is *unusable* (:meth:`StaleFiles.stale` with ``kept=False``): the agent publishes
-nothing new until it is valid or removed, so a restart with a broken ConfigMap never
-replaces the labels on the Node with ones built without its rules.
+A file broken before any valid version was seen is *unusable*: ``kept=False`` in
+:meth:`StaleFiles.stale`. A missing ``--rules`` path is too. The agent then publishes
+nothing new until the file is valid or removed. So a restart with a broken ConfigMap
+never replaces the labels on the Node with ones built without its rules.
+
 """
 
 from __future__ import annotations
@@ -56,8 +59,10 @@ def _names(objs: tuple[RuleObject, ...]) -> list[str]:
 
 
 class RuleFiles:
-    """``load(path)`` every pass: the RuleSet to evaluate (the same object while nothing
-    changed)."""
+    """The RuleSet to evaluate, from ``load(path)`` every pass.
+
+    It is the same object while nothing changed.
+    """
 
     def __init__(self, stale: StaleFiles) -> None:
         self.stale = stale
@@ -117,7 +122,7 @@ class RuleFiles:
         return self._ruleset
 
     def _read(self, f: Path) -> bool:
-        """(Re-)read ``f`` when it changed; True when the rules to apply changed."""
+        """Read ``f`` again when it changed; True when the rules to apply changed."""
         name = str(f)
         stamp = _stamp(f)
         old = self._files.get(name)

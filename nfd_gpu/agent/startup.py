@@ -1,5 +1,7 @@
-"""The one line ``run`` logs at start, the NVML state it reports, and the outputs' start-up
-steps (deprecation warnings; what an output no longer chosen left, removed)."""
+"""The one line ``run`` logs at start, the NVML state it reports, the outputs' start-up steps.
+
+The steps are deprecation warnings, and removing what an output no longer chosen left.
+"""
 
 from __future__ import annotations
 
@@ -21,9 +23,11 @@ DEFAULT_RULES_DIR = "/etc/nfd-gpu/rules.d"
 
 
 def nvml_state(mode: str, root: str) -> str:
-    """The NVML a pass will ask (``--nvml`` mode, then what it finds), for the start-up line.
-    The library is tried once here (``nvmlInit``/``nvmlShutdown``); every pass reports its
-    own source afterwards ("NVIDIA facts from")."""
+    """The NVML a pass will ask, for the start-up line: the ``--nvml`` mode, then what it finds.
+
+    - The library is tried once here: ``nvmlInit``, ``nvmlShutdown``.
+    - Every pass reports its own source afterwards: "NVIDIA facts from".
+    """
     if mode == "off":
         return "off"
     from nfd_gpu.discovery.nvidia import nvml  # lazy: the NVML adapter only when NVML is on
@@ -73,7 +77,7 @@ def startup_line(cfg: Config) -> str:
 
 
 def warn_deprecated(cfg: Config) -> None:
-    """One warning per deprecated output asked for (``Output.deprecated``)."""
+    """Warn once per deprecated output asked for, by ``Output.deprecated``."""
     for out in cfg.outputs:
         why = OUTPUTS[out].deprecated
         if why:
@@ -82,8 +86,10 @@ def warn_deprecated(cfg: Config) -> None:
 
 
 def retire_outputs(cfg: Config) -> None:
-    """Each output that is not chosen removes what an earlier run published
-    (``Output.retire``); a dry run changes nothing."""
+    """Let each output not chosen remove what an earlier run published, by ``Output.retire``.
+
+    A dry run changes nothing.
+    """
     if cfg.dry_run:
         return
     for output in OUTPUTS.values():

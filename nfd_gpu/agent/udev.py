@@ -1,5 +1,7 @@
-"""Rescan on hot-plug: kernel uevents of the pci and drm subsystems (pyudev, lazily:
-the only module importing it)."""
+"""Rescan on hot-plug: kernel uevents of the pci and drm subsystems.
+
+pyudev is imported lazily, and only by this module.
+"""
 
 from __future__ import annotations
 

@@ -1,9 +1,11 @@
-"""``nfd-gpu`` command line: a thin typer layer over scan / snapshot / run / inventory / rules.
+"""``nfd-gpu`` command line: a thin typer layer over scan, snapshot, run, inventory, rules.
 
-One command group per module: ``scan.py``, ``capture.py`` (``snapshot``), ``run.py``,
-``inventory.py``, ``rules.py``; their options come from the declaration of the settings
-(``nfd_gpu/config/settings.py``, through ``options.py``). ``main`` runs a command line; ``console``
-is the ``nfd-gpu`` process (``nfd_gpu.cli:console``, ``python -m nfd_gpu.cli``).
+- One command group per module: ``scan.py``, ``capture.py`` for ``snapshot``, ``run.py``,
+  ``inventory.py``, ``rules.py``.
+- Their options come from the declaration of the settings in
+  ``nfd_gpu/config/settings.py``, through ``options.py``.
+- ``main`` runs a command line.
+- ``console`` is the ``nfd-gpu`` process: ``nfd_gpu.cli:console``, ``python -m nfd_gpu.cli``.
 """
 
 # no `from __future__ import annotations`: typer reads the commands' annotations at every
@@ -25,10 +27,13 @@ __all__ = ["SCAN_API_VERSION", "app", "main"]
 
 
 def _usage_error_types() -> tuple[type[Exception], ...]:
-    """click's UsageError, of the click typer runs on: typer >= 0.28 vendors click as
-    ``typer._click`` (already loaded by typer), older releases import ``click``. Only the
-    first found: importing an installed ``click`` that typer does not use costs every
-    start ~10 ms."""
+    """click's UsageError, of the click typer runs on.
+
+    - typer >= 0.28 vendors click as ``typer._click``, already loaded by typer.
+    - Older releases import ``click``.
+    - Only the first found is taken. Importing an installed ``click`` that typer does not
+      use costs every start ~10 ms.
+    """
     for mod in ("typer._click.exceptions", "click.exceptions"):
         try:
             return (importlib.import_module(mod).UsageError,)
@@ -110,12 +115,17 @@ def main(argv: list[str] | None = None) -> int:
 def console() -> int:
     """The ``nfd-gpu`` process: :func:`main` on its command line, the process ending with it.
 
-    What is alive is frozen out of the garbage collector (:func:`gc.freeze`) when the
-    command starts and when it ends: interpreter shutdown runs full collections, which
-    otherwise traverse every object typer and the scan made (~15% of a 27-function
-    ``scan``'s CPU time); the agent (``run``) keeps its start-up objects frozen, as they
-    live as long as it does. Nothing is collected less: only cycles frozen at the end could
-    be, and the process is exiting."""
+    What is alive is frozen out of the garbage collector by :func:`gc.freeze`, when the
+    command starts and when it ends:
+
+    - interpreter shutdown runs full collections;
+    - they would otherwise traverse every object typer and the scan made;
+    - that is ~15% of a 27-function ``scan``'s CPU time.
+
+    The agent, ``run``, keeps its start-up objects frozen, as they live as long as it does.
+    Nothing is collected less. Only cycles frozen at the end could be, and the process is
+    exiting.
+    """
     gc.freeze()
     try:
         return main()

@@ -1,5 +1,4 @@
-"""What the commands share: the one line printed (escaped), the one-line error and the
-``--root`` check."""
+"""What the commands share: the escaped line printed, the one-line error, the ``--root`` check."""
 
 from __future__ import annotations
 
@@ -12,12 +11,12 @@ from nfd_gpu.text import shown
 
 
 def say(line: str, *, err: bool = False) -> None:
-    """Print one line of the CLI's output, escaped (:func:`shown`)."""
+    """Print one line of the CLI's output, escaped by :func:`shown`."""
     print(shown(line), file=sys.stderr if err else sys.stdout)
 
 
 def say_lines(text: str) -> None:
-    """Print a rendered block (a table), each line escaped."""
+    """Print a rendered block such as a table, each line escaped."""
     for line in text.splitlines():
         say(line)
 

@@ -1,4 +1,4 @@
-"""``nfd-gpu inventory``: the cluster's GPUs from the agents' NodeFeatures (read-only)."""
+"""``nfd-gpu inventory``: the cluster's GPUs from the agents' NodeFeatures, read-only."""
 
 # no `from __future__ import annotations`: see cli/__init__.py
 
@@ -72,7 +72,7 @@ def inventory(
 
 
 def _write(path: str, text: str) -> None:
-    """Write ``path`` whole or not at all (a temporary file renamed over it)."""
+    """Write ``path`` whole or not at all: a temporary file renamed over it."""
     tmp = ""
     try:
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".inventory-")

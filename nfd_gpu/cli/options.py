@@ -1,10 +1,11 @@
-"""Typer options from the one declaration of the settings (:mod:`nfd_gpu.config.settings`).
+"""Typer options from the one declaration of the settings in :mod:`nfd_gpu.config.settings`.
 
-``run`` gets one option per setting with a flag (its signature is built here); ``scan`` and
-``snapshot`` name theirs with :func:`scan_option`, which reads ``NFD_GPU_<KEY>`` through
-click. Both are :class:`SettingsCommand`: the ``{default}``/``{choices}`` placeholders of
-their help texts are filled when the options are first listed, so that starting the CLI
-(``nfd-gpu version``) loads no label code.
+- ``run`` gets one option per setting with a flag. Its signature is built here.
+- ``scan`` and ``snapshot`` name theirs with :func:`scan_option`. It reads
+  ``NFD_GPU_<KEY>`` through click.
+- Both are :class:`SettingsCommand`. The ``{default}`` and ``{choices}`` placeholders of
+  their help texts are filled when the options are first listed.
+- So starting the CLI, as ``nfd-gpu version``, loads no label code.
 """
 
 from __future__ import annotations
@@ -34,9 +35,13 @@ class SettingsCommand(TyperCommand):
         return super().get_params(ctx)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
-        """``run``'s settings come from ``NFD_GPU_<KEY>`` too, read by config/loader.py itself
-        (above the file, below the flags), not by click: the help names each variable as
-        click does scan's, set on the options only while the help is written."""
+        """Write the help, naming each setting's ``NFD_GPU_<KEY>`` variable.
+
+        - ``run``'s settings come from ``NFD_GPU_<KEY>`` too.
+        - config/loader.py reads them itself, not click: above the file, below the flags.
+        - The help names each variable as click does scan's.
+        - They are set on the options only while the help is written.
+        """
         shown = []
         for p in self.params:
             if isinstance(p, TyperOption) and p.envvar is None:
@@ -53,8 +58,10 @@ class SettingsCommand(TyperCommand):
 
 
 def completion(key: str) -> Any:
-    """Shell completion of a setting's choices (None: it has none); a comma-separated
-    list (``--output featurefile,no``) completes its last item."""
+    """Shell completion of a setting's choices; None when it has none.
+
+    A comma-separated list such as ``--output featurefile,no`` completes its last item.
+    """
     if SETTINGS[key].choices is None:
         return None
 
@@ -81,7 +88,7 @@ RootOption = Annotated[str, scan_option("root")]
 
 
 def run_signature() -> inspect.Signature:
-    """``run``'s parameters: ``--config`` and every setting with a flag, all unset (None)."""
+    """``run``'s parameters: ``--config`` and every setting with a flag, all None."""
 
     def param(name: str, typ: Any, option: Any) -> inspect.Parameter:
         annotation = Annotated[typ | None, option]

@@ -49,7 +49,7 @@ def _load(path: Path) -> "RuleSet":
 
 
 def _features(features: Path | None, root: Path | None) -> "Features":
-    """The features of ``--features FILE`` or of a scan of ``--root DIR`` (exactly one)."""
+    """The features of ``--features FILE`` or of a scan of ``--root DIR``: exactly one."""
     from nfd_gpu.rules.features_doc import FeatureFileError, read_features_file  # lazy: YAML
 
     if features is not None:

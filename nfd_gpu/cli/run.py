@@ -1,5 +1,8 @@
-"""``nfd-gpu run``: the agent command. Its options are the settings of
-:mod:`nfd_gpu.config.settings` (signature built by :func:`nfd_gpu.cli.options.run_signature`)."""
+"""``nfd-gpu run``: the agent command.
+
+Its options are the settings of :mod:`nfd_gpu.config.settings`.
+:func:`nfd_gpu.cli.options.run_signature` builds its signature.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``nfd-gpu scan``: one pass over this host (or ``--root``), printed."""
+"""``nfd-gpu scan``: one pass over this host or ``--root``, printed."""
 
 # no `from __future__ import annotations`: see cli/__init__.py
 
@@ -101,7 +101,7 @@ def _rule_error(exc: Exception) -> None:
 
 
 def scan_document(result: "ScanResult") -> dict[str, Any]:
-    """The ``--format json|yaml`` document (nfd_gpu/data/scan-v1.schema.json)."""
+    """The ``--format json|yaml`` document, as nfd_gpu/data/scan-v1.schema.json says."""
     return {
         "apiVersion": SCAN_API_VERSION,
         "labels": dict(sorted(result.labels.items())),

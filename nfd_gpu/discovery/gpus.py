@@ -1,18 +1,18 @@
 """GPU classification and identification from PCI records: the counting rules below.
 
-A GPU is a PCI *physical function* of a GPU vendor whose class is display
-(0x03) or processing accelerator (0x12) and that is identified as a GPU:
+A GPU is a PCI *physical function* of a GPU vendor whose class is display, 0x03, or
+processing accelerator, 0x12, and that is identified as a GPU:
 
-* class 0x03 of a registered GPU vendor (``discovery/registry.py``: NVIDIA, AMD, Intel)
-  is a GPU;
-* class 0x12 is a GPU only when the vendor table knows the device (AMD
-  Instinct boards are 0x1200; Intel's 0x12 NPUs are not GPUs), or for a vendor whose
-  every 0x12 function is one (``Vendor.accelerators_are_gpus``: AMD, vendor 1002 only
-  makes GPUs in that class);
-* BMC / virtual VGA (ASPEED, Matrox, QEMU, virtio, Cirrus, VMware) are other
-  vendors, NVSwitch bridges are class 0x0680 and GPU audio is 0x0403: never GPUs;
-* a function with a ``physfn`` link is an SR-IOV VF of a PF on this host and is
-  counted under its PF; inside a VM the VF has no ``physfn`` and *is* the GPU.
+* class 0x03 of a registered GPU vendor is a GPU. ``discovery/registry.py`` registers
+  NVIDIA, AMD, Intel.
+* class 0x12 is a GPU only when the vendor table knows the device. AMD Instinct boards are
+  0x1200; Intel's 0x12 NPUs are not GPUs.
+* class 0x12 is a GPU too for a vendor whose every 0x12 function is one:
+  ``Vendor.accelerators_are_gpus``. That is AMD: vendor 1002 only makes GPUs in that class.
+* BMC and virtual VGA are other vendors: ASPEED, Matrox, QEMU, virtio, Cirrus, VMware.
+  NVSwitch bridges are class 0x0680 and GPU audio is 0x0403. They are never GPUs.
+* a function with a ``physfn`` link is an SR-IOV VF of a PF on this host. It is counted
+  under its PF. Inside a VM the VF has no ``physfn`` and *is* the GPU.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from nfd_gpu.model import Gpu, PciDevice, Snapshot
 
 
 def is_gpu_function(dev: PciDevice, gpu_vendors: Mapping[str, Vendor]) -> bool:
-    """True for a GPU function (PF or guest VF), before the VF-on-host check."""
+    """True for a GPU function, a PF or a guest VF, before the VF-on-host check."""
     vendor = gpu_vendors.get(dev.vendor)
     if vendor is None:
         return False
@@ -47,7 +47,7 @@ def is_nvswitch(dev: PciDevice) -> bool:
 def classify(
     pci: Iterable[PciDevice], gpu_vendors: Mapping[str, Vendor]
 ) -> tuple[list[PciDevice], list[PciDevice], list[str]]:
-    """Split PCI functions into (GPU functions, host-side VFs of GPUs, NVSwitches)."""
+    """Split PCI functions into GPU functions, host-side VFs of GPUs, and NVSwitches."""
     gpus: list[PciDevice] = []
     vfs: list[PciDevice] = []
     switches: list[str] = []
@@ -62,8 +62,11 @@ def classify(
 def gpu_mode(
     vendor: Vendor, driver: str | None, numvfs: int | None, vf_drivers: Iterable[str]
 ) -> str | None:
-    """How the GPU can be used, from driver binding and VF status (passthrough: any
-    vendor's device on a driver :func:`.passthrough.is_passthrough_driver` names)."""
+    """How the GPU can be used, from driver binding and VF status.
+
+    Passthrough is any vendor's device on a driver :func:`.passthrough.is_passthrough_driver`
+    names.
+    """
     if is_passthrough_driver(driver):
         return "pf-passthrough"
     if driver in vendor.sriov_host_drivers:
@@ -76,8 +79,11 @@ def gpu_mode(
 
 
 def vfs_by_pf(vfs: list[PciDevice]) -> Callable[[PciDevice], list[PciDevice]]:
-    """The host-side VFs of a PF, in scan order: those whose ``physfn`` is the PF, else
-    those its ``virtfnN`` links name. Indexed once, so a node's GPUs cost O(GPUs + VFs)."""
+    """The host-side VFs of a PF, in scan order.
+
+    - Those whose ``physfn`` is the PF, else those its ``virtfnN`` links name.
+    - Indexed once, so a node's GPUs cost O(GPUs + VFs).
+    """
     by_pf: dict[str | None, list[PciDevice]] = {}
     position = {v.address: i for i, v in enumerate(vfs)}
     for v in vfs:
@@ -92,9 +98,12 @@ def vfs_by_pf(vfs: list[PciDevice]) -> Callable[[PciDevice], list[PciDevice]]:
 
 
 def build_gpu(dev: PciDevice, my_vfs: list[PciDevice], pciids: PciIds, vendor: Vendor) -> Gpu:
-    """A :class:`Gpu` from its PCI function (``my_vfs``: its host-side VFs), the model table
-    and pci.ids: the facts every vendor has (the vendor's own sources add theirs, table
-    facts included)."""
+    """A :class:`Gpu` from its PCI function, the model table and pci.ids.
+
+    - ``my_vfs`` are its host-side VFs.
+    - It holds the facts every vendor has.
+    - The vendor's own sources add theirs, table facts included.
+    """
     sub = f"{dev.subsystem_vendor}:{dev.subsystem_device}" if dev.subsystem_device else ""
     info = tables.lookup(vendor.name, dev.device, dev.revision, sub)
     product, provenance = _product(dev, vendor, info, pciids)
@@ -140,7 +149,7 @@ def build_gpu(dev: PciDevice, my_vfs: list[PciDevice], pciids: PciIds, vendor: V
 def _product(
     dev: PciDevice, vendor: Vendor, info: tables.ModelInfo | None, pciids: PciIds
 ) -> tuple[str, dict[str, str]]:
-    """The product name (model table, else pci.ids, else the ids) and its source."""
+    """The product name and its source: the model table, else pci.ids, else the ids."""
     if info is not None and info.name:
         return info.name, {"product": "table"}
     raw = pciids.device_name(dev.vendor, dev.device)
@@ -153,7 +162,7 @@ def _product(
 
 
 def source(gpu_vendors: Mapping[str, Vendor]) -> Source:
-    """The ``gpus`` source: a :class:`Gpu` per GPU function of ``gpu_vendors`` (by PCI id)."""
+    """The ``gpus`` source: a :class:`Gpu` per GPU function of ``gpu_vendors``, by PCI id."""
 
     def run(ctx: Context, snap: Snapshot) -> Snapshot:
         gpu_fns, vfs, switches = classify(snap.pci, gpu_vendors)

@@ -1,23 +1,23 @@
 """The ``health`` source: health signals every vendor's GPU has, from PCI sysfs.
 
-* PCIe AER counters (``aer_dev_fatal``, ``aer_dev_nonfatal``, ``aer_dev_correctable``:
-  one ``<error name> <count>`` line per error bit and a ``TOTAL_ERR_FATAL`` /
-  ``TOTAL_ERR_NONFATAL`` / ``TOTAL_ERR_COR`` line; Linux
-  Documentation/ABI/testing/sysfs-bus-pci-devices-aer-stats, since 4.19);
-* the fatal AER count of the GPU's upstream port (its ``aer_dev_fatal``: what the port
-  above the GPU detected on the GPU's link, e.g. Surprise Down when the link went down;
-  the kernel counts an error on the function that reported it, so a GPU that fell off
-  its link shows it on the port, not on itself): ``aer-fatal-port``;
-* the negotiated link width below what both ends support (``PcieLink.lanes_lost``: the
-  GPU's and its upstream port's ``max_link_width``; the speed is not a fault: GPUs lower
-  it when idle);
-* a GPU with no driver bound (no ``driver`` link): ``no-driver``, neither ok nor failed.
+* PCIe AER counters: ``aer_dev_fatal``, ``aer_dev_nonfatal``, ``aer_dev_correctable``.
+  Each has one ``<error name> <count>`` line per error bit and a ``TOTAL_ERR_FATAL``,
+  ``TOTAL_ERR_NONFATAL`` or ``TOTAL_ERR_COR`` line. Linux documents them in
+  Documentation/ABI/testing/sysfs-bus-pci-devices-aer-stats, since 4.19.
+* The fatal AER count of the GPU's upstream port, its ``aer_dev_fatal``: ``aer-fatal-port``.
+  It is what the port above the GPU detected on the GPU's link, e.g. Surprise Down when
+  the link went down. The kernel counts an error on the function that reported it. So a
+  GPU that fell off its link shows it on the port, not on itself.
+* The negotiated link width below what both ends support: ``PcieLink.lanes_lost``. Both
+  ends are the GPU's and its upstream port's ``max_link_width``. The speed is not a
+  fault: GPUs lower it when idle.
+* A GPU with no driver bound, no ``driver`` link: ``no-driver``, neither ok nor failed.
 
-Every count is parsed strictly (:func:`parse_count`: ASCII digits, at most 20 of them, a
-64-bit counter); a bad one is a warning naming the file and the signal is not read.
+Every count is parsed strictly by :func:`parse_count`: ASCII digits, at most 20 of them,
+a 64-bit counter. A bad one is a warning naming the file, and the signal is not read.
 
-The vendors' own signals are read by their sources (NVML, ``amd/ras.py``,
-``intel/sysfs.py``); :mod:`nfd_gpu.health` judges them all.
+The vendors' own signals are read by their sources: NVML, ``amd/ras.py``,
+``intel/sysfs.py``. :mod:`nfd_gpu.health` judges them all.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class BadCount(ValueError):
 
 
 def parse_count(text: str) -> int:
-    """A kernel counter: ASCII digits only, at most :data:`MAX_DIGITS` (BadCount else)."""
+    """A kernel counter: ASCII digits only, at most :data:`MAX_DIGITS`; else BadCount."""
     t = text.strip()
     if not t or len(t) > MAX_DIGITS or not (t.isascii() and t.isdigit()):
         raise BadCount(f"not a count: {t[:24]!r}")
@@ -57,8 +57,10 @@ def parse_count(text: str) -> int:
 
 
 def aer_total(text: str, total: str) -> int | None:
-    """The ``TOTAL_...`` count of an AER stats file; None when it has none (BadCount when
-    that line's count is not a count)."""
+    """The ``TOTAL_...`` count of an AER stats file; None when it has none.
+
+    BadCount when that line's count is not a count.
+    """
     for line in text.splitlines():
         name, _, count = line.strip().partition(" ")
         if name == total:
@@ -67,7 +69,7 @@ def aer_total(text: str, total: str) -> int | None:
 
 
 def _aer_files(host: HostRoot, base: str) -> list[tuple[str, str, str]]:
-    """(file, total, reason) of the GPU's own AER files and its upstream port's fatal one."""
+    """File, total and reason of the GPU's own AER files and its upstream port's fatal one."""
     files = [(f"{base}/{name}", total, reason) for name, total, reason in AER_FILES]
     port = upstream_port(host, base)
     if port is not None:
@@ -106,8 +108,11 @@ NO_DRIVER = HealthReason("no-driver", "sysfs")
 
 
 def _driver(g: Gpu) -> Gpu:
-    """No driver bound to the GPU's PCI function: the state says so (never ``ok``, never
-    ``failed`` for it). An integrated GPU that is no PCI function (Tegra) has no such link."""
+    """No driver bound to the GPU's PCI function: the state says so.
+
+    - It is never ``ok``, never ``failed`` for it.
+    - An integrated GPU that is no PCI function, such as Tegra, has no such link.
+    """
     if g.driver is not None or PciAddress.parse(g.address) is None:
         return g
     return dataclasses.replace(g, health=g.health.read(("sysfs.driver",), (NO_DRIVER,)))

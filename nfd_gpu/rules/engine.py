@@ -1,12 +1,17 @@
-"""Rule execution with nfd-master's exact semantics (docs/rules.md "Semantics").
+"""Rule execution with nfd-master's exact semantics, as docs/rules.md "Semantics" says.
 
-``execute_rule`` is NFD's ``nodefeaturerule.Execute``; ``evaluate`` is
-nfd-master's ``processNodeFeatureRule`` plus its output filtering: rule
-objects sorted by name, rules in list order, ``failFast``, a failing rule is
-skipped, every successful rule's labels and vars are fed back as the attribute
-feature ``rule.matched``; afterwards names are auto-prefixed, ``@`` dynamic
-values resolved and everything validated (rejected items are reported in
-``errors`` and dropped; the rest still applies).
+- ``execute_rule`` is NFD's ``nodefeaturerule.Execute``.
+- ``evaluate`` is nfd-master's ``processNodeFeatureRule`` plus its output filtering.
+
+``evaluate``:
+
+- rule objects sorted by name, rules in list order, ``failFast``;
+- a failing rule is skipped;
+- every successful rule's labels and vars are fed back as the attribute feature
+  ``rule.matched``;
+- afterwards names are auto-prefixed, ``@`` dynamic values resolved and everything
+  validated;
+- rejected items are reported in ``errors`` and dropped; the rest still applies.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ TemplateData = dict[str, dict[str, list[MatchedElement]]]
 
 
 class RuleEvalError(RuntimeError):
-    """A rule that errored while being evaluated (NFD drops that rule)."""
+    """A rule that errored while being evaluated; NFD drops that rule."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +93,11 @@ FeatureSets = tuple[Any, Any, "list[Mapping[str, str]] | None"]
 
 
 class FeatureView:
-    """Per-evaluation lookup of one feature's flags, attributes and instance
-    attribute maps. Only ``rule.matched`` (attributes) changes during an
-    evaluation; it is never cached."""
+    """Per-evaluation lookup of one feature's flags, attributes and instance attribute maps.
+
+    Only ``rule.matched``, an attribute feature, changes during an evaluation; it is never
+    cached.
+    """
 
     __slots__ = ("_cache", "features", "terms")
 
@@ -190,8 +197,11 @@ def _run_template(
 def execute_rule(
     rule: Rule, features: Features | FeatureView, fail_fast: bool = True
 ) -> RuleResult:
-    """NFD ``Execute``: matchAny (OR) then matchFeatures (AND); templates run on
-    the matched elements; static ``labels``/``vars`` override template output."""
+    """NFD ``Execute``: matchAny, an OR, then matchFeatures, an AND.
+
+    - Templates run on the matched elements.
+    - Static ``labels`` and ``vars`` override template output.
+    """
     if not isinstance(features, FeatureView):
         features = FeatureView(features)
     labels: dict[str, str] = {}
@@ -314,10 +324,13 @@ class _Collected:
 def _run_rules(
     rules: RuleSet, feats: Features, errors: list[tuple[str, str]], memo: Any = None
 ) -> _Collected:
-    """Rule objects sorted by name, rules in list order; each rule's labels and vars are
-    fed back as ``rule.matched`` before the next one runs; a failing rule is skipped.
-    ``memo``: the caller's last evaluation (:class:`~nfd_gpu.rules.memo.RuleMemo`), rules
-    whose inputs are unchanged not run again."""
+    """Run the rules: objects sorted by name, rules in list order.
+
+    - Each rule's labels and vars are fed back as ``rule.matched`` before the next one runs.
+    - A failing rule is skipped.
+    - ``memo`` is the caller's last evaluation, a :class:`~nfd_gpu.rules.memo.RuleMemo`.
+      Rules whose inputs are unchanged are not run again.
+    """
     if memo is not None:
         return memo.run(rules, feats, errors)  # type: ignore[no-any-return]
     out = _Collected()
@@ -345,8 +358,12 @@ def _filtered(
     errors: list[tuple[str, str]],
     feats: Features | None,
 ) -> dict[str, str]:
-    """nfd-master's output filter for one kind: auto-prefix the names, resolve ``@``
-    values (when ``feats`` is given), drop (and report) what ``check`` rejects."""
+    """nfd-master's output filter for one kind.
+
+    - Auto-prefix the names.
+    - Resolve ``@`` values, when ``feats`` is given.
+    - Drop and report what ``check`` rejects.
+    """
     out: dict[str, str] = {}
     for k, v in add_namespace(items).items():
         rule_name = src.get(k) or src.get(k.rpartition("/")[2], "?")
@@ -370,11 +387,14 @@ def evaluate(
     own_ns: str | None = None,
     memo: Any = None,
 ) -> RuleOutput:
-    """Evaluate every rule like nfd-master does for one node; ``own_ns``: the namespace of
-    nfd-gpu's own labels, whose health and counts no rule may write (an error naming the
-    rule; nfd-master itself has no such check). ``memo``: the caller's
-    :class:`~nfd_gpu.rules.memo.RuleMemo`, reusing the results of rules whose inputs did
-    not change since its last evaluation (the same output as without it)."""
+    """Evaluate every rule like nfd-master does for one node.
+
+    - ``own_ns``: the namespace of nfd-gpu's own labels. No rule may write their health and
+      counts: an error names the rule. nfd-master itself has no such check.
+    - ``memo``: the caller's :class:`~nfd_gpu.rules.memo.RuleMemo`. It reuses the results of
+      rules whose inputs did not change since its last evaluation. The output is the same as
+      without it.
+    """
     feats = _working_copy(features)
     errors: list[tuple[str, str]] = []
     got = _run_rules(rules, feats, errors, memo)

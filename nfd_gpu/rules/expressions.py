@@ -1,15 +1,20 @@
 """NFD match expressions: operators, value checks and the set matchers.
 
-Semantics follow NFD's ``pkg/apis/nfd/nodefeaturerule`` (see
-tests/data/nfd/expression-vectors-public.json): an unknown op is always an error; ``""``
-(MatchAny), ``Exists`` and ``DoesNotExist`` check their value count and
-decide at once; every other operator returns ``False`` *without error* when the
-element is missing or has no value (a flag), and only raises when it actually
-compares a value.
+Semantics follow NFD's ``pkg/apis/nfd/nodefeaturerule``; the vectors are in
+tests/data/nfd/expression-vectors-public.json.
 
-Matched elements (template input) are plain dicts: ``{"Name": k}`` for flags,
-``{"Name": k, "Value": v}`` for attributes, the instance attribute map itself
-for instances.
+- An unknown op is always an error.
+- ``""`` for MatchAny, ``Exists`` and ``DoesNotExist`` check their value count and decide
+  at once.
+- Every other operator returns ``False`` *without error* when the element is missing or
+  has no value, as a flag has none.
+- It raises only when it actually compares a value.
+
+Matched elements, the template input, are plain dicts:
+
+- ``{"Name": k}`` for flags;
+- ``{"Name": k, "Value": v}`` for attributes;
+- the instance attribute map itself for instances.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ MatchedElement = dict[str, str]
 
 
 class ExpressionError(ValueError):
-    """A match expression that cannot be evaluated (NFD returns an error)."""
+    """A match expression that cannot be evaluated; NFD returns an error."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +96,7 @@ _UINT64_MAX = 2**64 - 1
 
 
 def parse_version(s: str) -> tuple[int, int, int]:
-    """Masterminds/semver v3 ``NewVersion`` (loose), prerelease and build dropped."""
+    """Masterminds/semver v3 ``NewVersion``, loose, prerelease and build dropped."""
     m = _SEMVER_RE.fullmatch(s)
     if m is None:
         raise ExpressionError(f"invalid version {s!r}")
@@ -114,10 +119,12 @@ ENGINE_UNAVAILABLE = "regexp engine unavailable"
 
 @lru_cache(maxsize=4096)
 def compile_go_regexp(pattern: str) -> Any:
-    """Compile a Go regexp with RE2 itself (``google-re2``; cached): matching is linear
-    in the input, whatever the pattern (no backtracking), and what RE2 rejects
-    (lookaround, backreferences, ``\\Z``) raises ExpressionError, as NFD does; so does an
-    RE2 that cannot load (the rule with the regexp is dropped, not the scan)."""
+    """Compile a Go regexp with RE2 itself: ``google-re2``, cached.
+
+    - Matching is linear in the input whatever the pattern: no backtracking.
+    - What RE2 rejects raises ExpressionError, as NFD does: lookaround, backreferences, ``\\Z``.
+    - So does an RE2 that cannot load. The rule with the regexp is dropped, not the scan.
+    """
     try:
         import re2  # lazy: the RE2 extension (~6 ms) only for rules with regexps
     except ImportError as e:
@@ -144,13 +151,20 @@ def _RE2_OPTIONS() -> Any:
 
 
 def validate_expression(expr: MatchExpression, allow_match_any: bool = False) -> None:
-    """Strict, load-time check of an expression (what ``rules check`` reports).
+    """Strict, load-time check of an expression: what ``rules check`` reports.
 
-    Raises ExpressionError for: unknown operator, wrong value count, invalid
-    regexp, non-integer value for an integer comparison, an empty or reversed
-    range, an invalid version, an unknown ``type``. The internal MatchAny op
-    ``""`` is not in the CRD enum; it is accepted only with ``allow_match_any``
-    (NFD's legacy ``custom`` source API allows it).
+    Raises ExpressionError for:
+
+    - an unknown operator;
+    - a wrong value count;
+    - an invalid regexp;
+    - a non-integer value for an integer comparison;
+    - an empty or reversed range;
+    - an invalid version;
+    - an unknown ``type``.
+
+    The internal MatchAny op ``""`` is not in the CRD enum. It is accepted only with
+    ``allow_match_any``: NFD's legacy ``custom`` source API allows it.
     """
     op, values = expr.op, expr.value
     if op not in _ALL_OPS or (op == MATCH_ANY and not allow_match_any):
@@ -201,9 +215,12 @@ _MEMO_MAX = 1024
 
 
 def _guarded(inner: Callable[[str], bool]) -> Evaluator:
-    """False for a missing value, else ``inner(value)``. ``inner`` is pure, so its
-    results are memoised per value (16 identical GPUs convert "81559" once); an
-    error is never stored, so it is raised again on every call, as before."""
+    """False for a missing value, else ``inner(value)``.
+
+    - ``inner`` is pure, so its results are memoised per value.
+    - So 16 identical GPUs convert "81559" once.
+    - An error is never stored, so it is raised again on every call, as before.
+    """
     memo: dict[str, bool] = {}
 
     def ev(valid: bool, value: str | None) -> bool:
@@ -279,8 +296,10 @@ def _compare_op(op: str, values: tuple[str, ...], vtype: str) -> Callable[[str],
 
 @lru_cache(maxsize=16384)
 def compile_expression(expr: MatchExpression) -> Evaluator:
-    """Turn an expression into ``f(valid, value) -> bool`` with NFD's exact
-    error-versus-false behaviour (errors are raised only when NFD raises)."""
+    """Turn an expression into ``f(valid, value) -> bool`` with NFD's exact behaviour.
+
+    It returns false or raises an error exactly where NFD does.
+    """
     op, values = expr.op, expr.value
     if op not in _ALL_OPS:
         return _fail(f"invalid Op {op!r}")
@@ -354,9 +373,12 @@ InstancePredicate = Callable[[Mapping[str, str]], bool]
 
 
 def instance_predicate(name: str, expr: MatchExpression) -> InstancePredicate:
-    """``pred(attrs)``: ``expr`` on element ``name`` of one instance's attribute map,
-    i.e. ``ev(name in attrs, attrs[name])`` with direct fast paths for the common
-    In / NotIn / Exists / DoesNotExist forms (same results, no extra calls)."""
+    """``pred(attrs)``: ``expr`` on element ``name`` of one instance's attribute map.
+
+    - That is ``ev(name in attrs, attrs[name])``.
+    - The common In, NotIn, Exists and DoesNotExist forms take direct fast paths.
+    - They give the same results, with no extra calls.
+    """
     op, values = expr.op, expr.value
     if op == "In" and values:
         vs = frozenset(values)
@@ -384,7 +406,7 @@ def instance_predicate(name: str, expr: MatchExpression) -> InstancePredicate:
 
 @dataclass(frozen=True, slots=True)
 class CompiledExpressions:
-    """A ``matchExpressions`` set compiled once (at rule load time)."""
+    """A ``matchExpressions`` set compiled once, at rule load time."""
 
     exprs: tuple[tuple[str, MatchExpression], ...]
     evaluators: tuple[tuple[str, str, Evaluator], ...]  # (name, op, evaluator)
@@ -403,7 +425,7 @@ def compile_expressions(exprs: ExpressionSet) -> CompiledExpressions:
 def instance_attributes(
     instances: Iterable[Mapping[str, Any]] | None,
 ) -> list[Mapping[str, str]]:
-    """The attribute map of each instance (what templates see), in input order."""
+    """The attribute map of each instance, what templates see, in input order."""
     return [inst.get("attributes") or {} for inst in instances or ()]
 
 
@@ -412,9 +434,11 @@ def _match_instances(
     attrs_list: Sequence[Mapping[str, str]],
     fail_fast: bool,
 ) -> tuple[bool, list[MatchedElement]]:
-    """NFD ``MatchGetInstances``: the instances matching *all* expressions, in input
-    order. Evaluation order is NFD's: instance by instance, expressions in order,
-    stopping at the first false one (``fail_fast``)."""
+    """NFD ``MatchGetInstances``: the instances matching *all* expressions, in input order.
+
+    Evaluation order is NFD's: instance by instance, expressions in order. It stops at the
+    first false one with ``fail_fast``.
+    """
     out: list[Any]
     if not preds:
         out = list(attrs_list)
@@ -439,8 +463,11 @@ def _match_element(
     values: Mapping[str, str] | None,
     elems: list[MatchedElement],
 ) -> bool:
-    """One expression on element ``name`` of the flags and the attributes (appending
-    what matched to ``elems``). ``DoesNotExist`` must hold on both sides."""
+    """One expression on element ``name`` of the flags and the attributes.
+
+    - What matched is appended to ``elems``.
+    - ``DoesNotExist`` must hold on both sides.
+    """
     mk = mv = False
     if keys is not None:
         mk = ev(name in keys, None)
@@ -469,9 +496,12 @@ def match_multi(
     attrs_list: Sequence[Mapping[str, str]] | None,
     fail_fast: bool = True,
 ) -> tuple[bool, list[MatchedElement]]:
-    """NFD ``MatchMulti``: flags and attributes as a union (``DoesNotExist`` must
-    hold in both), instances separately; the term matches if either side does.
-    With ``fail_fast`` the first failing expression empties the flag/attribute side."""
+    """NFD ``MatchMulti``: flags and attributes as a union, instances separately.
+
+    - ``DoesNotExist`` must hold in both flags and attributes.
+    - The term matches if either side does.
+    - With ``fail_fast`` the first failing expression empties the flag and attribute side.
+    """
     elems: list[MatchedElement] = []
     is_match = keys is not None or values is not None
     if is_match:
@@ -495,8 +525,10 @@ def match_names_multi(
     values: Mapping[str, str] | None,
     attrs_list: Sequence[Mapping[str, str]] | None,
 ) -> tuple[bool, list[MatchedElement]]:
-    """NFD ``MatchNamesMulti``: ``matchName`` over flag, attribute and instance
-    names (the instances given as their attribute maps)."""
+    """NFD ``MatchNamesMulti``: ``matchName`` over flag, attribute and instance names.
+
+    The instances are given as their attribute maps.
+    """
     ev = compile_expression(expr)
     out: list[MatchedElement] = [{"Name": k} for k in (keys or ()) if ev(True, k)]
     out.extend({"Name": k, "Value": v} for k, v in (values or {}).items() if ev(True, k))

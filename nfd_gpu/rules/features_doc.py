@@ -1,5 +1,7 @@
-"""Node features from a NodeFeature document (YAML or JSON): the input of
-``nfd-gpu rules test --features`` and of the differential tests."""
+"""Node features from a NodeFeature document, YAML or JSON.
+
+It is the input of ``nfd-gpu rules test --features`` and of the differential tests.
+"""
 
 from __future__ import annotations
 

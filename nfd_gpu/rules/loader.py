@@ -1,14 +1,17 @@
-"""Load and validate NodeFeatureRule YAML/JSON (a file or a directory of them).
+"""Load and validate NodeFeatureRule YAML or JSON: a file or a directory of them.
 
-Accepted documents: ``apiVersion: nfd.k8s-sigs.io/v1alpha1`` ``kind:
-NodeFeatureRule`` objects, a ``kind: List`` of them, or a bare mapping with a
-``rules:`` list (its object name is the file name). Other kinds (e.g. a
-``Kustomization`` next to the rules) are skipped with a warning. Helm template
-control lines (a whole line such as ``{{- if .Values.x }}``) outside YAML are
-dropped when the file does not parse as YAML otherwise.
+Accepted documents:
 
-Every problem is reported as one ``file: rule: message`` line, where the
-message names the field (``matchFeatures[0].matchExpressions.vendor.op``).
+- ``apiVersion: nfd.k8s-sigs.io/v1alpha1`` ``kind: NodeFeatureRule`` objects;
+- a ``kind: List`` of them;
+- a bare mapping with a ``rules:`` list, whose object name is the file name.
+
+Other kinds, such as a ``Kustomization`` next to the rules, are skipped with a warning.
+Helm template control lines outside YAML are dropped when the file does not parse as YAML
+otherwise. Such a line is a whole line like ``{{- if .Values.x }}``.
+
+Every problem is reported as one ``file: rule: message`` line. The message names the
+field: ``matchFeatures[0].matchExpressions.vendor.op``.
 """
 
 from __future__ import annotations
@@ -244,12 +247,14 @@ def _digest(text: str) -> bytes:
 
 
 class RuleCache:
-    """The valid rules of a file's last version, by what they were parsed from, so that a
-    reload parses only the rules that changed (a ConfigMap edit rewrites every file of it:
-    most rules come back unchanged). The key is ``strict`` and a digest of the rule's
-    mapping as ``repr`` writes it (types included: ``1``, ``'1'``, ``True`` and ``1.0``
-    differ):
-    :func:`parse_rule` is a function of nothing else, and its results are immutable."""
+    """The valid rules of a file's last version, by what they were parsed from.
+
+    - So a reload parses only the rules that changed.
+    - A ConfigMap edit rewrites every file of it; most rules come back unchanged.
+    - The key is ``strict`` and a digest of the rule's mapping as ``repr`` writes it.
+    - Types are included: ``1``, ``'1'``, ``True`` and ``1.0`` differ.
+    - :func:`parse_rule` is a function of nothing else, and its results are immutable.
+    """
 
     def __init__(
         self,
@@ -307,8 +312,10 @@ def rule_objects_from_documents(
     warnings: list[str] | None = None,
     cache: RuleCache | None = None,
 ) -> list[RuleObject]:
-    """Turn parsed YAML documents into rule objects, collecting problem lines; ``cache``:
-    the rules of the file's last version (:class:`RuleCache`)."""
+    """Turn parsed YAML documents into rule objects, collecting problem lines.
+
+    ``cache`` holds the rules of the file's last version, a :class:`RuleCache`.
+    """
     probs = problems if problems is not None else []
     warns = warnings if warnings is not None else []
     objs: list[RuleObject] = []
@@ -387,8 +394,12 @@ def _yaml_error(e: yaml.YAMLError) -> str:
 
 
 def read_rule_file(path: Path) -> str:
-    """The text of a rule file (:func:`nfd_gpu.host.boundedfile.read_text`: a regular file of at
-    most MAX_RULE_FILE bytes, a FIFO or device refused, never waited on). Raises RuleError."""
+    """The text of a rule file, by :func:`nfd_gpu.host.boundedfile.read_text`.
+
+    - It is a regular file of at most MAX_RULE_FILE bytes.
+    - A FIFO or device is refused, never waited on.
+    - Raises RuleError.
+    """
     try:
         return boundedfile.read_text(path, MAX_RULE_FILE)
     except boundedfile.FileReadError as e:
@@ -398,8 +409,10 @@ def read_rule_file(path: Path) -> str:
 def parse_documents(
     text: str, source: str, warnings: list[str], *, compact: bool = True
 ) -> list[Any]:
-    """YAML (or JSON) documents of one file; raises RuleError when unparseable.
-    ``compact``: rebuilt in one piece (:func:`compacted`)."""
+    """The YAML or JSON documents of one file; raises RuleError when unparseable.
+
+    With ``compact`` they are rebuilt in one piece by :func:`compacted`.
+    """
     squeeze = compacted if compact else (lambda docs: docs)
     try:
         return squeeze(load_yaml_documents(text))
@@ -420,10 +433,13 @@ def parse_documents(
 
 
 def rule_files(path: Path) -> list[Path]:
-    """The rule files ``load_rules`` reads for ``path`` (sorted, no hidden files). Every
-    entry with a rule suffix counts, whatever its type: a FIFO, a directory or a dangling
-    link named ``*.yaml`` is a problem the reader reports, not a file silently skipped.
-    An unlistable directory raises :class:`RuleError` (one line)."""
+    """The rule files ``load_rules`` reads for ``path``: sorted, no hidden files.
+
+    - Every entry with a rule suffix counts, whatever its type.
+    - A FIFO, a directory or a dangling link named ``*.yaml`` is a problem the reader reports,
+      not a file silently skipped.
+    - An unlistable directory raises :class:`RuleError`, one line.
+    """
     if not path.is_dir():
         return [path]
     try:
@@ -441,10 +457,14 @@ def load_rule_file(
     cache: RuleCache | None = None,
 ) -> list[RuleObject]:
     """The rule objects of one file; its problems and warnings appended to the lists.
-    ``cache``: the rules of the file's last version (:class:`RuleCache`; its ``fresh``
-    holds this version's afterwards). The documents are rebuilt in one piece
-    (:func:`compacted`) before the rules that keep their strings are made, unless nearly
-    every rule is one of the cache's (those keep the strings of an earlier load)."""
+
+    - ``cache`` holds the rules of the file's last version, a :class:`RuleCache`.
+    - Its ``fresh`` holds this version's afterwards.
+    - The documents are rebuilt in one piece by :func:`compacted` before the rules that keep
+      their strings are made.
+    - Not when nearly every rule is one of the cache's: those keep the strings of an earlier
+      load.
+    """
     try:
         text = read_rule_file(f)
         if cache is not None:
@@ -477,15 +497,18 @@ _FEW_NEW = 16  # new rules of a reload not worth a compacted copy (beyond a tent
 def load_rules(path: str | Path, strict: bool = True, *, tolerant: bool = False) -> RuleSet:
     """Load a rule file or a directory of rule files.
 
-    ``strict`` validates every expression, template and static name up front
-    (what ``rules check`` reports); ``strict=False`` defers those errors to
-    evaluation time, as nfd-master does.
+    - ``strict`` validates every expression, template and static name up front: what
+      ``rules check`` reports.
+    - ``strict=False`` defers those errors to evaluation time, as nfd-master does.
 
-    By default raises RuleError (one ``file: rule: message`` line per problem)
-    when a file cannot be read or parsed or any rule is invalid. With
-    ``tolerant=True`` (the agent) nothing is raised: an unreadable or unparseable
-    file, an invalid object or an invalid rule is skipped, one line per problem
-    is returned in ``RuleSet.problems``, and every valid rule is kept.
+    By default it raises RuleError when a file cannot be read or parsed or any rule is
+    invalid. The error has one ``file: rule: message`` line per problem.
+
+    With ``tolerant=True``, as the agent loads, nothing is raised:
+
+    - an unreadable or unparseable file, an invalid object or an invalid rule is skipped;
+    - one line per problem is returned in ``RuleSet.problems``;
+    - every valid rule is kept.
     """
     p = Path(path)
     try:
@@ -513,7 +536,7 @@ def load_rules(path: str | Path, strict: bool = True, *, tolerant: bool = False)
 def ruleset_from_documents(
     docs: Iterable[Any], source: str = "<input>", strict: bool = True
 ) -> RuleSet:
-    """Build a RuleSet from already-parsed documents (used by tests and tools)."""
+    """Build a RuleSet from already-parsed documents, for tests and tools."""
     problems: list[str] = []
     warnings: list[str] = []
     objs = rule_objects_from_documents(list(docs), source, strict, problems, warnings)

@@ -1,5 +1,8 @@
-"""Per-rule reuse between evaluations (:class:`RuleMemo`): after a change only the rules it
-reaches run again, with the output of a full evaluation (rules/engine.py)."""
+"""Per-rule reuse between evaluations, :class:`RuleMemo`.
+
+After a change only the rules it reaches run again. The output is a full evaluation's,
+as rules/engine.py makes it.
+"""
 
 from __future__ import annotations
 
@@ -39,10 +42,12 @@ class _Step:
 
 
 def _counts_only(tmpl: CompiledTemplate) -> bool:
-    """A template whose output depends on its data only through how many elements each
-    term matched: text and ``{{ len .<domain>[.<feature>] }}`` actions, nothing else (the
-    data's keys are the rule's own terms' paths). A template that failed to parse reads
-    nothing (it raises whenever the rule matches)."""
+    """A template whose output depends on its data only through how many elements each term matched.
+
+    - It holds text and ``{{ len .<domain>[.<feature>] }}`` actions, nothing else.
+    - The data's keys are the rule's own terms' paths.
+    - A template that failed to parse reads nothing: it raises whenever the rule matches.
+    """
     if tmpl is None or isinstance(tmpl, TemplateError):
         return True
     for n in tmpl.root:
@@ -100,9 +105,12 @@ _NO_ATTRIBUTES: dict[str, str] = {}
 
 
 def _fingerprint(features: Features, key: str, names: tuple[str, ...] | None) -> Any:
-    """What of feature ``key`` the elements ``names`` (None: all) show a rule: equal
-    fingerprints, equal term results (a term reads its feature's sets through
-    ``FeatureView.get``, an expression only the element it names)."""
+    """What of feature ``key`` the elements ``names`` show a rule; ``names`` None means all.
+
+    - Equal fingerprints, equal term results.
+    - A term reads its feature's sets through ``FeatureView.get``.
+    - An expression reads only the element it names.
+    """
     flags = _elements(features, "flags", key)
     attrs = _elements(features, "attributes", key)
     insts = _elements(features, "instances", key)
@@ -118,7 +126,7 @@ def _fingerprint(features: Features, key: str, names: tuple[str, ...] | None) ->
 
 
 def _columns(fp: Any, idx: list[int]) -> Any:
-    """A names fingerprint (:func:`_fingerprint`) cut to the names at ``idx``."""
+    """A names fingerprint of :func:`_fingerprint`, cut to the names at ``idx``."""
     flags, attrs, insts = fp
     return (
         None if flags is None else [flags[j] for j in idx],
@@ -128,12 +136,19 @@ def _columns(fp: Any, idx: list[int]) -> Any:
 
 
 class RuleMemo:
-    """One caller's last evaluation, rule by rule (an agent's: ``scan.RuleOutputs``). On the
-    next evaluation of the same rule set a rule whose inputs are unchanged (what of each
-    feature its terms can observe, and the ``rule.matched`` names it reads, unchanged by
-    the rules before it) is not run again: its last result (or error) is used, so a
-    changed pass costs in proportion to what its change reaches. A rule's result depends
-    on nothing else (no clock, no environment)."""
+    """One caller's last evaluation, rule by rule; an agent's is ``scan.RuleOutputs``.
+
+    On the next evaluation of the same rule set, a rule whose inputs are unchanged is not run
+    again. Its last result or error is used. So a changed pass costs in proportion to what
+    its change reaches.
+
+    A rule's inputs are:
+
+    - what of each feature its terms can observe;
+    - the ``rule.matched`` names it reads, unchanged by the rules before it.
+
+    A rule's result depends on nothing else: no clock, no environment.
+    """
 
     __slots__ = ("_inputs", "_keys", "_next", "_prints", "_results", "_ruleset", "_steps")
 
@@ -161,8 +176,11 @@ class RuleMemo:
             self._results = [None] * len(self._steps)
 
     def _moved(self, inp: Input, prints: dict[str, Any]) -> bool:
-        """Whether the elements ``inp`` names changed, from the feature's fingerprints over
-        the names all its rules read (this evaluation's and the last one's)."""
+        """Whether the elements ``inp`` names changed.
+
+        It compares the feature's fingerprints over the names all its rules read, this
+        evaluation's and the last one's.
+        """
         key, names = inp
         order = self._keys[key]
         if names is None or order is None or key not in self._prints:
@@ -176,10 +194,16 @@ class RuleMemo:
         return {k: _fingerprint(feats, k, names) for k, names in self._keys.items()}
 
     def fingerprint(self, rules: RuleSet, features: Features) -> Any:
-        """All that an evaluation of ``rules`` reads of ``features``: what the rules' terms
-        can observe and the attribute features (``rule.matched`` given with the features,
-        the ``@`` values of the output); equal fingerprints, equal output. Far less than the
-        whole features on a host with thousands of PCI functions."""
+        """All that an evaluation of ``rules`` reads of ``features``.
+
+        Equal fingerprints, equal output. They cover:
+
+        - what the rules' terms can observe;
+        - the attribute features: ``rule.matched`` given with the features, the ``@`` values of
+          the output.
+
+        It is far less than the whole features on a host with thousands of PCI functions.
+        """
         self._use(rules)
         self._next = None
         prints = self._prints_of(features)
@@ -254,7 +278,7 @@ def _apply(
     out: _Collected,
     errors: list[tuple[str, str]],
 ) -> None:
-    """One rule's result fed back (``rule.matched``) and collected; an error reported."""
+    """One rule's result fed back as ``rule.matched`` and collected; an error reported."""
     if isinstance(res, RuleEvalError):
         engine.log.warning("rule %r (%s) failed: %s", st.rule.name, st.obj.source, res)
         errors.append((st.rule.name, str(res)))

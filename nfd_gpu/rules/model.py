@@ -1,4 +1,4 @@
-"""Parsed NodeFeatureRule objects (immutable)."""
+"""Parsed NodeFeatureRule objects, immutable."""
 
 from __future__ import annotations
 
@@ -80,8 +80,11 @@ CompiledTemplate = Template | TemplateError | None
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """One rule of ``spec.rules``. A template that failed to parse is kept as the
-    error (only in non-strict loading) and raised when the rule matches, as NFD does."""
+    """One rule of ``spec.rules``.
+
+    A template that failed to parse is kept as the error, only in non-strict loading. It is
+    raised when the rule matches, as NFD does.
+    """
 
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -97,7 +100,7 @@ class Rule:
 
 @dataclass(frozen=True, slots=True)
 class RuleObject:
-    """One NodeFeatureRule object (``metadata.name``) from ``source``."""
+    """One NodeFeatureRule object, named by ``metadata.name``, from ``source``."""
 
     name: str
     source: str
@@ -108,11 +111,14 @@ ALL_NAMES: frozenset[str] = frozenset({"*"})  # a feature whose every element a 
 
 
 def _seen_elements(objects: tuple[RuleObject, ...]) -> dict[str, frozenset[str]]:
-    """Feature key -> the element names some rule can observe, or :data:`ALL_NAMES`: a
-    ``matchName`` looks at every name; a rule with a template sees the whole of each
-    matched element (an instance's attribute map) of every feature it names. Otherwise an
-    expression observes only the element it names (``a.get(name)``): the result of a term
-    does not depend on any other element's presence or value."""
+    """Feature key to the element names some rule can observe, or :data:`ALL_NAMES`.
+
+    - A ``matchName`` looks at every name.
+    - A rule with a template sees the whole of each matched element of every feature it
+      names; an instance's element is its attribute map.
+    - Otherwise an expression observes only the element it names: ``a.get(name)``.
+    - The result of a term does not depend on any other element's presence or value.
+    """
     seen: dict[str, set[str] | None] = {}
     for obj in objects:
         for rule in obj.rules:
@@ -151,8 +157,10 @@ class RuleSet:
         return sum(len(o.rules) for o in self.objects)
 
     def sees(self, feature: str, names: Collection[str]) -> bool:
-        """Whether any rule's result can depend on one of the elements ``names`` of
-        ``feature`` (discovery reads the elements only rules look at only then)."""
+        """Whether any rule's result can depend on one of the elements ``names`` of ``feature``.
+
+        Discovery reads the elements only rules look at only then.
+        """
         seen = self._seen.get(feature)
         if seen is None:
             return False

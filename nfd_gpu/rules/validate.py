@@ -1,9 +1,11 @@
-"""Kubernetes name/value checks and nfd-master's namespace policy for rule output.
+"""Kubernetes name and value checks and nfd-master's namespace policy for rule output.
 
-The rules themselves are :mod:`nfd_gpu.names` (shared with the label validator);
-this module words them as nfd-master does. Mirrors ``nfd:pkg/apis/nfd/validate``
-and ``nfd-master filterFeatureLabel`` (docs/rules.md "Differences from NFD") with
-nfd-master's default flags: no ``-deny-label-ns``, no ``-extra-label-ns``, auto-prefix on.
+- The rules themselves are :mod:`nfd_gpu.names`, shared with the label validator.
+- This module words them as nfd-master does.
+- It mirrors ``nfd:pkg/apis/nfd/validate`` and ``nfd-master filterFeatureLabel``, as
+  docs/rules.md "Differences from NFD" says.
+- It takes nfd-master's default flags: no ``-deny-label-ns``, no ``-extra-label-ns``,
+  auto-prefix on.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ OWN_KEYS = ("count", "<vendor>.count", "product.<product>.count", "mig.<profile>
 
 
 def _own_re(keys: tuple[str, ...]) -> re.Pattern[str]:
-    """The keys as one pattern: ``<vendor>`` one name, any other ``<...>`` one or more."""
+    """The keys as one pattern: ``<vendor>`` is one name, any other ``<...>`` one or more."""
 
     def one(key: str) -> str:
         parts = re.split(r"(<[^>]+>)", key)
@@ -96,7 +98,7 @@ _OWN_RE = _own_re(OWN_KEYS)
 
 
 def check_not_own(name: str, own_ns: str = OWN_NS) -> None:
-    """A rule may not write nfd-gpu's own health or count labels (:data:`OWN_KEYS`)."""
+    """A rule may not write nfd-gpu's own health or count labels, :data:`OWN_KEYS`."""
     prefix, _, base = name.rpartition("/")
     if prefix == own_ns and _OWN_RE.match(base):
         raise ValidationError(
@@ -107,8 +109,11 @@ def check_not_own(name: str, own_ns: str = OWN_NS) -> None:
 def check_namespace(
     name: str, allowed: Collection[str] = NFD_NAMESPACES, extra: Collection[str] = ()
 ) -> None:
-    """``kubernetes.io`` and ``*.kubernetes.io`` are denied unless an NFD
-    namespace (or a sub-namespace of one) or listed in ``extra``."""
+    """``kubernetes.io`` and ``*.kubernetes.io`` are denied, with exceptions.
+
+    They are allowed in an NFD namespace or a sub-namespace of one, or when listed in
+    ``extra``.
+    """
     ns = namespace(name)
     if not ns:
         raise ValidationError(f"unprefixed key {name!r} is not allowed")
@@ -150,8 +155,10 @@ def check_taint(key: str, value: str, effect: str) -> None:
 
 
 def add_namespace(m: Mapping[str, str], ns: str = FEATURE_NS) -> dict[str, str]:
-    """nfd-master ``addNsToMapKeys``: prefix unprefixed keys; an explicitly
-    prefixed key wins over an unprefixed one that maps to the same name."""
+    """nfd-master ``addNsToMapKeys``: prefix unprefixed keys.
+
+    An explicitly prefixed key wins over an unprefixed one that maps to the same name.
+    """
     out: dict[str, str] = {}
     for k, v in m.items():
         if "/" in k:

@@ -1,5 +1,9 @@
-"""Rule files' YAML: libyaml's parse into documents (the safe loader's types), with a bound
-on alias expansion and the documents built compactly (rules/loader.py reads them)."""
+"""Rule files' YAML: libyaml's parse into documents, with the safe loader's types.
+
+- Alias expansion is bounded.
+- The documents are built compactly.
+- rules/loader.py reads them.
+"""
 
 from __future__ import annotations
 
@@ -20,11 +24,15 @@ _SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _Loader(_SAFE_LOADER):  # type: ignore[misc]
-    """The safe loader with its tag resolution remembered per file: a rule file repeats a
-    few hundred distinct scalars (``op``, ``In``, ``pci.device`` ...) thousands of times,
-    and each node's implicit tag is a Python regexp match (a fifth of a parse). The tag
-    depends only on the node kind, value and implicit flags: the safe loader has no path
-    resolvers (``yaml_path_resolvers`` is empty), which is checked below."""
+    """The safe loader with its tag resolution remembered per file.
+
+    - A rule file repeats a few hundred distinct scalars thousands of times: ``op``, ``In``,
+      ``pci.device`` ...
+    - Each node's implicit tag is a Python regexp match, a fifth of a parse.
+    - The tag depends only on the node kind, value and implicit flags.
+    - That holds as the safe loader has no path resolvers: ``yaml_path_resolvers`` is empty,
+      which is checked below.
+    """
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
@@ -58,9 +66,12 @@ class _Recursive(_Aliasing):
 
 
 def _expanded_size(node: Any) -> tuple[int, int]:
-    """(physical nodes, nodes after alias expansion) of a composed YAML node graph,
-    counted without expanding (each distinct node is visited once). A node that contains
-    itself (``&a [*a]``) raises :class:`_Recursive` (it expands without end)."""
+    """Physical nodes and nodes after alias expansion of a composed YAML node graph.
+
+    - They are counted without expanding: each distinct node is visited once.
+    - A node that contains itself, ``&a [*a]``, raises :class:`_Recursive`: it expands without
+      end.
+    """
     sizes: dict[int, int] = {}
     open_: set[int] = set()  # nodes whose children are being counted: the current path
     physical = 0
@@ -96,13 +107,16 @@ _SEQ_TAG = "tag:yaml.org,2002:seq"
 
 
 def _constructed(loader: Any, node: Any, seen: dict[str, str]) -> Any:
-    """``loader.construct_document(node)`` for a node graph without aliases (each node in
-    one place): the strings, maps and lists (all a rule file holds but a few numbers or
-    booleans) built directly, everything else by the safe constructor itself (its
-    ``construct_object``: ints, booleans, nulls, timestamps, a merge key's mapping, an
-    unhashable key's error). The same objects as the constructor's generators and
-    per-node dispatch build (a third of a parse), in the same order. Equal strings are made
-    one object (``seen``), as :func:`_share_strings` does."""
+    """``loader.construct_document(node)`` for a node graph without aliases, each node in one place.
+
+    - The strings, maps and lists are built directly. They are all a rule file holds but a
+      few numbers or booleans.
+    - Everything else is built by the safe constructor itself, its ``construct_object``:
+      ints, booleans, nulls, timestamps, a merge key's mapping, an unhashable key's error.
+    - The objects are the same as the constructor's generators and per-node dispatch build,
+      in the same order. That dispatch is a third of a parse.
+    - Equal strings are made one object through ``seen``, as :func:`_share_strings` does.
+    """
     slow = loader.construct_object
     share = seen.setdefault
     scalar, mapping, sequence = yaml.ScalarNode, yaml.MappingNode, yaml.SequenceNode
@@ -132,8 +146,10 @@ def _constructed(loader: Any, node: Any, seen: dict[str, str]) -> Any:
 
 
 def load_yaml_documents(text: str) -> list[Any]:
-    """``yaml.safe_load_all`` with libyaml when present and a bound on alias expansion
-    (raises yaml.YAMLError with problem ``excessive aliasing``)."""
+    """``yaml.safe_load_all`` with libyaml when present and a bound on alias expansion.
+
+    Past the bound it raises yaml.YAMLError with problem ``excessive aliasing``.
+    """
     loader = YAML_LOADER(text)
     docs: list[Any] = []
     seen: dict[str, str] = {}  # equal strings made one object (_share_strings)
@@ -173,14 +189,20 @@ def load_yaml_documents(text: str) -> list[Any]:
 
 
 def compacted(docs: list[Any]) -> list[Any]:
-    """``docs`` (the caller's only reference) rebuilt in one go, after the composed nodes
-    are gone. The documents are built while libyaml's node graph (~40 bytes of objects per
-    byte of YAML) is alive, so their objects lie scattered among the freed nodes, and the
-    strings the rules keep pin that memory for the agent's life (1,000 rules: ~8 MB of
-    RSS). A copy made afterwards (pickle: exact for every YAML type and shared reference;
-    it only ever reads what it wrote here) lies together, and the graph's memory is
-    returned first. Equal strings (keys, ops, feature names) are one object already
-    (:func:`load_yaml_documents`)."""
+    """``docs`` rebuilt in one go, after the composed nodes are gone.
+
+    - ``docs`` is the caller's only reference.
+    - The documents are built while libyaml's node graph is alive: ~40 bytes of objects per
+      byte of YAML.
+    - So their objects lie scattered among the freed nodes.
+    - The strings the rules keep pin that memory for the agent's life: ~8 MB of RSS with
+      1,000 rules.
+    - A copy made afterwards lies together, and the graph's memory is returned first.
+    - The copy is a pickle: exact for every YAML type and shared reference. It only ever
+      reads what it wrote here.
+    - Equal strings, such as keys, ops and feature names, are one object already by
+      :func:`load_yaml_documents`.
+    """
     blob = pickle.dumps(docs, protocol=pickle.HIGHEST_PROTOCOL)
     del docs[:]
     # A full collection here also empties the interpreter's free lists before the copy is
@@ -193,10 +215,13 @@ def compacted(docs: list[Any]) -> list[Any]:
 
 
 def _share_strings(docs: list[Any], seen: dict[str, str]) -> None:
-    """Equal strings in the documents' mappings and lists made one object (YAML makes one per
-    occurrence: 1,000 rules repeat ``feature``, ``op``, ``pci.device`` ... thousands of
-    times). Iterative, each container once (an alias shares one; YAML may nest one in
-    itself)."""
+    """Make equal strings in the documents' mappings and lists one object.
+
+    - YAML makes one per occurrence: 1,000 rules repeat ``feature``, ``op``, ``pci.device``
+      ... thousands of times.
+    - It is iterative and visits each container once. An alias shares one; YAML may nest one
+      in itself.
+    """
     visited: set[int] = set()
     stack: list[Any] = [docs]
     while stack:
@@ -224,8 +249,11 @@ def _share_strings(docs: list[Any], seen: dict[str, str]) -> None:
 
 
 def trim_heap() -> None:
-    """Hand the heap pages a rule file's parse freed back to the system (glibc keeps them:
-    ~2 MB of RSS after 1,000 rules); nothing where the C library has no ``malloc_trim``."""
+    """Hand the heap pages a rule file's parse freed back to the system.
+
+    - glibc keeps them: ~2 MB of RSS after 1,000 rules.
+    - Nothing happens where the C library has no ``malloc_trim``.
+    """
     import ctypes  # lazy: already loaded by hostroot in a scan
 
     try:

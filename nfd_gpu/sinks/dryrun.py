@@ -2,12 +2,13 @@
 
 Each :class:`~nfd_gpu.sinks.Output` gives its ``dry_run`` form:
 
-* ``nodefeature``: the NodeFeature object as YAML (a ``---`` document per change), built by
-  :meth:`NodeFeatureSink.desired` with no API client: no kubeconfig or cluster is needed.
-  ``ownerReferences`` are left empty (resolving the DaemonSet's uid needs the API).
-* ``featurefile``: the sink itself in its dry-run mode: the file's content, after a
-  ``# would write <path>`` comment line, on the passes where it would write (a change, an
-  expiry refresh), with its size rules (raw features dropped, oversized labels refused).
+* ``nodefeature``: the NodeFeature object as YAML, a ``---`` document per change.
+  :meth:`NodeFeatureSink.desired` builds it with no API client, so no kubeconfig or
+  cluster is needed. ``ownerReferences`` are left empty: resolving the DaemonSet's uid
+  needs the API.
+* ``featurefile``: the sink itself in its dry-run mode. It prints the file's content after
+  a ``# would write <path>`` comment line, on the passes where it would write: a change,
+  an expiry refresh. Its size rules hold: raw features dropped, oversized labels refused.
 * ``hook``: its usual stdout.
 
 As with the hook output, a pass prints only when the result changed; logs go to stderr.

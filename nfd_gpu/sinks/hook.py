@@ -1,9 +1,11 @@
 """Hook sink: ``key=value`` lines on stdout, NFD's local-hook format.
 
-NFD ran hooks from ``source.d/`` until v0.17 (NFD's ``source/local``); the same output also
-serves as a feature file body for a wrapper script. Lines are sorted; logs go to stderr,
-so stdout carries nothing else. In a loop the set is printed again only when it changed,
-followed by an empty line as a separator.
+- NFD ran hooks from ``source.d/`` until v0.17, in NFD's ``source/local``.
+- The same output also serves as a feature file body for a wrapper script.
+- Lines are sorted.
+- Logs go to stderr, so stdout carries nothing else.
+- In a loop the set is printed again only when it changed, followed by an empty line as
+  a separator.
 """
 
 from __future__ import annotations

@@ -1,16 +1,17 @@
-"""The NodeFeature sink's Kubernetes transport: the API client, the requests on its one
-object and on its own Pod, each under a total deadline and cut at once by ``abort()``, and
-what their failures mean (``SinkError``, transient or not; 404 and 409 as
-:class:`ApiStatus` for the state machine in ``nodefeature.py`` to handle).
+"""The NodeFeature sink's Kubernetes transport: the API client, the requests on its object and Pod.
 
-The sink's requests import the kubernetes client here only (lazily, on first use), and only
-the modules they use (:func:`client_modules`: the configuration, its loaders, the
-``ApiClient`` and its REST layer; not the packages' ``__init__``, which import every part of
-the client); ``nodefeature_watch.py`` streams the watch on a client this module builds,
-and ``nodefeature_stale.py`` (not the sink: its own Role) deletes a stale object. Every
-request is :func:`request` on an ``ApiClient`` (the generated API classes build pydantic
-validators and import models the agent never uses), and sockets are tracked so a
-deadline or SIGTERM can shut a request's connections down."""
+Each request has a total deadline and is cut at once by ``abort()``. Failures map to
+``SinkError``, transient or not. 404 and 409 are :class:`ApiStatus`, for the state machine
+in ``nodefeature.py`` to handle. The sink's requests import the kubernetes client here
+only, lazily, on first use. They import only the modules they use, by
+:func:`client_modules`: the configuration, its loaders, the ``ApiClient`` and its REST
+layer. Not the packages' ``__init__``: those import every part of the client.
+``nodefeature_watch.py`` streams the watch on a client this module builds.
+``nodefeature_stale.py`` deletes a stale object with its own Role, not the sink's. Every
+request is :func:`request` on an ``ApiClient``. The generated API classes build pydantic
+validators and import models the agent never uses. Sockets are tracked, so a deadline or
+SIGTERM can shut a request's connections down.
+"""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def object_name(node_name: str | None) -> str:
 
 
 def namespace_fallback() -> str | None:
-    """The pod's own namespace (its service-account mount), None outside a pod."""
+    """The pod's own namespace from its service-account mount; None outside a pod."""
     try:
         return boundedfile.read_text(SA_NAMESPACE_FILE, NAMESPACE_FILE_MAX).strip() or None
     except OSError:
@@ -79,10 +80,12 @@ _LAZY_LOCK = threading.RLock()
 
 
 def _lazy_package(name: str) -> None:
-    """Register package ``name`` without running its ``__init__``: its submodules import as
-    usual, and any other attribute (``kubernetes.watch``, ``kubernetes.__version__``) runs
-    the ``__init__`` then, once (PEP 562), so code that imports the whole package later
-    sees the same package. Nothing is done when ``name`` is already imported."""
+    """Register package ``name`` without running its ``__init__``; its submodules import as usual.
+
+    Any other attribute, such as ``kubernetes.watch`` or ``kubernetes.__version__``, runs the
+    ``__init__`` then, once, by PEP 562. So code that imports the whole package later sees
+    the same package. Nothing is done when ``name`` is already imported.
+    """
     if name in sys.modules:
         if sys.modules[name] is None:  # blocked (a test): what `import` raises
             raise ImportError(f"import of {name} halted; None in sys.modules", name=name)
@@ -111,11 +114,13 @@ def _lazy_package(name: str) -> None:
 
 
 def client_modules() -> Any:
-    """What the agent uses of the kubernetes client, imported without the packages'
-    eager ``__init__`` (:data:`LAZY_PACKAGES`): ``Configuration``, its REST layer
-    (``RESTClientObject``: TLS, client certificates, proxy, the urllib3 pool),
-    ``ApiException``, ``ConfigException`` and the two configuration loaders, as attributes
-    of one namespace. ``ImportError`` when the client is not installed."""
+    """What the agent uses of the kubernetes client, as attributes of one namespace.
+
+    They are imported without the packages' eager ``__init__``, :data:`LAZY_PACKAGES`:
+    ``Configuration`` and its REST layer ``RESTClientObject``, for TLS, client certificates,
+    proxy, the urllib3 pool; ``ApiException``, ``ConfigException``, the two configuration
+    loaders. ``ImportError`` when the client is not installed.
+    """
     import types
 
     with _LAZY_LOCK:
@@ -145,11 +150,13 @@ def client_modules() -> Any:
 
 
 class Transport:
-    """The kubernetes client's ``Configuration`` and REST layer: what the agent's requests
-    (:func:`request`) go through. The client's ``ApiClient`` is not used: it imports
-    pydantic and the models' package for its generic (de)serializer, and every request here
-    is JSON the sink builds and checks itself. ``configuration`` and ``rest_client`` as on
-    an ``ApiClient``; a new one on the same configuration has its own connection pool."""
+    """The kubernetes client's ``Configuration`` and REST layer, which :func:`request` goes through.
+
+    The client's ``ApiClient`` is not used. It imports pydantic and the models' package for
+    its generic serializer, and every request here is JSON the sink builds and checks.
+    ``configuration`` and ``rest_client`` are as on an ``ApiClient``. A new one on the same
+    configuration has its own connection pool.
+    """
 
     def __init__(self, configuration: Any) -> None:
         self.configuration = configuration
@@ -157,15 +164,15 @@ class Transport:
 
 
 def api_exception() -> Any:
-    """The client's ``ApiException`` class (what a non-2xx answer raises)."""
+    """The client's ``ApiException`` class, which a non-2xx answer raises."""
     return client_modules().ApiException
 
 
 def build_api_client(kubeconfig: str | None = None) -> Any:
-    """The client's :class:`Transport` (kubernetes >= 35; its ``ApiClient`` before):
-    kubeconfig if given, else in-cluster, else ``~/.kube/config``. urllib3's own retries
-    are off: the sink and the agent back off. The client has no timeout of its own: the
-    sink gives each request its ``timeout``."""
+    """The client's :class:`Transport`, for kubernetes >= 35; before, its ``ApiClient``.
+    Kubeconfig if given, else in-cluster, else ``~/.kube/config``. urllib3's own retries are
+    off: the sink and the agent back off. The client has no timeout of its own: the sink
+    gives each request its ``timeout``."""
     try:
         k = client_modules()
     except ImportError:
@@ -194,8 +201,8 @@ def build_api_client(kubeconfig: str | None = None) -> Any:
 
 
 def client_for(configuration: Any) -> Any:
-    """The client the requests go through for a loaded ``Configuration``: a
-    :class:`Transport`, or with kubernetes < 35 its ``ApiClient`` (which has no pydantic)."""
+    """The client the requests go through for a loaded ``Configuration``: a :class:`Transport`.
+    With kubernetes < 35 it is the ``ApiClient``, which has no pydantic."""
     if legacy_rest(client_modules().RESTClientObject):
         from kubernetes.client.api_client import ApiClient
 
@@ -204,14 +211,13 @@ def client_for(configuration: Any) -> Any:
 
 
 def legacy_rest(rest_client_class: Any) -> bool:
-    """The REST layer of kubernetes < 35 (python-legacy's: ``_preload_content``, non-2xx
-    raised there), for which :func:`build_api_client` keeps the client's ``ApiClient``."""
+    """The REST layer of kubernetes < 35, python-legacy's: ``_preload_content``, non-2xx raised
+    there. :func:`build_api_client` keeps the client's ``ApiClient`` for it."""
     return "_preload_content" in rest_client_class.request.__code__.co_varnames
 
 
 class TooLarge(SinkError):
-    """The object is too large for the server (or for ``MAX_OBJECT_BYTES``): the same
-    object is not sent again."""
+    """Too large for the server or for ``MAX_OBJECT_BYTES``: the same object is not sent again."""
 
 
 class ApiStatus(Exception):
@@ -224,7 +230,7 @@ class ApiStatus(Exception):
 
 
 def is_object(obj: Any) -> bool:
-    """A NodeFeature as a server returns it (a JSON object with a resourceVersion)."""
+    """A NodeFeature as a server returns it: a JSON object with a resourceVersion."""
     if not isinstance(obj, dict):
         return False
     meta = obj.get("metadata")
@@ -232,11 +238,12 @@ def is_object(obj: Any) -> bool:
 
 
 class ObjectClient:
-    """Requests on ``<namespace>/<name>`` (a NodeFeature) and on the own Pod.
+    """Requests on ``<namespace>/<name>``, a NodeFeature, and on the own Pod.
 
-    ``api_client`` None: built from ``kubeconfig`` on the first request. Each request
-    has a total deadline of ``timeout`` s; ``abort()`` cuts the ones in flight and makes
-    every later one fail at once."""
+    With ``api_client`` None, it is built from ``kubeconfig`` on the first request. Each
+    request has a total deadline of ``timeout`` s. ``abort()`` cuts the ones in flight and
+    makes every later one fail at once.
+    """
 
     def __init__(
         self,
@@ -263,8 +270,8 @@ class ObjectClient:
         return self._api_client
 
     def watch_client(self) -> Any:
-        """A new ``ApiClient`` on the same configuration: the watch's own connection pool
-        (cutting a write at its deadline never ends the watch, and the other way round)."""
+        """A new ``ApiClient`` on the same configuration: the watch's own connection pool.
+        Cutting a write at its deadline never ends the watch, and the other way round."""
         api_client = self.connect()
         client = type(api_client)(api_client.configuration)  # a Transport or an ApiClient
         keepalive(client)
@@ -309,7 +316,7 @@ class ObjectClient:
             timer.cancel()
 
     def _refused(self, verb: str, resource: str, e: Any) -> Exception:
-        """What an error answer (``ApiException``) means."""
+        """What an error answer, an ``ApiException``, means."""
         status = int(e.status or 0)
         if status in (404, 409):
             return ApiStatus(status, _reason(e))
@@ -347,7 +354,7 @@ class ObjectClient:
         self.cut_connections()
 
     def get(self) -> Obj | None:
-        """The object, None when there is none (404)."""
+        """The object; None when there is none, a 404."""
         api_client = self.connect()
         try:
             obj: Obj = self.call(
@@ -368,18 +375,18 @@ class ObjectClient:
         return obj
 
     def _where(self, name: bool = True) -> dict[str, str]:
-        """The path parameters of the object (``name=False``: of its collection)."""
+        """The path parameters of the object; with ``name=False``, of its collection."""
         where = {"group": GROUP, "version": VERSION, "namespace": self.namespace,
                  "plural": PLURAL}  # fmt: skip
         return {**where, "name": self.name} if name else where
 
     def create(self, body: Obj) -> Any:
-        """POST the object; the server's answer (ApiStatus 409: it exists)."""
+        """POST the object; the server's answer. ApiStatus 409 means it exists."""
         return self._send("create", "POST", COLLECTION_PATH, self._where(name=False), body)
 
     def replace(self, body: Obj) -> Any:
-        """PUT the object (its ``resourceVersion`` the precondition); the server's answer
-        (ApiStatus 409: changed since, 404: deleted)."""
+        """PUT the object with its ``resourceVersion`` as the precondition; the server's answer.
+        ApiStatus 409 means changed since, 404 deleted."""
         return self._send("update", "PUT", OBJECT_PATH, self._where(), body)
 
     def _send(self, verb: str, method: str, path: str, where: dict[str, str], body: Obj) -> Any:
@@ -391,8 +398,8 @@ class ObjectClient:
         )
 
     def own_pod(self, pod_name: str) -> Any:
-        """The own Pod, decoded (``ValueError``: not JSON); its body is read inside the
-        call, under the request's deadline."""
+        """The own Pod, decoded; ``ValueError`` when not JSON.
+        Its body is read inside the call, under the request's deadline."""
         self.connect()
         data = self.call(
             "get",
@@ -430,7 +437,7 @@ def get_raw(
     timeout: float,
     query: dict[str, str] | None = None,
 ) -> bytes:
-    """GET ``path`` (with ``query``): :func:`request`'s body."""
+    """GET ``path`` with ``query``: :func:`request`'s body."""
     return request(api_client, "GET", path, path_params, timeout, query=query)  # type: ignore[no-any-return]
 
 
@@ -445,19 +452,22 @@ def request(
     body: Obj | None = None,
     stream: bool = False,
 ) -> Any:
-    """One request through ``api_client`` (its host, TLS, token, proxy): the body,
-    undecoded, or with ``stream`` the urllib3 response, its body unread; a non-2xx answer
-    raises ``ApiException`` as the generated APIs do. ``body`` is sent as JSON.
+    """One request through ``api_client``, with its host, TLS, token and proxy.
 
-    Every request of the agent goes through here rather than the generated API classes
-    (``CustomObjectsApi``, ``CoreV1Api``): kubernetes >= 35 builds pydantic validators for
-    the methods of an API class, and its module imports the models it names: 11-16 MB more
-    RSS for ``CoreV1Api`` (``benchmarks/agent.py --rules 1000``, 86.5 -> 71-75 MB against an
-    80Mi request) to read one field once; what these requests send and read is checked here
-    and by the sink (``is_object``). Both client generations are supported (pyproject
-    allows kubernetes >= 29): >= 35 has ``param_serialize`` + ``call_api(method, url, ...)``;
-    older ones ``call_api(resource_path, method, ...)`` with ``_preload_content`` (checked
-    with 34.1)."""
+    It returns the body undecoded, or with ``stream`` the urllib3 response, its body unread.
+    A non-2xx answer raises ``ApiException`` as the generated APIs do. ``body`` is sent as JSON.
+
+    Every request of the agent goes through here, not the generated API classes such as
+    ``CustomObjectsApi`` and ``CoreV1Api``. kubernetes >= 35 builds pydantic validators for
+    the methods of an API class, and its module imports the models it names. That is
+    11-16 MB more RSS for ``CoreV1Api`` to read one field once. ``benchmarks/agent.py
+    --rules 1000`` measured 86.5 -> 71-75 MB against an 80Mi request. What these requests
+    send and read is checked here and by the sink, ``is_object``.
+
+    Both client generations are supported; pyproject allows kubernetes >= 29. >= 35 has
+    ``param_serialize`` + ``call_api(method, url, ...)``. Older ones have
+    ``call_api(resource_path, method, ...)`` with ``_preload_content``, checked with 34.1.
+    """
     headers = {"Accept": "application/json"}
     if body is not None:
         headers["Content-Type"] = "application/json"
@@ -509,10 +519,10 @@ def _send_on(
     body: Obj | None,
     timeout: Any,
 ) -> Any:
-    """One request on the REST layer, as the client's ``ApiClient.param_serialize`` builds
-    it: the path parameters quoted, the query encoded, the configuration's bearer token (its
-    refresh hook run: an in-cluster token is re-read as it rotates) in ``authorization``;
-    the REST layer sends ``body`` as JSON. Its ``RESTResponse``, read or not."""
+    """One request on the REST layer, as the client's ``ApiClient.param_serialize`` builds it.
+    The path parameters are quoted and the query encoded. The configuration's bearer token
+    goes in ``authorization``. Its refresh hook runs, so an in-cluster token is re-read as it
+    rotates. The REST layer sends ``body`` as JSON. It returns the ``RESTResponse``, read or not."""
     from urllib.parse import quote, urlencode
 
     cfg = transport.configuration
@@ -543,8 +553,8 @@ KEEPALIVE = ((socket.SO_KEEPALIVE, 1), ("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 1
 
 
 def keepalive(api_client: Any) -> None:
-    """TCP keepalive on every connection ``api_client``'s pools open (urllib3's
-    ``socket_options``, with its default ``TCP_NODELAY`` kept)."""
+    """TCP keepalive on every connection ``api_client``'s pools open.
+    It uses urllib3's ``socket_options``, with its default ``TCP_NODELAY`` kept."""
     import urllib3  # lazy: comes with kubernetes
 
     pm = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
@@ -560,8 +570,8 @@ def keepalive(api_client: Any) -> None:
 
 
 def track_sockets(api_client: Any, sockets: weakref.WeakSet[socket.socket]) -> None:
-    """Remember every socket the client's connection pools open (urllib3's public
-    ``pool_classes_by_scheme`` hook), so a deadline or SIGTERM can shut them down."""
+    """Remember every socket the client's connection pools open, by urllib3's public
+    ``pool_classes_by_scheme`` hook. So a deadline or SIGTERM can shut them down."""
     import urllib3  # lazy: comes with kubernetes
 
     pm = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)

@@ -1,12 +1,17 @@
-"""The removal of a NodeFeature an earlier ``nodefeature`` output left: the ``retire`` of
-that output (``nodefeature.py``). Not the sink's own path: the sink never deletes its
-object, and its Role has no ``delete`` (the chart's ``nodeFeatureCleanup`` Role grants
-``get`` and ``delete`` for this alone; ``tests/deploy`` checks the sink's verbs).
+"""The removal of a NodeFeature an earlier ``nodefeature`` output left.
 
-The requests run in a short child process (``python -m nfd_gpu.sinks.nodefeature_stale``):
-the agent that calls this has no ``nodefeature`` output, and importing the Kubernetes
-client for two requests would keep ~20 MB of RSS for the agent's life. The child prints
-its log lines as ``LEVEL message``; the agent logs them as its own.
+- It is the ``retire`` of that output, in ``nodefeature.py``.
+- It is not the sink's own path: the sink never deletes its object, and its Role has no
+  ``delete``.
+- The chart's ``nodeFeatureCleanup`` Role grants ``get`` and ``delete`` for this alone.
+  ``tests/deploy`` checks the sink's verbs.
+
+The requests run in a short child process: ``python -m nfd_gpu.sinks.nodefeature_stale``.
+
+- The agent that calls this has no ``nodefeature`` output.
+- Importing the Kubernetes client for two requests would keep ~20 MB of RSS for the
+  agent's life.
+- The child prints its log lines as ``LEVEL message``; the agent logs them as its own.
 """
 
 from __future__ import annotations
@@ -36,15 +41,20 @@ log = logging.getLogger("nfd_gpu.agent")  # one of the agent's start-up lines
 
 
 def remove_stale(cfg: OutputSettings) -> None:
-    """Delete the NodeFeature an earlier run on this node published, ``nfd-gpu-<node>``, when
-    ``nodefeature`` is no longer an output (``helm upgrade --set 'outputs={featurefile}'``):
-    its owner, the DaemonSet, survives the switch, so nothing else removes it and
-    nfd-master would keep its labels. Tried once at start, and only with cluster credentials
-    (the pod's token, or ``--kubeconfig``); the object must carry this node's
-    ``nfd.node.kubernetes.io/node-name`` label, and is deleted with its uid and
-    resourceVersion as preconditions, by a child process (module docstring). Never fatal:
-    a failure is one log line. The agent calls it when ``nodefeature`` is not an output and
-    this is no dry run."""
+    """Delete the NodeFeature an earlier run on this node published, ``nfd-gpu-<node>``.
+
+    It runs when ``nodefeature`` is no longer an output, as after
+    ``helm upgrade --set 'outputs={featurefile}'``. Its owner, the DaemonSet, survives the
+    switch, so nothing else removes it, and nfd-master would keep its labels.
+
+    - It is tried once at start.
+    - Only with cluster credentials: the pod's token, or ``--kubeconfig``.
+    - The object must carry this node's ``nfd.node.kubernetes.io/node-name`` label.
+    - It is deleted with its uid and resourceVersion as preconditions.
+    - A child process deletes it, as the module docstring says.
+    - Never fatal: a failure is one log line.
+    - The agent calls it when ``nodefeature`` is not an output and this is no dry run.
+    """
     if not cfg.node_name:
         return
     if not cfg.kubeconfig and not os.path.isfile(SA_TOKEN_FILE):
@@ -72,7 +82,7 @@ _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def _remove(namespace: str, node_name: str, kubeconfig: str | None, timeout: float) -> None:
-    """The check and delete, in the child (:func:`main`)."""
+    """The check and delete, in the child that :func:`main` is."""
     name = object_name(node_name)
     where = f"NodeFeature {namespace}/{name}"
     where_params = {"group": GROUP, "version": VERSION, "namespace": namespace,
@@ -111,7 +121,7 @@ class _OneLine(logging.Formatter):
 
 
 def main(argv: list[str]) -> int:
-    """The child: ``NAMESPACE NODE KUBECONFIG TIMEOUT`` (an empty KUBECONFIG: in-cluster)."""
+    """The child: ``NAMESPACE NODE KUBECONFIG TIMEOUT``; an empty KUBECONFIG means in-cluster."""
     namespace, node_name, kubeconfig, timeout = argv
     out = logging.StreamHandler(sys.stdout)
     out.setFormatter(_OneLine())

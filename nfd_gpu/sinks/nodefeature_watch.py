@@ -1,56 +1,71 @@
 """A watch on the agent's own NodeFeature, by name, on a background thread.
 
-The NodeFeature sink (``nodefeature.py``) writes ``<namespace>/nfd-gpu-<node>``; this
-watch tells it, within a second, when the object is deleted, edited or relabelled behind
-its back, so the agent can restore it (docs/reliability.md, "The published object").
+The NodeFeature sink, ``nodefeature.py``, writes ``<namespace>/nfd-gpu-<node>``. This
+watch tells it within a second when the object is deleted, edited or relabelled behind
+its back, so the agent can restore it. docs/reliability.md, "The published object", says
+more.
 
 One request per watch: ``GET .../nodefeatures?watch=true&fieldSelector=metadata.name=<name>
-&resourceVersion=<rv>&allowWatchBookmarks=true&timeoutSeconds=<T>``, T the resync interval
-(default 1 h) jittered -10 %..+0 %. The server ends the watch after T; the next one resumes
-from the last ``resourceVersion`` seen (an event's or a bookmark's), so a quiet object costs
-about one request per hour.
+&resourceVersion=<rv>&allowWatchBookmarks=true&timeoutSeconds=<T>``.
 
-``410 Gone``, as client-go's reflector reads it. On a watch resumed from a version a
-stream of this watch gave (or ran on), a 410 is ordinary (the server's history was compacted, the
-watch cache moved on): the watch restarts at once from "now", and the events in between
-are lost once. It does not re-read the object for that: a watch without
-``resourceVersion`` starts with the object as a synthetic ``ADDED`` event (the API's "get
-state and start at most recent"), which is the object's state, handed to the sink like any
-other event. Only when that watch says nothing of the object (its first event is a
-bookmark, or ``STATE_WAIT`` s pass: the object is absent, or the server does not send
-the initial state) is the sink told ``EXPIRED`` and re-reads it once with a GET; an object
-deleted while the history was lost is so found, and restored, within ``STATE_WAIT`` s of
-the watch running again. A 410 on a watch that started from "now" or from a version the
-sink just read or wrote, before any stream ran on it (a fresh version is not compacted
-away), is a failure (a broken proxy, a misbehaving server), not a new expiry: no
-re-read, the back-off below.
+- T is the resync interval, by default 1 h, jittered -10 %..+0 %.
+- The server ends the watch after T.
+- The next one resumes from the last ``resourceVersion`` seen, an event's or a bookmark's.
+- So a quiet object costs about one request per hour.
 
-Failures (connection refused, 5xx, a cut or stalled stream, such a 410, a stream that
-ended early) reconnect with a jittered back-off: the first failure of a run (after a
-stream that worked) within ``FAST_RETRY`` (0.5-1 s: a blip, an apiserver restart behind a
-load balancer, costs a second), every later one after ``backoff_cap`` (60 s, +0..20 %).
-Every watch request, whatever the path (an ordinary 410's restart included), also keeps
-to a budget: at most ``BUDGET`` requests in any ``backoff_cap`` seconds. A persistent
-fault (every watch refused or answered 410, the apiserver down, a partition) so costs at
-most 2 requests in any minute, about 1 a minute once it lasts, and the sink sends none
-(no re-read without a stream that opened). Both scale down with a resync interval under
-60 s (tests). The first failure of a run is a warning, then every tenth, and the
-recovery is said. ``403`` (a Role without the ``watch`` verb) is logged once; the sink
-then falls back to its periodic re-read (and ``/readyz`` says so), and the watch is
-retried after one resync interval.
+``410 Gone``, as client-go's reflector reads it:
 
-A watch that is silently dead (a partition, a lost apiserver host, a conntrack drop: a
-half-open connection) is found as client-go finds it: TCP keepalive on the watch's
-connections (``kubeclient.watch_client``), and a deadline from the bookmarks: the server
-sends one about every minute (kube-apiserver's watch cache), so no byte for
-``STALL_BOOKMARKS`` times the gap between the bookmarks seen on this stream (before two
-are seen: ``DEFAULT_STALL``) ends the stream as a failure and the watch resumes on a new
-connection. ``quiet_for()`` tells the sink how long nothing was heard: its resync GET stays
-a safety net for a watch that is not heard from (a watch that cannot be opened for a
-resync interval, after a lost history too, is backed by one GET per interval).
+- A 410 is ordinary on a watch resumed from a version a stream of this watch gave or ran
+  on. The server's history was compacted; the watch cache moved on.
+- The watch then restarts at once from "now". The events in between are lost once.
+- It does not re-read the object for that. A watch without ``resourceVersion`` starts
+  with the object as a synthetic ``ADDED`` event: the API's "get state and start at most
+  recent". That is the object's state, handed to the sink like any other event.
+- Only when that watch says nothing of the object is the sink told ``EXPIRED``. It then
+  re-reads the object once with a GET. Nothing is said when the first event is a
+  bookmark, or when ``STATE_WAIT`` s pass: the object is absent, or the server does not
+  send the initial state.
+- So an object deleted while the history was lost is found and restored within
+  ``STATE_WAIT`` s of the watch running again.
+- Some 410s are failures, not a new expiry: on a watch that started from "now", or from a
+  version the sink just read or wrote, before any stream ran on it. A fresh version is not
+  compacted away, so a broken proxy or a misbehaving server is to blame. There is no
+  re-read, only the back-off below.
 
-The watch has its own connection pool (its own ``ApiClient`` on the same configuration):
-cutting a write's connections at its deadline never ends the watch, and stopping the
+Failures reconnect with a jittered back-off. A failure is a refused connection, a 5xx, a
+cut or stalled stream, such a 410, or a stream that ended early.
+
+- The first failure of a run, after a stream that worked, retries within ``FAST_RETRY``:
+  0.5-1 s. So a blip, such as an apiserver restart behind a load balancer, costs a second.
+- Every later one retries after ``backoff_cap``: 60 s, +0..20 %.
+- Every watch request also keeps to a budget, whatever the path, an ordinary 410's
+  restart included: at most ``BUDGET`` requests in any ``backoff_cap`` seconds.
+- So a persistent fault costs at most 2 requests in any minute, about 1 a minute once it
+  lasts. Such a fault is every watch refused or answered 410, the apiserver down, or a
+  partition.
+- The sink then sends none: no re-read without a stream that opened.
+- Both scale down with a resync interval under 60 s, for tests.
+- The first failure of a run is a warning, then every tenth, and the recovery is said.
+- ``403``, a Role without the ``watch`` verb, is logged once. The sink then falls back to
+  its periodic re-read, and ``/readyz`` says so. The watch is retried after one resync
+  interval.
+
+A watch that is silently dead is found as client-go finds it. Such a watch has a
+half-open connection: a partition, a lost apiserver host, a conntrack drop.
+
+- TCP keepalive runs on the watch's connections, by ``kubeclient.watch_client``.
+- A deadline comes from the bookmarks. The server, kube-apiserver's watch cache, sends one
+  about every minute.
+- No byte for ``STALL_BOOKMARKS`` times the gap between the bookmarks seen on this stream
+  ends the stream as a failure. Before two are seen, the gap is ``DEFAULT_STALL``.
+- The watch then resumes on a new connection.
+- ``quiet_for()`` tells the sink how long nothing was heard. Its resync GET stays a safety
+  net for a watch that is not heard from.
+- A watch that cannot be opened for a resync interval, after a lost history too, is
+  backed by one GET per interval.
+
+The watch has its own connection pool: its own ``ApiClient`` on the same configuration.
+Cutting a write's connections at its deadline never ends the watch, and stopping the
 watch never cuts a write.
 """
 
@@ -94,8 +109,10 @@ _LIVE: weakref.WeakSet[OwnObjectWatch] = weakref.WeakSet()
 
 
 def _stop_all() -> None:
-    """At exit, end every watch thread before the interpreter finalizes (a daemon thread
-    still inside the client's code then can abort the process)."""
+    """At exit, end every watch thread before the interpreter finalizes.
+
+    A daemon thread still inside the client's code then can abort the process.
+    """
     for w in list(_LIVE):
         w.stop(join=1.0)
 
@@ -104,18 +121,23 @@ atexit.register(_stop_all)
 
 
 class WatchStop(Exception):
-    """The watch was stopped (close / abort)."""
+    """The watch was stopped by close or abort."""
 
 
 class Expired(Exception):
-    """The server no longer has the resourceVersion a stream gave (or ran on) to resume
-    from (410 Gone): an ordinary event (a quiet object, a compacted history), restarted at
-    once from "now"."""
+    """The server no longer has the resourceVersion to resume from: 410 Gone.
+
+    - The version is one a stream gave or ran on.
+    - It is an ordinary event: a quiet object, a compacted history.
+    - The watch restarts at once from "now".
+    """
 
 
 class Gone(Exception):
-    """410 Gone on a watch from "now" or from a version just read or written that no
-    stream ran on yet: a failure (backed off), not an expiry."""
+    """410 Gone on a watch from "now" or from a version just read or written.
+
+    No stream ran on that version yet. It is a failure, backed off, not an expiry.
+    """
 
 
 class OwnObjectWatch:
@@ -163,7 +185,7 @@ class OwnObjectWatch:
         self._failing = 0  # failures in a row, for the log
 
     def quiet_for(self) -> float:
-        """Seconds since the watch last heard from the server (a stream opened, a byte)."""
+        """Seconds since the watch last heard from the server: a stream opened, or a byte."""
         return time.monotonic() - self.heard_at
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -181,7 +203,7 @@ class OwnObjectWatch:
         return self._thread is not None and not self._stop.is_set()
 
     def stop(self, join: float = 0.0) -> None:
-        """End the watch (its stream is shut down); wait up to ``join`` s for the thread."""
+        """End the watch, shutting its stream down; wait up to ``join`` s for the thread."""
         self._stop.set()
         with self._lock:
             resp = self._resp
@@ -238,7 +260,7 @@ class OwnObjectWatch:
                 return
 
     def _pause(self, seconds: float) -> bool:
-        """Wait ``seconds``; True when the watch was stopped (meanwhile or before)."""
+        """Wait ``seconds``; True when the watch was stopped, meanwhile or before."""
         if seconds <= 0:
             return self._stop.is_set()
         return self._stop.wait(seconds)
@@ -274,18 +296,24 @@ class OwnObjectWatch:
         self._failing = 0
 
     def _backoff(self, failures: int) -> float:
-        """The first failure after a stream that worked: FAST_RETRY; later ones: the cap
-        (60 s), jittered up so that two retries never fit in one window."""
+        """The back-off of a failure, jittered up so that two retries never fit in one window.
+
+        - The first failure after a stream that worked: FAST_RETRY.
+        - Later ones: the cap, 60 s.
+        """
         cap = self._window()
         if failures <= 1:
             return min(cap, self.rng.uniform(*FAST_RETRY))
         return float(cap * self.rng.uniform(1.0, 1.2))
 
     def _gone(self) -> Exception:
-        """A 410: an ordinary expiry (Expired) when the version came from a stream or a
-        stream ran on it, else a failure (Gone). Either way the next watch starts from
-        "now"; the object's state is then unknown until that watch tells it
-        (``_unsure``)."""
+        """Handle a 410: an ordinary expiry or a failure.
+
+        - Expired when the version came from a stream or a stream ran on it.
+        - Else Gone, a failure.
+        - Either way the next watch starts from "now".
+        - The object's state is then unknown until that watch tells it: ``_unsure``.
+        """
         ordinary = self._rv_streamed
         if self.resource_version is not None:
             self._unsure = True
@@ -301,8 +329,10 @@ class OwnObjectWatch:
             self._cancel_state_timer()
 
     def _state_unknown(self, stream: int) -> None:
-        """The restarted watch did not tell the object's state (its first event was a
-        bookmark, or ``state_wait`` passed): the sink re-reads it, once."""
+        """The restarted watch did not tell the object's state; the sink re-reads it, once.
+
+        Its first event was a bookmark, or ``state_wait`` passed.
+        """
         with self._lock:
             if not self._unsure or stream != self._stream or self._stop.is_set():
                 return
@@ -311,13 +341,13 @@ class OwnObjectWatch:
         self.on_event("EXPIRED", None)
 
     def _cancel_state_timer(self) -> None:
-        """(caller holds the lock)"""
+        """Cancel the state timer; the caller holds the lock."""
         if self._state_timer is not None:
             self._state_timer.cancel()
             self._state_timer = None
 
     def _open(self) -> Any:
-        """Send the watch request; the response, its body unread (raises on non-2xx)."""
+        """Send the watch request; the response, its body unread; raises on non-2xx."""
         ApiException = api_exception()
         seconds = max(1, math.ceil(self.duration * self.rng.uniform(0.9, 1.0)))
         group, version, namespace, plural = self._target
@@ -457,7 +487,7 @@ def _lines(resp: Any, stop: threading.Event) -> Any:
 
 
 def _socket(resp: Any) -> socket.socket | None:
-    """The socket under a urllib3 response (None where it cannot be found)."""
+    """The socket under a urllib3 response; None where it cannot be found."""
     with contextlib.suppress(Exception):
         fp = getattr(resp, "_fp", None)
         raw = getattr(getattr(fp, "fp", None), "raw", None)
@@ -468,7 +498,7 @@ def _socket(resp: Any) -> socket.socket | None:
 
 
 def _set_read_timeout(resp: Any, seconds: float) -> None:
-    """Each later read of the stream waits at most ``seconds`` (then a timeout)."""
+    """Each later read of the stream waits at most ``seconds``, then times out."""
     sock = _socket(resp)
     if sock is not None:
         with contextlib.suppress(OSError):
@@ -476,7 +506,7 @@ def _set_read_timeout(resp: Any, seconds: float) -> None:
 
 
 def _shutdown(resp: Any) -> None:
-    """End a blocked read of ``resp`` at once (its socket shut down)."""
+    """End a blocked read of ``resp`` at once: its socket is shut down."""
     sock = _socket(resp)
     if sock is not None:
         with contextlib.suppress(OSError):
@@ -497,9 +527,11 @@ def _one_line(e: BaseException) -> str:
 
 
 def describe_drift(current: Obj | None, want: Obj, node_label: str) -> str:
-    """What differs between the object on the server and the one the agent wrote, in one
-    line: ``deleted``, the node-name label, labels added / changed / removed, features,
-    owner references."""
+    """What differs between the object on the server and the one the agent wrote, in one line.
+
+    It names ``deleted``, the node-name label, labels added, changed or removed, features,
+    owner references.
+    """
     if current is None:
         return "deleted"
     parts: list[str] = []

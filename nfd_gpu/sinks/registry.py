@@ -1,7 +1,11 @@
-"""Every output, by name, in order: the one list the ``outputs`` setting's choices, the
-agent's sinks, ``--dry-run``, the configuration checks and the start-up line read. A new
-output is one sink module with an ``OUTPUT`` (:class:`~nfd_gpu.sinks.Output`) and one line
-here; docs/architecture.md has the steps."""
+"""Every output, by name, in order.
+
+- It is the one list that the ``outputs`` setting's choices, the agent's sinks,
+  ``--dry-run``, the configuration checks and the start-up line read.
+- A new output is one sink module with an ``OUTPUT``, a :class:`~nfd_gpu.sinks.Output`,
+  and one line here.
+- docs/architecture.md has the steps.
+"""
 
 from __future__ import annotations
 

@@ -9,8 +9,11 @@ from nfd_gpu.sinks import SinkError
 
 
 class ChangedText:
-    """Writes a text to ``stream`` (default: stdout at write time) when it differs from the
-    last one written; ``separator`` goes between two writes."""
+    """Writes a text to ``stream`` when it differs from the last one written.
+
+    - ``stream`` is by default stdout at write time.
+    - ``separator`` goes between two writes.
+    """
 
     def __init__(self, what: str, stream: TextIO | None = None, separator: str = "") -> None:
         self.what = what
@@ -19,7 +22,7 @@ class ChangedText:
         self._last: str | None = None
 
     def write(self, text: str) -> bool:
-        """True when ``text`` was written, False when it is the same as the last one."""
+        """True when ``text`` was written; False when it is the same as the last one."""
         if text == self._last:
             return False
         out = self.stream or sys.stdout

@@ -1,19 +1,27 @@
 """The XID watcher: NVML's event set on a thread, between the agent's passes.
 
-``nvmlEventSetCreate()``, ``nvmlDeviceRegisterEvents(handle, types, set)`` for every GPU
-(critical XID and double-bit ECC events, as far as ``nvmlDeviceGetSupportedEventTypes``
-allows), then ``nvmlEventSetWait(set, timeout_ms)`` in a loop: it blocks in the driver
-until an event or the timeout (``NVMLError_Timeout``), so an idle watcher wakes once per
-``timeout_ms`` (benchmarks/xid_watch.py measures what that costs). Each event is the GPU's
-PCI address and its XID (``eventData``; a double-bit ECC event counts as XID 48, which is
-what the driver logs for it). :meth:`XidWatcher.drain` hands the events over to the pass;
-:meth:`XidWatcher.stop` tells the thread to end after its current wait; three failed
-waits in a row (not timeouts: the driver went away) end it too (:meth:`XidWatcher.running`
-turns False, and the agent starts a new one when NVML is back); the thread is a daemon,
-so the agent exits at once (within its STOP_GRACE) whatever NVML is doing.
+- ``nvmlEventSetCreate()``, then ``nvmlDeviceRegisterEvents(handle, types, set)`` for
+  every GPU.
+- The types are critical XID and double-bit ECC events, as far as
+  ``nvmlDeviceGetSupportedEventTypes`` allows.
+- Then ``nvmlEventSetWait(set, timeout_ms)`` in a loop. It blocks in the driver until an
+  event or the timeout, ``NVMLError_Timeout``.
+- So an idle watcher wakes once per ``timeout_ms``. benchmarks/xid_watch.py measures what
+  that costs.
+- Each event is the GPU's PCI address and its XID, from ``eventData``.
+- A double-bit ECC event counts as XID 48, which is what the driver logs for it.
+- :meth:`XidWatcher.drain` hands the events over to the pass.
+- :meth:`XidWatcher.stop` tells the thread to end after its current wait.
+- Three failed waits in a row end it too. They are not timeouts: the driver went away.
+  :meth:`XidWatcher.running` turns False, and the agent starts a new one when NVML is back.
+- The thread is a daemon, so the agent exits at once whatever NVML is doing, within its
+  STOP_GRACE.
 
-The library is the NVML the agent asks: ``<root>/nvml.json`` when the root has a recording
-(its ``"events"`` are replayed, replay.py), else pynvml (:func:`library`).
+The library is the NVML the agent asks, by :func:`library`:
+
+- ``<root>/nvml.json`` when the root has a recording. Its ``"events"`` are replayed by
+  replay.py.
+- Else pynvml.
 """
 
 from __future__ import annotations
@@ -54,7 +62,7 @@ def library(root: str) -> ModuleType | None:
 
 
 class XidWatcher:
-    """Critical XID events of every GPU, read on a thread (module docstring)."""
+    """Critical XID events of every GPU, read on a thread, as the module docstring says."""
 
     def __init__(self, lib: ModuleType, wait_ms: int = WAIT_MS) -> None:
         self.lib = lib
@@ -70,7 +78,7 @@ class XidWatcher:
         self._thread: threading.Thread | None = None
 
     def open(self) -> bool:
-        """``nvmlInit``, the event set, every GPU registered; False (``error`` says why)."""
+        """``nvmlInit``, the event set, every GPU registered; False when not: ``error`` says why."""
         lib = self.lib
         try:
             lib.nvmlInit()
@@ -128,7 +136,7 @@ class XidWatcher:
         return True
 
     def drain(self) -> list[tuple[str, int]]:
-        """The (address, XID) events since the last drain."""
+        """The address and XID events since the last drain."""
         with self._lock:
             out, self._pending = self._pending, []
         return out
@@ -149,12 +157,14 @@ class XidWatcher:
             self.close()
 
     def running(self) -> bool:
-        """True while the thread watches (False once it ended: ``error`` says why)."""
+        """True while the thread watches; False once it ended, and ``error`` says why."""
         return self._thread is not None and self._thread.is_alive() and not self._stop.is_set()
 
     def stop(self, timeout: float = 0.5) -> bool:
-        """Tell the thread to end after its current wait; True when it ended within
-        ``timeout`` (else it is still in ``nvmlEventSetWait`` and ends with the process)."""
+        """Tell the thread to end after its current wait; True when it ended within ``timeout``.
+
+        Else it is still in ``nvmlEventSetWait`` and ends with the process.
+        """
         self._stop.set()
         t = self._thread
         if t is None:

@@ -1,13 +1,18 @@
 """NVML health signals of one GPU: memory errors, row remapping, clock event reasons, NVLink.
 
-Called by the NVML adapter (:mod:`~nfd_gpu.discovery.nvidia.nvml`) on each device handle;
-returns the signals it could read and the faults found (:class:`~nfd_gpu.model.HealthReason`,
-judged later by :mod:`nfd_gpu.health`). A call the GPU does not support (``NotSupported``,
-``FunctionNotFound``, a link number past its links) is a signal not read, never a fault.
-pynvml names (nvidia-ml-py 13.615): ``nvmlDeviceGetTotalEccErrors(h, errorType,
-counterType)``, ``nvmlDeviceGetRetiredPagesPendingStatus(h)``, ``nvmlDeviceGetRemappedRows(h)``
--> (correctable, uncorrectable, pending, failure), ``nvmlDeviceGetCurrentClocksEventReasons(h)``
-(``...ClocksThrottleReasons`` before R535), ``nvmlDeviceGetNvLinkState(h, link)``.
+- The NVML adapter, :mod:`~nfd_gpu.discovery.nvidia.nvml`, calls it on each device handle.
+- It returns the signals it could read and the faults found,
+  :class:`~nfd_gpu.model.HealthReason`. :mod:`nfd_gpu.health` judges them later.
+- A call the GPU does not support is a signal not read, never a fault. Such a call
+  raises ``NotSupported`` or ``FunctionNotFound``, or asks for a link number past its links.
+
+pynvml names, of nvidia-ml-py 13.615:
+
+- ``nvmlDeviceGetTotalEccErrors(h, errorType, counterType)``;
+- ``nvmlDeviceGetRetiredPagesPendingStatus(h)``;
+- ``nvmlDeviceGetRemappedRows(h)`` -> correctable, uncorrectable, pending, failure;
+- ``nvmlDeviceGetCurrentClocksEventReasons(h)``, ``...ClocksThrottleReasons`` before R535;
+- ``nvmlDeviceGetNvLinkState(h, link)``.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ class _Reader:
         self.reasons: list[HealthReason] = []
 
     def call(self, fn: str, *args: Any) -> Any:
-        """The answer, or None when this GPU cannot answer it (other errors propagate)."""
+        """The answer, or None when this GPU cannot answer it; other errors propagate."""
         f = getattr(self.lib, fn, None)
         if f is None:
             return None
@@ -86,9 +91,12 @@ def _clocks(r: _Reader) -> None:
 
 
 def _nvlink(r: _Reader) -> None:
-    """Links down beside links up: a GPU whose NVLinks are all down (or that has none)
-    shows no fault (a PCIe-only board looks the same; the agent cannot tell one from the
-    other without a link it saw up)."""
+    """Links down beside links up.
+
+    - A GPU whose NVLinks are all down, or that has none, shows no fault.
+    - A PCIe-only board looks the same.
+    - The agent cannot tell one from the other without a link it saw up.
+    """
     states: list[int] = []
     for link in range(min(int(getattr(r.lib, "NVML_NVLINK_MAX_LINKS", 18)), MAX_LINKS)):
         s = r.call("nvmlDeviceGetNvLinkState", link)
@@ -107,8 +115,10 @@ INIT_FAILED = HealthReason("nvml-init-failed", "nvml")  # nvmlInit failed, GPU b
 
 
 def read(lib: ModuleType, h: Any) -> tuple[tuple[str, ...], tuple[HealthReason, ...]]:
-    """The health signals read on device handle ``h`` and the faults found; a GPU whose
-    health calls fail otherwise (``GPU is lost``, ``Unknown``) is ``not-answering``."""
+    """The health signals read on device handle ``h`` and the faults found.
+
+    A GPU whose health calls fail otherwise is ``not-answering``: ``GPU is lost``, ``Unknown``.
+    """
     r = _Reader(lib, h)
     try:
         _memory(r)
