@@ -1,14 +1,21 @@
 """The agent's GPU health across passes: the hysteresis tracker and the XID watcher.
 
-Each pass hands the XIDs the watcher read since the last one to the tracker
-(:meth:`AgentHealth.tracker`, passed to ``run_scan``), which holds them as faults of their
-GPU until the GPU is re-initialised or the node reboots, across restarts of the agent
-(``heldstate.py``: :meth:`AgentHealth.restore` at start, :meth:`AgentHealth.state` each
-pass; docs/health.md "Across restarts"). The watcher follows NVML: it
-starts after any pass where NVML answered for NVIDIA GPUs (a pod started before the
-driver watches once the driver is up), stops when NVML goes (``nvml: off`` on a reload,
-the driver unloaded, its event set broken) and starts again when it is back; never with
-``--oneshot``; it never holds the agent's exit up (a daemon thread in an NVML wait).
+Each pass:
+
+- the tracker gets the XIDs the watcher read since the last pass;
+  :meth:`AgentHealth.tracker` is passed to ``run_scan``;
+- it holds them as faults of their GPU until the GPU is re-initialised or the node reboots;
+- this holds across restarts of the agent: :meth:`AgentHealth.restore` at start,
+  :meth:`AgentHealth.state` each pass, ``heldstate.py``, docs/health.md "Across restarts".
+
+The watcher follows NVML:
+
+- it starts after any pass where NVML answered for NVIDIA GPUs, so a pod started before the
+  driver watches once the driver is up;
+- it stops when NVML goes: ``nvml: off`` on a reload, the driver unloaded, its event set broken;
+- it starts again when NVML is back;
+- never with ``--oneshot``;
+- it never holds the agent's exit up: it is a daemon thread in an NVML wait.
 """
 
 from __future__ import annotations
@@ -42,9 +49,12 @@ class AgentHealth:
         self._instances: dict[str, str] = {}  # a GPU held failed -> its instance() then
 
     def restore(self, text: str | None, where: str) -> None:
-        """At start: carry forward what an earlier run of the agent held (``text``, the
-        published state read from ``where``; None: nothing published), unless the node
-        rebooted since or the GPU was re-initialised or is gone (heldstate.py)."""
+        """At start, carry forward what an earlier run of the agent held.
+
+        - ``text`` is the published state read from ``where``; None: nothing published.
+        - Nothing is carried when the node rebooted since.
+        - Nothing is carried for a GPU re-initialised or gone; see heldstate.py.
+        """
         self.restored = True
         host = HostRoot(self.cfg.root)
         try:
@@ -97,8 +107,10 @@ class AgentHealth:
         )
 
     def state(self, lost: tuple[str, ...]) -> str:
-        """What to publish for the next run (heldstate.encode; "" while nothing is held,
-        and where no boot id can tell a reboot)."""
+        """What to publish for the next run, heldstate.encode's line.
+
+        It is "" while nothing is held, and where no boot id can tell a reboot.
+        """
         held = self.tracker.failed()
         for gone in set(self._instances) - set(held):
             del self._instances[gone]
@@ -117,8 +129,11 @@ class AgentHealth:
         return encode(HeldState(self._boot_id, self.cfg.node_name or "", gpus, boot))
 
     def _reinitialised(self) -> None:
-        """A GPU held failed whose PCI function was added again or whose driver bound
-        again (heldstate.instance changed) starts afresh: what was held on it is gone."""
+        """Start afresh a GPU held failed that was re-initialised.
+
+        That is, its PCI function was added again or its driver bound again: heldstate.instance
+        changed. What was held on it is gone.
+        """
         if not self._instances:
             return
         host = HostRoot(self.cfg.root)
@@ -139,8 +154,10 @@ class AgentHealth:
         self.tracker.opts = health_options(cfg)
 
     def before_scan(self) -> None:
-        """The XIDs read since the last pass become faults of their GPUs; a GPU
-        re-initialised since sheds what was held on it."""
+        """Make the XIDs read since the last pass faults of their GPUs.
+
+        A GPU re-initialised since sheds what was held on it.
+        """
         self._reinitialised()
         self._drain()
 
@@ -150,8 +167,11 @@ class AgentHealth:
                 self.tracker.add_xid(address, xid)
 
     def after_scan(self, result: ScanResult, nvml_status: str) -> None:
-        """Watch while NVML answers for NVIDIA GPUs (``nvml_status``: the pass's session
-        status, ``nvml`` or ``replay`` when it answered); stop when it does not."""
+        """Watch while NVML answers for NVIDIA GPUs; stop when it does not.
+
+        ``nvml_status`` is the pass's session status; NVML answered when it is ``nvml`` or
+        ``replay``.
+        """
         usable = nvml_status in USABLE and bool(result.gpu_count_by_vendor.get("nvidia"))
         if self.cfg.nvml == "off" or self.cfg.oneshot or not usable:
             if self.watcher is not None:
@@ -180,7 +200,7 @@ class AgentHealth:
         log.info("XID watcher: watching NVML critical XID events")
 
     def _say(self, why: str) -> None:
-        """One log line per reason the watcher could not start (it is tried every pass)."""
+        """Log one line per reason the watcher could not start; it is tried every pass."""
         if why != self._said:
             self._said = why
             log.info("XID watcher: %s", why)
@@ -206,6 +226,6 @@ class AgentHealth:
         metrics.health.observe(gpus, xids)
 
     def stop(self) -> None:
-        """The watcher ends after its current wait, or with the process (a daemon thread)."""
+        """End the watcher after its current wait, or with the process: it is a daemon thread."""
         if self.watcher is not None and not self.watcher.stop():
             log.debug("XID watcher: in an NVML event wait; it ends with the process")

@@ -1,23 +1,31 @@
 """Faults that survive a restart: the agent's held health, published beside its labels.
 
-A GPU ``failed`` before the agent restarted (a rollout, an OOM kill, a liveness kill) stays
-``failed`` until the hardware shows it was re-initialised: an XID is an event, read once,
-and NVIDIA's catalog says XID 48, 79, 94/95 and the like need a GPU reset or a reboot, so a
-fresh agent that forgot it would say ``ok`` over a GPU nobody reset. Each pass the agent
-publishes what it holds (:func:`encode`: the GPUs held ``failed``, their faults and XIDs, the
-boot set when a GPU is lost; nothing while nothing is held) with the sinks: the NodeFeature's
-``gpu.feature.node.kubernetes.io/held-health`` annotation, a comment line of the feature
-file. At start it reads that back (:func:`decode`) and carries each GPU forward, unless:
+A GPU ``failed`` before the agent restarted stays ``failed`` until the hardware shows it was
+re-initialised. The restart may be a rollout, an OOM kill or a liveness kill.
 
-* the node rebooted since: the kernel's boot id (``/proc/sys/kernel/random/boot_id``) is not
+- An XID is an event, read once.
+- NVIDIA's catalog says XID 48, 79, 94/95 and the like need a GPU reset or a reboot.
+- So a fresh agent that forgot it would say ``ok`` over a GPU nobody reset.
+
+Each pass the agent publishes what it holds with the sinks, :func:`encode`'s line:
+
+- the GPUs held ``failed``, their faults and XIDs;
+- the boot set when a GPU is lost;
+- nothing while nothing is held;
+- written as the NodeFeature's ``gpu.feature.node.kubernetes.io/held-health`` annotation
+  and as a comment line of the feature file.
+
+At start it reads that back with :func:`decode` and carries each GPU forward, unless:
+
+* the node rebooted since: the kernel's boot id, ``/proc/sys/kernel/random/boot_id``, is not
   the one stored; every fault clears;
-* the GPU's PCI function was removed and added again, or its driver re-bound (a driver
-  reload, an unbind/bind): :func:`instance` changed; that GPU's faults clear;
-* the GPU is no longer on the bus: it is not made up again (a GPU of the boot set stays
-  ``lost``).
+* the GPU's PCI function was removed and added again, or its driver re-bound by a driver
+  reload or an unbind/bind: :func:`instance` changed; that GPU's faults clear;
+* the GPU is no longer on the bus: it is not made up again; a GPU of the boot set stays
+  ``lost``.
 
 A published state that is not valid JSON of this shape, or another node's, is ignored with
-one warning naming where it was read. docs/health.md "Across restarts".
+one warning naming where it was read. See docs/health.md "Across restarts".
 """
 
 from __future__ import annotations
@@ -43,9 +51,11 @@ _WORD = re.compile(r"[a-z0-9][a-z0-9.-]{0,62}")  # a fault's source
 
 
 def boot_id(host: HostRoot) -> str | None:
-    """The kernel's boot id, through the root; where the root has no ``/proc/sys`` (the
-    DaemonSet mounts only ``/proc/driver``), the process's own, which is the same kernel's
-    (the boot id is not namespaced). None when neither reads as one."""
+    """The kernel's boot id, through the root; None when none reads as one.
+
+    Where the root has no ``/proc/sys``, the process's own is read: the DaemonSet mounts only
+    ``/proc/driver``. It is the same kernel's, as the boot id is not namespaced.
+    """
     text = host.read_text(BOOT_ID)
     if text is None and host.root != "/":
         text = HostRoot("/").read_text(BOOT_ID)
@@ -53,11 +63,14 @@ def boot_id(host: HostRoot) -> str | None:
 
 
 def instance(host: HostRoot, address: str) -> str:
-    """The kernel's instance of the GPU's PCI function and of its driver binding: the sysfs
-    inode numbers of ``sys/bus/pci/devices/<address>`` and of its ``driver`` link. sysfs
-    gives every new node a new number, so both change when the function is removed and
-    added again (a rescan, a hot-plug) and the second when a driver binds it again (a
-    driver reload, an unbind/bind); ``-`` for one that is not there."""
+    """The kernel's instance of the GPU's PCI function and of its driver binding.
+
+    - It is the sysfs inode numbers of ``sys/bus/pci/devices/<address>`` and of its ``driver``
+      link; ``-`` for one that is not there.
+    - sysfs gives every new node a new number.
+    - So both change when the function is removed and added again, by a rescan or a hot-plug.
+    - The second changes when a driver binds it again, by a driver reload or an unbind/bind.
+    """
     dev = host.lstat(f"sys/bus/pci/devices/{address}")
     drv = host.lstat(f"sys/bus/pci/devices/{address}/driver") if dev is not None else None
     return f"{dev.st_ino if dev else '-'}:{drv.st_ino if drv else '-'}"
@@ -83,8 +96,10 @@ class HeldState:
 
 
 def encode(state: HeldState) -> str:
-    """One line of JSON ("" when nothing is held: no GPU and no boot set), bounded: at
-    most MAX_GPUS GPUs and MAX_FAULTS faults and XIDs each."""
+    """One bounded line of JSON; "" when nothing is held: no GPU and no boot set.
+
+    At most MAX_GPUS GPUs, and MAX_FAULTS faults and XIDs each.
+    """
     if not state.gpus and not state.boot:
         return ""
     gpus: dict[str, Any] = {}
@@ -106,12 +121,15 @@ def encode(state: HeldState) -> str:
 
 
 class Foreign(ValueError):
-    """A published state that is not this agent's (another node's, another kind)."""
+    """A published state that is not this agent's: another node's, another kind."""
 
 
 def decode(text: str, node: str = "") -> HeldState:
-    """The held state published as ``text``; ValueError (one line) when it is not one,
-    :class:`Foreign` when it is another node's or another writer's."""
+    """The held state published as ``text``.
+
+    - ValueError, one line, when it is not one.
+    - :class:`Foreign` when it is another node's or another writer's.
+    """
     if len(text) > MAX_TEXT:
         raise ValueError(f"{len(text)} bytes, more than the {MAX_TEXT} a held state has")
     try:

@@ -1,13 +1,17 @@
 """The agent loop: scan -> publish, once or forever.
 
-A pass runs on a timer (``interval``), on debounced udev events (``udev.py``), on
-SIGHUP (which also reloads the configuration; rules are re-read by every scan), and when a
-sink reports its published object changed behind the agent's back (``on_drift``: the
-NodeFeature's watch), paced by :class:`~nfd_gpu.agent.publish.RepairPacer`.
-SIGTERM/SIGINT stop the loop once the current write has finished. A failed publish is
-retried with jittered exponential back-off (capped at the interval); the agent never
-exits because the API server or the disk misbehaves. Readiness and liveness are the
-metrics server's (``metrics.py``), fed from here.
+A pass runs:
+
+- on a timer, ``interval``;
+- on debounced udev events, ``udev.py``;
+- on SIGHUP, which also reloads the configuration; rules are re-read by every scan;
+- when a sink reports its published object changed behind the agent's back: ``on_drift``,
+  the NodeFeature's watch, paced by :class:`~nfd_gpu.agent.publish.RepairPacer`.
+
+- SIGTERM/SIGINT stop the loop once the current write has finished.
+- A failed publish is retried with jittered exponential back-off, capped at the interval.
+- The agent never exits because the API server or the disk misbehaves.
+- Readiness and liveness are the metrics server's, ``metrics.py``, fed from here.
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ def liveness_timeout(cfg: Config) -> float:
 
 
 class Agent:
-    """One node's agent: ``run()`` loops scan -> publish until stopped (or once)."""
+    """One node's agent: ``run()`` loops scan -> publish until stopped, or once."""
 
     def __init__(
         self,
@@ -113,9 +117,12 @@ class Agent:
 
     # signals / triggers
     def request_stop(self, *_: Any) -> None:
-        """Stop: the loop ends after the current pass; in-flight API requests are cut
-        off (``Sink.abort``) and a watchdog ends the process STOP_GRACE seconds later
-        whatever is still running (every write is atomic, so nothing is damaged)."""
+        """Stop: the loop ends after the current pass.
+
+        - In-flight API requests are cut off by ``Sink.abort``.
+        - A watchdog ends the process STOP_GRACE seconds later, whatever is still running.
+        - Every write is atomic, so nothing is damaged.
+        """
         if self._stop_at is None:
             self._stop_at = time.monotonic() + STOP_GRACE
         self.stop_event.set()
@@ -128,7 +135,7 @@ class Agent:
         self._wake.set()
 
     def drift_event(self) -> None:
-        """A sink's published object was changed behind the agent's back (any thread)."""
+        """Note that a sink's published object was changed behind the agent's back; any thread."""
         self._drift.set()
         self._wake.set()
 
@@ -161,7 +168,7 @@ class Agent:
         signal.signal(signal.SIGHUP, on_hup)
 
     def _watchdog(self) -> None:
-        """Runs after SIGTERM/SIGINT: the process is gone STOP_GRACE seconds later."""
+        """End the process STOP_GRACE seconds after SIGTERM/SIGINT."""
         if self._done.wait(STOP_GRACE):
             return
         log.error("stop: the current pass did not end within %.0f s, exiting now", STOP_GRACE)
@@ -196,9 +203,12 @@ class Agent:
         return result
 
     def _read_back(self) -> None:
-        """Before the first pass: the held health an earlier run published, from the first
-        sink whose output holds one (agent/heldstate.py). An API that cannot be reached yet
-        is tried again next pass; a state that cannot be read is ignored with a warning."""
+        """Before the first pass, read the held health an earlier run published.
+
+        - It comes from the first sink whose output holds one; see agent/heldstate.py.
+        - An API that cannot be reached yet is tried again next pass.
+        - A state that cannot be read is ignored with a warning.
+        """
         for sink in self.sinks:
             try:
                 text = sink.read_state()
@@ -217,8 +227,11 @@ class Agent:
         self.health.restore(None, "")
 
     def _nvml_session(self) -> NvmlSession:
-        """One NVML session for the agent's life: NVML stays initialised between passes and
-        the last NVML facts are kept while the same GPUs and driver are present."""
+        """One NVML session for the agent's life.
+
+        - NVML stays initialised between passes.
+        - The last NVML facts are kept while the same GPUs and driver are present.
+        """
         if self._nvml is None or self._nvml.mode != self.cfg.nvml:
             if self._nvml is not None:
                 self._nvml.close()
@@ -226,10 +239,11 @@ class Agent:
         return self._nvml
 
     def _nvidia_options(self) -> NvidiaOptions:
-        """MIG strategy and sharing config; the file is re-read every pass (one that breaks
-        keeps its last valid version: lastvalid.py).
+        """MIG strategy and sharing config.
 
-        ``gfd.timestamp`` (``gfd_timestamp``) is the agent's start time, the same every pass."""
+        - The file is re-read every pass; a broken one keeps its last valid version, lastvalid.py.
+        - ``gfd.timestamp``, ``gfd_timestamp``, is the agent's start time, the same every pass.
+        """
         stamp = self.started if self.cfg.gfd_timestamp else None
         # one builder with scan (sharing_config.nvidia_options): a given strategy wins
         fallback = nvidia_options(self.cfg.mig_strategy, None, stamp)
@@ -242,13 +256,13 @@ class Agent:
     def run_pass(self) -> bool:
         """Scan and publish once. True when every sink holds a complete scan's result.
 
-        The invariant: only what a complete, successful scan found is published. A scan
-        that raised, or that hit an error it did not expect (out of descriptors or
-        memory, a directory listing that failed: ``result.errors``), publishes nothing
-        new: the last good publication is handed to the sinks again (so a feature file's
-        expiry is refreshed and nothing changes on the API server), the reason is logged
-        and counted (``nfd_gpu_scans_total{result="error"|"incomplete"}``) and /readyz
-        reports it."""
+        The invariant: only what a complete, successful scan found is published. A scan that
+        raised, or hit an error it did not expect, publishes nothing new. Such errors are
+        ``result.errors``: out of descriptors or memory, a directory listing that failed. The
+        last good publication is handed to the sinks again, so a feature file's expiry is
+        refreshed and nothing changes on the API server. The reason is logged and counted,
+        ``nfd_gpu_scans_total{result="error"|"incomplete"}``, and /readyz reports it.
+        """
         self.passes += 1
         t0 = time.perf_counter()
         try:
@@ -321,14 +335,19 @@ class Agent:
         return ok
 
     def _publication(self, result: ScanResult) -> Publication:
-        """What a complete scan publishes: its labels and features, and the held health
-        for the next run (agent/heldstate.py)."""
+        """What a complete scan publishes.
+
+        Its labels and features, and the held health for the next run; see agent/heldstate.py.
+        """
         state = self.health.state(result.snapshot.lost_gpus)
         return Publication(dict(result.labels), result.features, state)
 
     def _blocked(self, result: ScanResult) -> str | None:
-        """Why a complete scan's result must not be published: a configuration file with no
-        valid version (lastvalid.py), labels over the size limit (said once per reason)."""
+        """Why a complete scan's result must not be published; said once per reason.
+
+        - A configuration file with no valid version, lastvalid.py.
+        - Labels over the size limit.
+        """
         big = too_large(result.labels, result.rule_labels)
         if big != self._too_large and big is not None:
             log.error("scan: %s", big)
@@ -349,7 +368,7 @@ class Agent:
         return self.publisher.publish(pub, self._stopping)
 
     def _stopping(self) -> bool:
-        """Stop requested and its grace period over: no further sink is written."""
+        """Whether stop was requested and its grace period is over: no further sink is written."""
         return (
             self.stop_event.is_set()
             and self._stop_at is not None
@@ -435,9 +454,11 @@ class Agent:
         log.info("metrics listening on http://%s:%d/metrics", h, p)
 
     def _move_metrics(self, old_address: str) -> None:
-        """A reload changed ``metrics_address``: serve there (nowhere when it is empty).
+        """Serve metrics at the new ``metrics_address`` after a reload; nowhere when it is empty.
+
         Where the new address cannot be bound, the old one is served again and kept in the
-        configuration, so a later reload tries again."""
+        configuration, so a later reload tries again.
+        """
         if self.metrics_server is not None:
             self.metrics_server.stop()
             self.metrics_server = None
@@ -451,7 +472,7 @@ class Agent:
                 self.start_metrics()
 
     def run(self) -> int:
-        """The loop. Returns the exit code (oneshot: 0 if published, 1 if not)."""
+        """The loop. Returns the exit code; oneshot: 0 if published, 1 if not."""
         self._install_signals()
         log.info("%s", startup_line(self.cfg))
         warn_deprecated(self.cfg)

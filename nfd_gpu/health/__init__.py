@@ -1,11 +1,14 @@
 """GPU health: the faults discovery read, judged against the thresholds, held against flapping.
 
-Discovery records what it read on each GPU (:class:`~nfd_gpu.model.Health`: the signals
-read, the faults found with their counts); :func:`judge` gives every fault its severity
-(``failed`` / ``degraded``, or drops it when under its threshold) and the GPU its state;
-:class:`HealthTracker` (the agent's, kept across passes) holds a state until its cause has
-been clear for ``hold_passes`` passes. docs/health.md lists every reason, its source and
-default; the defaults here are the ones documented there.
+- Discovery records what it read on each GPU in :class:`~nfd_gpu.model.Health`: the signals
+  read, the faults found with their counts.
+- :func:`judge` gives every fault its severity, ``failed`` or ``degraded``, or drops it when
+  under its threshold; it gives the GPU its state.
+- :class:`HealthTracker`, the agent's, kept across passes, holds a state until its cause has
+  been clear for ``hold_passes`` passes.
+
+docs/health.md lists every reason, its source and default; the defaults here are the ones
+documented there.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ _WORST_FIRST = (FAILED, DEGRADED, NO_DRIVER)
 
 @dataclass(frozen=True)
 class HealthOptions:
-    """The thresholds (settings ``health_*``, docs/health.md); 0 turns a threshold off."""
+    """The thresholds, settings ``health_*`` in docs/health.md; 0 turns a threshold off."""
 
     hold_passes: int = 3  # clear passes before a GPU's state improves
     nonfatal_xids: frozenset[int] = DEFAULT_NONFATAL_XIDS
@@ -47,7 +50,7 @@ class HealthOptions:
     def from_settings(
         cls, hold: float, xids: Iterable[str], uncorrectable: float, correctable: float
     ) -> HealthOptions:
-        """From the settings' values; ValueError (one line) for a bad one."""
+        """From the settings' values; a one-line ValueError for a bad one."""
         codes: set[int] = set()
         for x in xids:
             if not x.strip().isdigit():
@@ -73,8 +76,11 @@ def _threshold(reason: str, opts: HealthOptions) -> int:
 
 
 def severity(r: HealthReason, opts: HealthOptions) -> str | None:
-    """The severity of a fault read, None when it does not count (under its threshold, a
-    non-fatal XID). A reason the signal table lacks is ``failed``: never dropped."""
+    """The severity of a fault read; None when it does not count.
+
+    - It does not count under its threshold, or as a non-fatal XID.
+    - A reason the signal table lacks is ``failed``: never dropped.
+    """
     sev = SEVERITY.get(r.reason)
     if sev is None:
         return FAILED
@@ -124,13 +130,18 @@ CALM = 4
 
 
 class HealthTracker:
-    """The agent's health across passes: a state that gets worse shows at once; one that
-    gets better shows only after ``hold_passes`` passes in a row read at least that good
-    (so a fault that toggles keeps its state). A pass that could read nothing (``unknown``)
-    neither clears nor changes a held state. Keyed by PCI address. A GPU of the agent's
-    first complete pass (what the node had at start, with the boot set an earlier run of
-    the agent left: :meth:`carry`) that is gone is ``lost`` (``Snapshot.lost_gpus``) until
-    it comes back or the node reboots; one added later and removed again is not."""
+    """The agent's health across passes, keyed by PCI address.
+
+    - A state that gets worse shows at once.
+    - One that gets better shows only after ``hold_passes`` passes in a row read at least that
+      good, so a fault that toggles keeps its state.
+    - A pass that could read nothing, ``unknown``, neither clears nor changes a held state.
+    - A GPU of the agent's first complete pass that is gone is ``lost``, ``Snapshot.lost_gpus``,
+      until it comes back or the node reboots.
+    - That pass holds what the node had at start, with the boot set an earlier run of the agent
+      left: :meth:`carry`.
+    - A GPU added later and removed again is not lost.
+    """
 
     def __init__(self, opts: HealthOptions | None = None) -> None:
         self.opts = opts or HealthOptions()
@@ -141,33 +152,45 @@ class HealthTracker:
         self._carried_boot: set[str] = set()  # the boot set an earlier run left (carry_boot)
 
     def add_xid(self, address: str, xid: int) -> None:
-        """An XID event of the GPU at ``address``: a fault of it until the GPU is
-        re-initialised (:meth:`forget`) or the node reboots."""
+        """Record an XID event of the GPU at ``address``.
+
+        It is a fault of the GPU until the GPU is re-initialised, :meth:`forget`, or the node
+        reboots.
+        """
         self._xids.setdefault(address, set()).add(xid)
 
     def carry(self, address: str, reasons: tuple[HealthReason, ...], xids: tuple[int, ...]) -> None:
-        """What an earlier run of the agent held on the GPU at ``address`` (``failed``,
-        with its faults): held as if this run had seen it (its XIDs kept, its other
-        faults held until ``hold_passes`` passes read clear)."""
+        """Hold what an earlier run of the agent held on the GPU at ``address``.
+
+        - That is ``failed``, with its faults.
+        - It is held as if this run had seen it.
+        - Its XIDs are kept; its other faults are held until ``hold_passes`` passes read clear.
+        """
         shown = reasons + tuple(HealthReason("xid", "nvml-events", x, FAILED) for x in xids)
         self._held[address] = _Held(Health(FAILED, shown))
         if xids:
             self._xids.setdefault(address, set()).update(xids)
 
     def carry_boot(self, addresses: Iterable[str]) -> None:
-        """The GPUs an earlier run of the agent counted at boot (same boot of the node):
-        one of them that is gone now is lost, not forgotten."""
+        """Take the GPUs an earlier run of the agent counted at boot, same boot of the node.
+
+        One of them that is gone now is lost, not forgotten.
+        """
         self._carried_boot.update(addresses)
 
     def forget(self, address: str) -> None:
-        """The GPU at ``address`` was re-initialised (removed and added again, its driver
-        re-bound): what was held on it is gone."""
+        """Drop what was held on the GPU at ``address``: it was re-initialised.
+
+        That is, removed and added again, or its driver re-bound.
+        """
         self._held.pop(address, None)
         self._xids.pop(address, None)
 
     def failed(self) -> dict[str, tuple[tuple[HealthReason, ...], tuple[int, ...]]]:
-        """The GPUs held ``failed`` or with XIDs kept: address -> (the faults shown, other
-        than XIDs; the XIDs kept), for the next run of the agent."""
+        """The GPUs held ``failed`` or with XIDs kept, for the next run of the agent.
+
+        Each maps address -> the faults shown other than XIDs, and the XIDs kept.
+        """
         out: dict[str, tuple[tuple[HealthReason, ...], tuple[int, ...]]] = {}
         for address in sorted(set(self._held) | set(self._xids)):
             held = self._held.get(address)
@@ -183,12 +206,14 @@ class HealthTracker:
 
     @property
     def boot(self) -> frozenset[str]:
-        """The boot set (empty until a complete pass)."""
+        """The boot set; empty until a complete pass."""
         return frozenset(self._boot or ())
 
     def apply(self, snap: Snapshot, *, complete: bool = True) -> Snapshot:
-        """The snapshot with the XIDs seen, judged (:func:`judge`), with the held states.
-        ``complete``: the pass listed the bus fully; only such a pass sets the boot set."""
+        """The snapshot with the XIDs seen, judged by :func:`judge`, with the held states.
+
+        ``complete``: the pass listed the bus fully; only such a pass sets the boot set.
+        """
         judged = judge_gpus(self._with_xids(snap), self.opts)
         gpus = tuple(self._one(g) for g in judged.gpus)
         # a GPU that is gone keeps its held state and XIDs (a pass that missed it, e.g. an
@@ -202,8 +227,7 @@ class HealthTracker:
         return dataclasses.replace(judged, gpus=gpus, lost_gpus=lost)
 
     def _with_xids(self, snap: Snapshot) -> Snapshot:
-        """The XIDs seen (kept when the watcher stops); the ``nvml.xid`` signal while it
-        watches."""
+        """The XIDs seen, kept when the watcher stops; the ``nvml.xid`` signal while it watches."""
         signals = ("nvml.xid",) if self.watching else ()
         gpus = []
         for g in snap.gpus:
@@ -215,8 +239,10 @@ class HealthTracker:
         return dataclasses.replace(snap, gpus=tuple(gpus))
 
     def hold(self, address: str) -> int:
-        """The clear passes the GPU at ``address`` needs before its state improves: the
-        hold, doubled for each recent relapse (up to MAX_BACKOFF holds)."""
+        """The clear passes the GPU at ``address`` needs before its state improves.
+
+        It is the hold, doubled for each recent relapse, up to MAX_BACKOFF holds.
+        """
         held = self._held.get(address)
         relapses = held.relapses if held is not None else 0
         factor: int = min(1 << relapses, MAX_BACKOFF)

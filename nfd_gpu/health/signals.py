@@ -1,11 +1,14 @@
-"""The health signals: one row per reason a reader can report (the one owner of reasons).
+"""The health signals: one row per reason a reader can report; the one owner of reasons.
 
-:data:`SIGNALS` is what the rest is made of: :mod:`nfd_gpu.health`'s severities and
-thresholds, docs/health.md's signal table (``scripts/health_docs.py``), and the reason
-values the health metrics may carry (:func:`metric_reason`). Readers stay per source
-(``discovery/health.py``, ``discovery/nvidia/health.py``, ``discovery/amd/ras.py``,
-``discovery/intel/sysfs.py``, the XID watcher); each reason they report is a row here
-(``tests/health/test_signals.py`` checks every ``HealthReason`` they build).
+:data:`SIGNALS` is what the rest is made of:
+
+- :mod:`nfd_gpu.health`'s severities and thresholds;
+- docs/health.md's signal table, ``scripts/health_docs.py``;
+- the reason values the health metrics may carry, :func:`metric_reason`.
+
+Readers stay per source: ``discovery/health.py``, ``discovery/nvidia/health.py``,
+``discovery/amd/ras.py``, ``discovery/intel/sysfs.py``, the XID watcher. Each reason they
+report is a row here; ``tests/health/test_signals.py`` checks every ``HealthReason`` they build.
 """
 
 from __future__ import annotations
@@ -211,6 +214,8 @@ def xid_key(code: int) -> str:
 
 
 def metric_reason(reason: str, value: int) -> str:
-    """A fault's name in metrics and labels: its reason; an XID as ``xid-<code>``
-    (``xid-other`` for a code not in :data:`KNOWN_XIDS`)."""
+    """A fault's name in metrics and labels: its reason.
+
+    An XID is ``xid-<code>``; ``xid-other`` for a code not in :data:`KNOWN_XIDS`.
+    """
     return f"xid-{xid_key(value)}" if reason == "xid" else reason

@@ -1,13 +1,15 @@
 """Publishing sinks: where a scan result goes, and the shape of an output.
 
-Each sink takes a :class:`Publication` (labels + raw features) and either writes it,
-finds it unchanged, or raises :class:`SinkError`. A failed write never damages what
-was published before.
+- Each sink takes a :class:`Publication`, labels + raw features.
+- It either writes it, finds it unchanged, or raises :class:`SinkError`.
+- A failed write never damages what was published before.
 
-An output (``--output NAME``) is an :class:`Output`: its sink module defines one
-``OUTPUT``, and :data:`nfd_gpu.sinks.registry.OUTPUTS` lists them: the setting's
-choices, the agent's sinks, ``--dry-run``, the configuration checks and the start-up
-line read that list.
+An output, ``--output NAME``, is an :class:`Output`:
+
+- its sink module defines one ``OUTPUT``;
+- :data:`nfd_gpu.sinks.registry.OUTPUTS` lists them;
+- the setting's choices, the agent's sinks, ``--dry-run``, the configuration checks and the
+  start-up line read that list.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from nfd_gpu.features import Features, empty
 
 
 class SinkError(Exception):
-    """Publishing failed. ``transient`` errors (5xx, timeouts) are retried with back-off."""
+    """Publishing failed. ``transient`` errors, 5xx and timeouts, are retried with back-off."""
 
     def __init__(self, message: str, *, transient: bool = False) -> None:
         super().__init__(message)
@@ -40,9 +42,11 @@ class Publication:
 
 
 class Sink(ABC):
-    """Where a publication goes. Every sink subclasses this and writes ``publish``; the
-    other hooks default to doing nothing, for a sink with nothing to cut, release or
-    report."""
+    """Where a publication goes.
+
+    - Every sink subclasses this and writes ``publish``.
+    - The other hooks default to doing nothing, for a sink with nothing to cut, release or report.
+    """
 
     name: str
     # set by the agent: run a pass now (a sink that watches what it published calls it
@@ -54,31 +58,41 @@ class Sink(ABC):
         """Publish; return True if something was written, False if unchanged."""
 
     def where(self) -> str:
-        """Where its output is, for a message (the file, the object)."""
+        """Where its output is, for a message: the file, the object."""
         return self.name
 
     def read_state(self) -> str | None:
-        """The ``Publication.state`` this sink's output holds now (what an earlier run of
-        the agent published), None when there is none or the sink keeps none; SinkError
-        when it cannot be read."""
+        """The ``Publication.state`` this sink's output holds now.
+
+        - That is what an earlier run of the agent published.
+        - None when there is none or the sink keeps none.
+        - SinkError when it cannot be read.
+        """
         return None
 
     def take_repair(self) -> str | None:
-        """What the last write restored (changed behind the agent's back), once; None:
-        nothing."""
+        """What the last write restored, once: it was changed behind the agent's back.
+
+        None: nothing.
+        """
         return None
 
     def degraded(self) -> str | None:
-        """Why the sink works but less well than it should (a ``/readyz`` line), or None."""
+        """Why the sink works but less well than it should, a ``/readyz`` line; or None."""
         return None
 
     def abort(self) -> None:
-        """Stop now (SIGTERM, any thread): cut what is in flight; later calls fail at once."""
+        """Stop now: cut what is in flight; later calls fail at once.
+
+        Called on SIGTERM, from any thread.
+        """
         return None
 
     def detach(self) -> None:
-        """A reload replaced this sink: stop what runs in the background (a watch). Unlike
-        :meth:`close`, never removes what it published: the new sink takes it over."""
+        """Stop what runs in the background, a watch: a reload replaced this sink.
+
+        Unlike :meth:`close`, never removes what it published: the new sink takes it over.
+        """
         return None
 
     def close(self) -> None:
@@ -89,10 +103,13 @@ class Sink(ABC):
 class OutputSettings(Protocol):
     """The settings an output reads, as :class:`nfd_gpu.config.settings.Config` declares them.
 
-    A protocol, not ``Config`` itself: the ``outputs`` setting takes its choices from the
-    registry, so the registry cannot import ``settings`` back (``tests/test_layers.py``
-    counts that cycle); mypy checks that a ``Config`` is one wherever an output is built,
-    and ``tests/sinks/test_output_registry.py`` that each type is the setting's."""
+    It is a protocol, not ``Config`` itself:
+
+    - the ``outputs`` setting takes its choices from the registry;
+    - so the registry cannot import ``settings`` back; ``tests/test_layers.py`` counts that cycle;
+    - mypy checks that a ``Config`` is one wherever an output is built;
+    - ``tests/sinks/test_output_registry.py`` checks that each type is the setting's.
+    """
 
     @property
     def root(self) -> str: ...
@@ -138,12 +155,18 @@ def no_values(_values: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Output:
-    """One ``--output``: its name, how its sink is built, its ``--dry-run`` form, the
-    settings its sink is built from (a reload rebuilds the sinks when one changes), what
-    the configuration must satisfy when it is chosen, the start-up line's part, the
-    settings it fills in when chosen and not given (``config.load``: from the settings
-    read so far, before validation) and, when it is not chosen, what removes at start
-    what an earlier run published (never in a dry run)."""
+    """One ``--output``: how its sink is built and what it asks of the configuration.
+
+    - Its name and how its sink is built.
+    - Its ``--dry-run`` form.
+    - The settings its sink is built from; a reload rebuilds the sinks when one changes.
+    - What the configuration must satisfy when it is chosen.
+    - The start-up line's part.
+    - The settings it fills in when chosen and not given: ``config.load``, from the settings
+      read so far, before validation.
+    - When it is not chosen, what removes at start what an earlier run published; never in a
+      dry run.
+    """
 
     name: str
     settings: tuple[str, ...]

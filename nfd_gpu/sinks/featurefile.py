@@ -1,20 +1,30 @@
 """Feature-file sink: NFD's ``local`` source reads ``features.d/<file>``.
 
-Format (tests/sinks/nfd_local_parser.py): one ``key=value`` per line, ``# +expiry-time=<RFC3339>``
-applies to the lines after it, ``# +no-label`` keeps the next line out of the node labels
-(raw feature only); other ``#`` lines are comments, one of which, ``# nfd-gpu-held-health:``,
-holds the agent's held health (``Publication.state``, read back at start: ``read_state``).
-NFD skips files over 65,536 bytes as a whole, ignores names starting
-with ``.``, and reads on change (fsnotify) or every sleep interval.
+The format, as tests/sinks/nfd_local_parser.py parses it:
 
-Writes are atomic: a ``.nfd-gpu.*`` temp file in the same directory (ignored by NFD),
-fsync, chmod 0644, ``os.replace``, fsync of the directory. Any failure leaves the old
-file in place.
+- one ``key=value`` per line;
+- ``# +expiry-time=<RFC3339>`` applies to the lines after it;
+- ``# +no-label`` keeps the next line out of the node labels: a raw feature only;
+- other ``#`` lines are comments;
+- one of them, ``# nfd-gpu-held-health:``, holds the agent's held health:
+  ``Publication.state``, read back at start by ``read_state``.
 
-The file is the agent's: every pass reads it back (at most NFD's 65,536 bytes, regular
-files only, never following a link or blocking) and compares it with what was written; a
-file removed, replaced or edited by someone else is rewritten at once, and
-``take_repair()`` says what differed (the agent logs and counts it).
+NFD skips files over 65,536 bytes as a whole, ignores names starting with ``.``, and reads
+on change, by fsnotify, or every sleep interval.
+
+Writes are atomic:
+
+- a ``.nfd-gpu.*`` temp file in the same directory, ignored by NFD;
+- fsync, chmod 0644, ``os.replace``, fsync of the directory;
+- any failure leaves the old file in place.
+
+The file is the agent's:
+
+- every pass reads it back and compares it with what was written;
+- that read takes at most NFD's 65,536 bytes, regular files only, never following a link
+  or blocking;
+- a file removed, replaced or edited by someone else is rewritten at once;
+- ``take_repair()`` says what differed; the agent logs and counts it.
 """
 
 from __future__ import annotations
@@ -49,13 +59,18 @@ def _line_ok(key: str, value: str) -> bool:
 
 
 def raw_feature_lines(features: Features) -> Iterator[tuple[str, str]]:
-    """Flatten raw features to ``key=value``: flags ``<feature>.<elem>=true``, attributes
-    ``<feature>.<elem>=<value>``, instances ``<feature>.<index>.<attr>=<value>``.
+    """Flatten raw features to ``key=value`` lines.
 
-    Only the features nfd-gpu owns (``gpu.*``): nfd-worker's own sources already publish
-    ``pci.device`` and ``kernel.loadedmodule``. NFD's local source turns each line into
-    one element of the ``local.feature`` attribute feature: instances are flattened, so
-    a NodeFeatureRule cannot match ``gpu.device`` instances from a feature file."""
+    - Flags are ``<feature>.<elem>=true``.
+    - Attributes are ``<feature>.<elem>=<value>``.
+    - Instances are ``<feature>.<index>.<attr>=<value>``.
+    - Only the features nfd-gpu owns, ``gpu.*``: nfd-worker's own sources already publish
+      ``pci.device`` and ``kernel.loadedmodule``.
+    - NFD's local source turns each line into one element of the ``local.feature`` attribute
+      feature.
+    - Instances are flattened, so a NodeFeatureRule cannot match ``gpu.device`` instances
+      from a feature file.
+    """
     features = owned(features)
     for name, fs in sorted(features.get("flags", {}).items()):
         for elem in sorted(fs.get("elements", {})):
@@ -99,7 +114,7 @@ STATE_PREFIX = "# nfd-gpu-held-health: "
 
 
 def state_line(state: str) -> str:
-    """The comment line holding ``state`` ("" for none, or one that is not one line)."""
+    """The comment line holding ``state``; "" for none, or for one that is not one line."""
     if not state or not _line_ok("state", state):
         return ""
     return f"{STATE_PREFIX}{state}\n"
@@ -138,7 +153,7 @@ def atomic_write(path: str, data: bytes, mode: int = FILE_MODE) -> None:
 
 
 class FeatureFileSink(Sink):
-    """Writes ``<features_dir>/<features_file>``; rewrites only on change or to refresh expiry."""
+    """Write ``<features_dir>/<features_file>``; rewrite only on change or to refresh expiry."""
 
     name = "featurefile"
 
@@ -172,7 +187,7 @@ class FeatureFileSink(Sink):
         self._stream = stream
 
     def _drift(self) -> str | None:
-        """How the file on disk differs from our last write (None: it is ours)."""
+        """How the file on disk differs from our last write; None: it is ours."""
         if self._dry_run:
             return None
         try:  # at most NFD's MaxFeatureFileSize: a larger file is not ours (NFD skips it)
@@ -187,8 +202,11 @@ class FeatureFileSink(Sink):
         return self.path
 
     def read_state(self) -> str | None:
-        """The held health line of the file as an earlier run left it (None: no file, or
-        no such line); SinkError naming the file when it cannot be read."""
+        """The held health line of the file as an earlier run left it.
+
+        - None: no file, or no such line.
+        - SinkError naming the file when it cannot be read.
+        """
         if self._dry_run:
             return None
         try:
@@ -203,7 +221,7 @@ class FeatureFileSink(Sink):
         return None
 
     def take_repair(self) -> str | None:
-        """What the last write restored (the file changed behind the agent's back), once."""
+        """What the last write restored, once: the file changed behind the agent's back."""
         repaired, self._repaired = self._repaired, None
         return repaired
 
@@ -284,7 +302,7 @@ class FeatureFileSink(Sink):
 
 
 def _line_diff(want: bytes, have: bytes) -> str:
-    """The first lines added (+) and removed (-) from ``want`` to ``have``, in one line."""
+    """The first lines added, +, and removed, -, from ``want`` to ``have``, in one line."""
     old = want.decode("utf-8", "replace").splitlines()
     new = have.decode("utf-8", "replace").splitlines()
     old_set, new_set = set(old), set(new)
@@ -311,14 +329,20 @@ def _build(
 
 
 def _dry_run(cfg: OutputSettings, stream: TextIO | None) -> FeatureFileSink:
-    """The sink itself, printing where it would write: a pass prints when the real sink
-    would write (a change, an expiry refresh), and what it would write (the size rules)."""
+    """The sink itself, printing where it would write.
+
+    - A pass prints when the real sink would write: a change, an expiry refresh.
+    - It prints what it would write: the size rules.
+    """
     return _build(cfg, stream, dry_run=True)
 
 
 def _fill(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Under a ``--root`` other than ``/`` no directory by default: the host's features.d
-    is not the scanned root's, and labels written there would label this node."""
+    """Under a ``--root`` other than ``/``, no directory by default.
+
+    The host's features.d is not the scanned root's, and labels written there would label
+    this node.
+    """
     if "features_dir" in values or values.get("dry_run"):
         return {}
     return {} if os.path.normpath(str(values.get("root") or "/")) == "/" else {"features_dir": ""}

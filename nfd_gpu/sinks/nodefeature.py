@@ -1,28 +1,29 @@
-"""NodeFeature sink: one ``nfd.k8s-sigs.io/v1alpha1`` NodeFeature object per node: the
-object's state machine (what it should hold, create-or-replace, its owner references, the
-server's version and drift). Its requests go through the transport in ``kubeclient.py``.
+"""NodeFeature sink: one ``nfd.k8s-sigs.io/v1alpha1`` NodeFeature object per node.
 
-Write strategy: **create-or-replace with ``resourceVersion``** (what nfd-worker does),
-not server-side apply. Reasons:
+It is the object's state machine: what it should hold, create-or-replace, its owner
+references, the server's version and drift. Its requests go through ``kubeclient.py``.
 
-* Steady state costs nothing: the sink remembers the object it last wrote (spec,
-  ``resourceVersion``) and sends no request while the desired spec is unchanged. SSA
+Write strategy: **create-or-replace with ``resourceVersion``**, as nfd-worker does, not
+server-side apply. Reasons:
+
+* Steady state costs nothing: the sink remembers the object it last wrote, its spec and
+  ``resourceVersion``, and sends no request while the desired spec is unchanged. SSA
   would still need the same local change detection to avoid one PATCH per pass.
 * A replace states the whole object, so stale features disappear without relying on
-  field-ownership bookkeeping; a concurrent writer is detected by a 409 instead of being
-  silently overwritten (SSA with ``force``) or failing the pass (SSA without ``force``).
-* RBAC stays NFD's worker set: ``get``, ``create``, ``update`` on ``nodefeatures`` (no
-  ``patch``); ``pods: get`` only for the DaemonSet owner reference.
-* The object is the agent's alone (``nfd-gpu-<node>``), so conflicts are rare and a
+  field-ownership bookkeeping. A 409 detects a concurrent writer; SSA with ``force``
+  silently overwrites it, SSA without ``force`` fails the pass.
+* RBAC stays NFD's worker set: ``get``, ``create``, ``update`` on ``nodefeatures``, no
+  ``patch``; ``pods: get`` only for the DaemonSet owner reference.
+* The object is the agent's alone, ``nfd-gpu-<node>``, so conflicts are rare and a
   bounded, jittered re-GET + retry resolves them.
 
-Requests per node: one GET (+ one create) at start, zero on unchanged passes, one PUT per
-change, and one watch request per resync period (default 1 h, ``nodefeature_watch.py``): the
+Requests per node: one GET, + one create, at start; zero on unchanged passes; one PUT per
+change; one watch request per resync period, default 1 h, ``nodefeature_watch.py``. The
 watch on the object by name reports within a second an object deleted, edited or
-relabelled behind the agent's back; the sink then holds the server's version, calls
-``on_drift`` (the agent runs a pass at once) and the next publish restores the object (a
-repair: ``take_repair()`` says what differed). Without the ``watch`` verb the sink falls
-back to one GET per resync period (jittered +/-10 %). The sink never deletes the object.
+relabelled behind the agent's back. The sink then holds the server's version and calls
+``on_drift``: the agent runs a pass at once. The next publish restores the object, a
+repair: ``take_repair()`` says what differed. Without the ``watch`` verb the sink falls
+back to one GET per resync period, jittered +/-10 %. The sink never deletes the object.
 """
 
 from __future__ import annotations
@@ -83,8 +84,10 @@ Obj = dict[str, Any]
 
 
 def _policy_prefixes() -> tuple[str, ...]:
-    """``<namespace>/`` of every namespace the shipped admission policy lets the agent
-    publish (the ones the profiles write): a key it allows starts with one."""
+    """``<namespace>/`` of each namespace the shipped admission policy lets the agent publish.
+
+    These are the ones the profiles write; a key it allows starts with one.
+    """
     return tuple(ns + "/" for ns in label_namespaces())
 
 
@@ -101,7 +104,7 @@ def _owner_key(refs: Sequence[Obj]) -> list[tuple[str, str, str, str]]:
 
 
 class NodeFeatureSink(Sink):
-    """Publishes ``spec.features`` + ``spec.labels`` to ``<namespace>/nfd-gpu-<node>``."""
+    """Publish ``spec.features`` + ``spec.labels`` to ``<namespace>/nfd-gpu-<node>``."""
 
     name = "nodefeature"
 
@@ -161,7 +164,7 @@ class NodeFeatureSink(Sink):
         self._own_rvs: list[str] = []  # resourceVersions of the last writes (their echoes)
 
     def abort(self) -> None:
-        """Stop now (SIGTERM): cut in-flight requests; later calls fail at once."""
+        """Stop now, on SIGTERM: cut in-flight requests; later calls fail at once."""
         self.api.abort()
         if self._watch is not None:
             self._watch.stop()
@@ -243,9 +246,8 @@ class NodeFeatureSink(Sink):
         return f"NodeFeature {self.namespace}/{self.object_name}"
 
     def read_state(self) -> str | None:
-        """The held health annotation of the object on the server (one GET, which the
-        first publish then needs not repeat); None when there is no object or none."""
-        self._read_server()
+        """The held health annotation of the object on the server; None: no object, or none."""
+        self._read_server()  # one GET, which the first publish then needs not repeat
         with self._lock:
             return _state(self._obj) if self._obj is not None else None
 
@@ -253,10 +255,9 @@ class NodeFeatureSink(Sink):
         self._next_resync = self.clock() + self.resync_interval * self.rng.uniform(0.9, 1.1)
 
     def _watching(self) -> bool:
-        """The watch runs, is allowed and was heard from within a resync interval (else
-        the resync GET is due as a safety net)."""
+        """Whether the watch runs, is allowed and was heard from within a resync interval."""
         w = self._watch
-        return (
+        return (  # else the resync GET is due, as a safety net
             w is not None and w.running and not w.forbidden and w.quiet_for() < self.resync_interval
         )
 
@@ -270,13 +271,12 @@ class NodeFeatureSink(Sink):
         self._schedule_resync()
 
     def _note(self, obj: Obj | None) -> None:
-        """Record drift when ``obj`` (the server's) is not what the server was confirmed
-        to hold last (caller holds the lock): a new scan's labels are not drift."""
-        held, want = self._held, self._want
+        """Record drift when ``obj``, the server's, is not what it was confirmed to hold last."""
+        held, want = self._held, self._want  # the caller holds the lock
         if held is None:
             return
         if obj is not None and any(self._matches(obj, w) for w in (held, want) if w):
-            return
+            return  # a new scan's labels are not drift
         what = describe_drift(obj, held, NODE_NAME_LABEL)
         if obj is not None and _state(obj) != _state(held):
             note = f"annotation {STATE_ANNOTATION} differs"
@@ -316,7 +316,7 @@ class NodeFeatureSink(Sink):
         )
 
     def take_repair(self) -> str | None:
-        """What the last write restored (drift found by the watch or a re-read), once."""
+        """What the last write restored, once: drift found by the watch or a re-read."""
         with self._lock:
             repaired, self._repaired = self._repaired, None
         return repaired
@@ -346,9 +346,11 @@ class NodeFeatureSink(Sink):
             return self._obj, self._drifts, self._drift
 
     def _confirm(self, obj: Obj | None, basis: tuple[Obj | None, int, str | None]) -> None:
-        """The server holds ``_want`` (``obj``: the write's answer, None when nothing was
-        written): the drift seen at ``basis`` is repaired. Drift the watch reported since
-        stays, with the watch's object, for the pass it woke."""
+        """Note that the server holds ``_want``: the drift seen at ``basis`` is repaired.
+
+        - ``obj`` is the write's answer, None when nothing was written.
+        - Drift the watch reported since stays, with the watch's object, for the pass it woke.
+        """
         _, seen, drift = basis
         with self._lock:
             fresh = self._drifts == seen
@@ -386,11 +388,10 @@ class NodeFeatureSink(Sink):
         return answer is not None
 
     def _check_size(self, want: Obj) -> None:
-        """Refuse, before any request, an object over ``MAX_OBJECT_BYTES`` or one the
-        server refused as too large (the same spec is not sent again)."""
+        """Refuse before any request an object too large: over ``MAX_OBJECT_BYTES``, or refused."""
         refused = self._too_large
-        if refused is not None and refused[0] == want["spec"]:
-            raise refused[1]
+        if refused is not None and refused[0] == want["spec"]:  # the server refused it
+            raise refused[1]  # the same spec is not sent again
         if want == self._checked:  # an unchanged pass: checked and said already
             return
         allowed = _policy_prefixes()
@@ -412,8 +413,10 @@ class NodeFeatureSink(Sink):
         self._checked = want
 
     def _write(self, want: Obj) -> tuple[Obj | None, tuple[Obj | None, int, str | None]]:
-        """Create or replace until the server holds ``want``; its answer (None: a re-read
-        found it there already) and the basis of the last attempt."""
+        """Create or replace until the server holds ``want``.
+
+        Returns its answer and the basis of the last attempt.
+        """
         for attempt in range(self.max_conflict_retries + 1):
             if attempt:
                 # jittered back-off before re-reading after a conflict
@@ -422,7 +425,7 @@ class NodeFeatureSink(Sink):
                 with self._lock:
                     self._obj = obj
                 if obj is not None and self._matches(obj, want):
-                    return None, self._basis()
+                    return None, self._basis()  # a re-read found it there already
             basis = self._basis()
             current = basis[0]
             verb = "create" if current is None else "update"
@@ -491,8 +494,7 @@ class NodeFeatureSink(Sink):
         return body
 
     def close(self) -> None:
-        """Stops the watch. Never deletes the object: labels must not flap on a restart or
-        rollout."""
+        """Stop the watch; never delete the object: labels must not flap on a restart or rollout."""
         if self._watch is not None:
             self._watch.stop(join=1.0)
 
@@ -501,7 +503,7 @@ class NodeFeatureSink(Sink):
 
 
 def _same_but_state(current: Obj, want: Obj) -> bool:
-    """``current`` holds ``want``'s spec, node-name label and owners (its held health aside)."""
+    """Whether ``current`` holds ``want``'s spec, node-name label and owners, held health aside."""
     meta = current.get("metadata") or {}
     return (
         current.get("spec") == want["spec"]
@@ -513,7 +515,7 @@ def _same_but_state(current: Obj, want: Obj) -> bool:
 
 
 def _state(obj: Obj) -> str | None:
-    """The object's held health annotation (None: none, or not a string)."""
+    """The object's held health annotation; None: none, or not a string."""
     meta = obj.get("metadata")
     notes = meta.get("annotations") if isinstance(meta, dict) else None
     value = notes.get(STATE_ANNOTATION) if isinstance(notes, dict) else None
@@ -535,7 +537,7 @@ def _build(cfg: OutputSettings) -> NodeFeatureSink:
 
 
 def _dry_run(cfg: OutputSettings, stream: TextIO | None) -> DryRunSink:
-    """The object as YAML, built with no API client (``ownerReferences`` left empty)."""
+    """The object as YAML, built with no API client; ``ownerReferences`` are left empty."""
     import yaml  # lazy: only a dry run prints YAML
 
     assert cfg.node_name and cfg.namespace  # config fills them for a dry run
@@ -548,19 +550,17 @@ def _dry_run(cfg: OutputSettings, stream: TextIO | None) -> DryRunSink:
 
 
 def hostname_node_name() -> str | None:
-    """The kubelet's default node name: the host name, lower-cased (``--hostname-override``
-    aside); None when it is not a valid object-name part."""
-    name = socket.gethostname().strip().lower()
+    """The kubelet's default node name, the host name lower-cased; None if not a valid name part."""
+    name = socket.gethostname().strip().lower()  # ``--hostname-override`` aside
     ok = is_dns1123_subdomain(name)
     return name if ok and len(name) <= NODE_NAME_MAX else None
 
 
 def _fill(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The pod's namespace when none is given; for a dry run, which needs no cluster, the
-    node named after this host as the kubelet does and the namespace deploy/ uses."""
+    """The pod's namespace when none is given; for a dry run, the node named after this host."""
     namespace = values.get("namespace") or namespace_fallback()
     filled = {"namespace": namespace} if namespace else {}
-    if values.get("dry_run"):
+    if values.get("dry_run"):  # it needs no cluster; the name is the kubelet's default
         filled["node_name"] = values.get("node_name") or hostname_node_name()
         filled["namespace"] = namespace or DRY_RUN_NAMESPACE
     return filled

@@ -9,13 +9,16 @@ Obj = dict[str, Any]
 
 
 def json_size(value: Any) -> int:
-    """The bytes of ``value`` as compact JSON (what the sink sends)."""
+    """The bytes of ``value`` as compact JSON, as the sink sends it."""
     return len(json.dumps(value, separators=(",", ":")))
 
 
 def size_note(want: Obj) -> str:
-    """What fills an object: ``N bytes: L labels (B bytes), features F bytes, the largest
-    <kind> <name> (S bytes, E entries)``."""
+    """What fills an object, as one note.
+
+    ``N bytes: L labels (B bytes), features F bytes,``
+    ``the largest <kind> <name> (S bytes, E entries)``
+    """
     spec = want["spec"]
     sets = {
         f"{kind} {name}": fs
