@@ -112,3 +112,21 @@ def node(
         )
         assert not changed, "the real node changed the host:\n" + "\n".join(changed)
         assert not n.cgroup_pids() and not n.our_pids(), "processes left behind"
+
+
+REPORTS: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Keep what a real-node test printed: per scenario its Ready time, labels, findings
+    (the teardown's report holds the output of all three phases)."""
+    if report.when == "teardown" and report.capstdout.strip():
+        REPORTS.append(f"{report.nodeid}:{report.capstdout.rstrip()}")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print those reports at the end of the run, where a CI log shows them."""
+    if REPORTS:
+        terminalreporter.section("real node: what each scenario reported")
+        for line in REPORTS:
+            terminalreporter.write_line(line)
