@@ -263,6 +263,28 @@ def simulate(server: Any, n_nodes: int, args: argparse.Namespace) -> dict[str, A
     unchanged = [n for n in nodes if n not in changed]
     calm = [n for n in changed if n not in bumped]  # changed, no concurrent writer
 
+    return _result(
+        args, n_nodes, startup, count, unchanged, [at_change[n] for n in calm],
+        (len(changed), len(bumped)), gens, errors, server.rejected(), wall, cpu,
+    )  # fmt: skip
+
+
+def _result(
+    args: argparse.Namespace,
+    n_nodes: int,
+    startup: Any,
+    count: Any,
+    unchanged: list[str],
+    changes: list[tuple[float, float]],
+    changed: tuple[int, int],
+    gens: list[int],
+    errors: Any,
+    rejected: Any,
+    wall: float,
+    cpu: Any,
+) -> dict[str, Any]:
+    """One run's figures per node and hour, as both runs (agents, peers) report them."""
+
     def per(nodes_: list[str], c: Counter[str]) -> float:
         return sum(c[n] for n in nodes_) / max(1, len(nodes_)) / args.hours
 
@@ -274,12 +296,12 @@ def simulate(server: Any, n_nodes: int, args: argparse.Namespace) -> dict[str, A
         "bytes": (sum(count.sent.values()) + sum(count.received.values())) / n_nodes / args.hours,
         "req_unchanged": per(unchanged, count.requests),
         "bytes_unchanged": per(unchanged, count.sent) + per(unchanged, count.received),
-        "req_change": sum(at_change[n][0] for n in calm) / max(1, len(calm)),
-        "bytes_change": sum(at_change[n][1] for n in calm) / max(1, len(calm)),
-        "changed": (len(changed), len(bumped)),
+        "req_change": sum(r for r, _ in changes) / max(1, len(changes)),
+        "bytes_change": sum(b for _, b in changes) / max(1, len(changes)),
+        "changed": changed,
         "gens": gens,
         "errors": errors,
-        "rejected": server.rejected(),
+        "rejected": rejected,
         "wall": wall,
         "cpu": cpu,
     }
@@ -383,26 +405,10 @@ def simulate_peer(
     gens = [server.generation(f"nfd-gpu-{n}") - 1 for n in changed]
     unchanged = [n for n in nodes if n not in changed]
 
-    def per(nodes_: list[str], c: Counter[str]) -> float:
-        return sum(c[n] for n in nodes_) / max(1, len(nodes_)) / args.hours
-
-    return {
-        "nodes": n_nodes,
-        "startup": startup,
-        "verbs": dict(count.verbs),
-        "req": sum(count.requests.values()) / n_nodes / args.hours,
-        "bytes": (sum(count.sent.values()) + sum(count.received.values())) / n_nodes / args.hours,
-        "req_unchanged": per(unchanged, count.requests),
-        "bytes_unchanged": per(unchanged, count.sent) + per(unchanged, count.received),
-        "req_change": sum(r for r, _ in at_change.values()) / max(1, len(at_change)),
-        "bytes_change": sum(b for _, b in at_change.values()) / max(1, len(at_change)),
-        "changed": (len(changed), 0),
-        "gens": gens,
-        "errors": 0,
-        "rejected": server.rejected(),
-        "wall": wall,
-        "cpu": cpu,
-    }
+    return _result(
+        args, n_nodes, startup, count, unchanged, list(at_change.values()),
+        (len(changed), 0), gens, 0, server.rejected(), wall, cpu,
+    )  # fmt: skip
 
 
 def _rss_kib(pid: int) -> int:
