@@ -8,7 +8,8 @@ A pass runs:
 - when a sink reports its published object changed behind the agent's back: ``on_drift``,
   the NodeFeature's watch, paced by :class:`~nfd_gpu.agent.publish.RepairPacer`.
 
-- SIGTERM/SIGINT stop the loop once the current write has finished.
+- SIGTERM/SIGINT end the loop at once, unless a write is under way: then once it has
+  finished. A scan that is cut off has published nothing.
 - A failed publish is retried with jittered exponential back-off, capped at the interval.
 - The agent never exits because the API server or the disk misbehaves.
 - Readiness and liveness are the metrics server's, ``metrics.py``, fed from here.
@@ -51,6 +52,14 @@ from nfd_gpu.sinks import Publication, Sink, SinkError
 
 # SIGTERM/SIGINT: the process ends within this many seconds, whatever it is waiting for.
 STOP_GRACE = 4.0
+
+
+class _Stopped(BaseException):
+    """Raised by the SIGTERM/SIGINT handler to cut a pass short while nothing is written.
+
+    A BaseException, as KeyboardInterrupt: the scan's ``except Exception`` does not keep it.
+    """
+
 
 log = logging.getLogger("nfd_gpu.agent")  # one logger for the agent's lines (docs/operations.md)
 
@@ -96,6 +105,7 @@ class Agent:
         self._last_good: Publication | None = None  # what the last complete scan found
         self._stop_at: float | None = None  # monotonic deadline once SIGTERM arrived
         self._done = threading.Event()  # run() has finished (the watchdog stands down)
+        self._cuttable = False  # a signal may end the pass now: no write under way
         self._nvml: NvmlSession | None = None  # kept across passes (built on first use)
         self._nvml_state: tuple[str, str | None] = ("none", None)
         self._drift = threading.Event()  # a sink's published object changed: repair it
@@ -158,6 +168,9 @@ class Agent:
             self.request_stop()
             if first:
                 threading.Thread(target=self._watchdog, name="stop-watchdog", daemon=True).start()
+            if self._cuttable:  # scanning or waiting: nothing to finish
+                self._cuttable = False
+                raise _Stopped
 
         def on_hup(signum: int, _frame: FrameType | None) -> None:
             log.info("received SIGHUP: reloading configuration and rescanning")
@@ -365,7 +378,12 @@ class Agent:
         return False
 
     def _publish(self, pub: Publication) -> bool:
-        return self.publisher.publish(pub, self._stopping)
+        """Publish; a signal meanwhile ends the loop once the write has finished."""
+        cuttable, self._cuttable = self._cuttable, False
+        try:
+            return self.publisher.publish(pub, self._stopping)
+        finally:
+            self._cuttable = cuttable and not self.stop_event.is_set()
 
     def _stopping(self) -> bool:
         """Whether stop was requested and its grace period is over: no further sink is written."""
@@ -485,6 +503,7 @@ class Agent:
                 udev = None
         code = 0
         try:
+            self._cuttable = True
             while not self.stop_event.is_set():
                 if self._reload_requested.is_set():
                     self._reload()
@@ -495,7 +514,11 @@ class Agent:
                 delay = self._delay(ok)
                 log.debug("next pass in %.3g s (or on a udev event or SIGHUP)", delay)
                 self._wait(delay)
+        except _Stopped:
+            log.info("stopped while nothing was being written")
+            code = 1 if self.cfg.oneshot else 0  # oneshot: 0 only if published
         finally:
+            self._cuttable = False
             if udev is not None:
                 udev.stop()
             for sink in self.sinks:
