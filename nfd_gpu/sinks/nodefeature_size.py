@@ -8,9 +8,20 @@ from typing import Any
 Obj = dict[str, Any]
 
 
+# Go's encoding/json, which kube-apiserver writes a custom resource with, escapes these
+# (``<`` as ``\u003c``): each stored character is 6 bytes, not its UTF-8 length.
+_GO_ESCAPED = {"<": 5, ">": 5, "&": 5, "\u2028": 3, "\u2029": 3}  # bytes over UTF-8
+
+
 def json_size(value: Any) -> int:
-    """The bytes of ``value`` as compact JSON, as the sink sends it."""
-    return len(json.dumps(value, separators=(",", ":")))
+    """The bytes of ``value`` as compact JSON, as kube-apiserver stores it.
+
+    - UTF-8 text, as Go writes it: ``é`` is 2 bytes, not an escape of 6.
+    - ``<``, ``>``, ``&``, U+2028 and U+2029 as Go escapes them: 6 bytes each.
+    """
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    size = len(text.encode("utf-8", "surrogatepass"))
+    return size + sum(extra * text.count(c) for c, extra in _GO_ESCAPED.items())
 
 
 def size_note(want: Obj) -> str:

@@ -350,9 +350,11 @@ class Cluster:
         token: str | None = None,
         params: dict[str, str] | None = None,
         content_type: str = "application/json",
+        raw: bool = False,
     ) -> Any:
         """One API request as the admin (client certificate) or as ``token``; returns the
-        decoded JSON answer (or text), raises ``ApiError`` on a non-2xx status."""
+        decoded JSON answer (or text; ``raw``: the text as sent), raises ``ApiError`` on a
+        non-2xx status."""
         url = self.url + path
         if params:
             url += "?" + urllib.parse.urlencode(params)
@@ -366,17 +368,19 @@ class Cluster:
             req.add_header("Authorization", f"Bearer {token}")
         try:
             with urllib.request.urlopen(req, context=self._ssl(token), timeout=30) as resp:
-                raw = resp.read().decode()
+                text = resp.read().decode()
         except urllib.error.HTTPError as e:
             text = e.read().decode(errors="replace")
             try:
                 raise ApiError(e.code, json.loads(text)) from None
             except ValueError:
                 raise ApiError(e.code, text) from None
+        if raw:
+            return text
         try:
-            return json.loads(raw)
+            return json.loads(text)
         except ValueError:
-            return raw
+            return text
 
     # -- helpers ----------------------------------------------------------------------
 

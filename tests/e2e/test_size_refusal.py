@@ -3,9 +3,11 @@
 The agent (in process: the real Agent and NodeFeatureSink, the real kubernetes client with
 the agent's ServiceAccount token and the shipped Role) publishes a node's labels, then a
 complete scan whose feature set is valid but large: one attribute set whose values are
-``<`` characters. The sink measures the object with Python's JSON (``<`` is 1 byte) and
-sends it, being under its own 1 MiB limit; kube-apiserver stores JSON as Go writes it
-(``<`` is ``\u003c``, 6 bytes), so the write to etcd is 6 times larger. 1,000 entries
+``<`` characters. kube-apiserver stores JSON as Go writes it (``<`` is ``\u003c``, 6
+bytes), so the write to etcd is 6 times what the sink sends. The sink counts the object as
+Go writes it (``json_size``, checked against the real server's own JSON below) and would
+not send it; its limit is lifted here, as for an object that only the server's additions
+take over etcd's limit, so that the server's refusal is what is tested. 1,000 entries
 (0.3 MiB sent, 1.8 MiB stored) are refused by etcd (``etcdserver: request is too large``,
 its ``--max-request-bytes`` 1.5 MiB); 2,000 (0.6 MiB, 3.6 MiB) by kube-apiserver's etcd
 client before etcd (``rpc error: code = ResourceExhausted desc = trying to send message
@@ -31,9 +33,10 @@ from nfd_gpu.agent import Agent
 from nfd_gpu.agent.metrics import Metrics
 from nfd_gpu.config.loader import Config
 from nfd_gpu.features import empty
-from nfd_gpu.sinks import Publication
+from nfd_gpu.sinks import Publication, nodefeature
 from nfd_gpu.sinks.kubeclient import MAX_OBJECT_BYTES
 from nfd_gpu.sinks.nodefeature import NodeFeatureSink, build_api_client
+from nfd_gpu.sinks.nodefeature_size import json_size
 from tests.e2e.cluster import Cluster, Obj
 from tests.e2e.conftest import NS, Proc, wait_for
 from tests.e2e.test_cluster import SA_USER, node_labels
@@ -69,6 +72,7 @@ def test_an_object_the_server_refuses_as_too_large_is_not_retried(
     agent_sa: dict[str, Any],
     make_node: Callable[[str], Obj],
     entries: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     node = f"e2e-too-large-{entries}"
     make_node(node)
@@ -106,7 +110,8 @@ def test_an_object_the_server_refuses_as_too_large_is_not_retried(
         host.result = _huge(entries)
         want = sink.desired(Publication(host.result.labels, host.result.features))
         size = len(json.dumps(want, separators=(",", ":")))
-        assert size < MAX_OBJECT_BYTES  # under the sink's limit: it is sent
+        assert json_size(want) > MAX_OBJECT_BYTES  # the sink's own count: not sent
+        monkeypatch.setattr(nodefeature, "MAX_OBJECT_BYTES", 64 * MAX_OBJECT_BYTES)
         assert not agent.run_pass()
         refused = writes()
         code, body = metrics.readyz()
@@ -137,3 +142,36 @@ def test_an_object_the_server_refuses_as_too_large_is_not_retried(
     assert node_now == good  # and on the Node
     assert recovered == [("update", 200)], recovered
     assert ready == (200, b"ok\n"), ready
+
+
+def test_the_sink_counts_an_object_as_kube_apiserver_writes_it(kube_cluster: Cluster) -> None:
+    """``json_size`` of a NodeFeature is the length of the real server's JSON of it.
+
+    Its values hold what Go's encoding/json writes otherwise than Python's ``json``:
+    ``<``, ``>``, ``&`` and U+2028 escaped (6 bytes), other non-ASCII text as UTF-8.
+    """
+    name = "e2e-json-size"
+    path = f"/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/{NS}/nodefeatures/{name}"
+    values = {f"k{i}": v for i, v in enumerate(["a<b>&c", "é ü 日本", "x\u2028y", 'q\n"t'])}
+    features = empty()
+    features["attributes"]["gpu.text"] = {"elements": values}
+    body = {
+        "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+        "kind": "NodeFeature",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {"nfd.node.kubernetes.io/node-name": name},
+        },
+        "spec": {"labels": {PRESENT: "true"}, "features": features},
+    }
+    kube_cluster.request("POST", path.rsplit("/", 1)[0], body)
+    try:
+        text = kube_cluster.request("GET", path, raw=True).rstrip("\n")
+    finally:
+        kube_cluster.request("DELETE", path)
+    assert "\\u003c" in text and "\\u0026" in text  # the server's escapes, as counted
+    stored, counted = len(text.encode()), json_size(json.loads(text))
+    python = len(json.dumps(json.loads(text), separators=(",", ":")))
+    print(f"\nthe server's JSON {stored} bytes, json_size {counted}, Python's json {python}")
+    assert counted == stored

@@ -127,3 +127,31 @@ def test_object_over_the_byte_limit_is_not_sent(k8s_server: FakeKubeAPI) -> None
     else:
         raise AssertionError("a 1 MiB object was sent")
     assert k8s_server.counts["create"] == 0 and k8s_server.counts["update"] == 0
+
+
+def test_an_object_over_1_mib_as_the_server_stores_it_is_not_sent(
+    k8s_server: FakeKubeAPI,
+) -> None:
+    """0.3 MiB in Python's JSON, 1.8 MiB as Go's (``<`` is ``\\u003c``): not sent.
+
+    The old count, Python's JSON, sent it; etcd refused it (tests/e2e/test_size_refusal.py).
+    """
+    import kubernetes.client
+
+    from nfd_gpu.features import empty
+    from nfd_gpu.sinks import SinkError
+    from nfd_gpu.sinks.nodefeature import NodeFeatureSink
+
+    kc = kubernetes.client.Configuration()
+    kc.host = k8s_server.url
+    sink = NodeFeatureSink(
+        node_name="n", namespace="nfd", api_client=kubernetes.client.ApiClient(kc),
+        owner_refs=(), watch=False,
+    )  # fmt: skip
+    features = empty()
+    features["attributes"]["gpu.inventory"] = {
+        "elements": {f"k{i:06d}": "<" * 300 for i in range(1000)}
+    }
+    with pytest.raises(SinkError, match=r"would be 18\d{5} bytes: .* not sent"):
+        sink.publish(Publication({"example.com/a": "b"}, features))
+    assert k8s_server.counts["create"] == 0 and k8s_server.counts["update"] == 0
