@@ -127,3 +127,33 @@ def test_object_over_the_byte_limit_is_not_sent(k8s_server: FakeKubeAPI) -> None
     else:
         raise AssertionError("a 1 MiB object was sent")
     assert k8s_server.counts["create"] == 0 and k8s_server.counts["update"] == 0
+
+
+def test_features_grown_past_the_byte_limit_under_the_same_labels_are_not_sent(
+    k8s_server: FakeKubeAPI,
+) -> None:
+    """The labels' size is measured once per label set (hundreds with rules): an object whose
+    features grow past the limit while its labels stay is still refused, and the next one
+    within the limit is sent."""
+    import kubernetes
+
+    from nfd_gpu.features import add_attributes, empty
+    from nfd_gpu.sinks import SinkError
+    from nfd_gpu.sinks.nodefeature import MAX_OBJECT_BYTES, NodeFeatureSink
+
+    kc = kubernetes.client.Configuration()
+    kc.host = k8s_server.url
+    sink = NodeFeatureSink(
+        node_name="n", namespace="nfd", api_client=kubernetes.client.ApiClient(kc),
+        owner_refs=(), watch=False,
+    )  # fmt: skip
+    labels = {f"example.com/k{i:04d}": "v" * 60 for i in range(MAX_OBJECT_BYTES // 100)}
+    assert sink.publish(Publication(labels, empty()))
+    big = empty()
+    add_attributes(big, "gpu.blob", {f"a{i}": "x" * 90 for i in range(MAX_OBJECT_BYTES // 180)})
+    with pytest.raises(SinkError, match="not sent"):
+        sink.publish(Publication(labels, big))
+    assert k8s_server.counts["update"] == 0
+    small = empty()
+    add_attributes(small, "gpu.blob", {"a": "x"})
+    assert sink.publish(Publication(labels, small)) and k8s_server.counts["update"] == 1
