@@ -157,3 +157,24 @@ def test_features_grown_past_the_byte_limit_under_the_same_labels_are_not_sent(
     small = empty()
     add_attributes(small, "gpu.blob", {"a": "x"})
     assert sink.publish(Publication(labels, small)) and k8s_server.counts["update"] == 1
+
+
+def test_label_measure_is_the_json_size_and_the_keys_outside_over_label_changes() -> None:
+    import random
+
+    from nfd_gpu.sinks.nodefeature_size import LabelMeasure, json_size
+
+    rng = random.Random(3)
+    allowed = ("nvidia.com/", "gpu.feature.node.kubernetes.io/")
+    keys = [f"{p}k{i}" for p in (*allowed, "example.com/", "") for i in range(30)]
+    m = LabelMeasure()
+    labels: dict[str, str] = {}
+    for _ in range(300):
+        for _ in range(rng.randrange(6)):
+            k = rng.choice(keys)
+            if k in labels and rng.random() < 0.4:
+                del labels[k]
+            else:
+                labels[k] = rng.choice(["true", "", 'é"x', "9" * rng.randrange(5)])
+        got = m.update(dict(labels), allowed)
+        assert got == (json_size(labels), sorted(k for k in labels if not k.startswith(allowed)))
