@@ -6,10 +6,14 @@ Prints the median evaluation time of N runs (target: under 50 ms) and, next to
 it, the median ``nfd_gpu.scan.run_scan`` time of a fixture root
 (``tests/fixtures/sysfs/hgx-h100`` by default), without and with the shipped
 ``rules/``. Then a rule-file reload (what a ConfigMap edit costs every node): the
-agent's ``load_rule_file`` of the N rules as one YAML file, interleaved in rounds
+agent's ``load_rule_file`` of the N rules as one YAML file, every rule new (start-up) and
+after one rule's label value edited (the two versions alternate; each load gets the last
+one's rules, text digest and outline, as agent/rulefiles.py passes them, so only the
+changed rule's text is parsed: rules/incremental.py), interleaved in rounds
 (benchmarks/rounds.py) beside its floors on the same file: PyYAML's own safe load
-(libyaml), the loader's own YAML parse of it (what a reload cannot skip) and ``json.loads``
-of the same rules as JSON. What was alive before the rounds
+(libyaml), the loader's own YAML parse of the whole file (what a start-up or a change
+outside the rules lists costs) and ``json.loads`` of the same rules as JSON. What was alive
+before the rounds
 is frozen out of the garbage collector first, as the agent's ``run`` freezes its start-up
 (nfd_gpu/cli/run.py): the loader's one full collection per file then walks what the
 reload made, not this benchmark's own heap.
@@ -275,17 +279,21 @@ def reload_table(n: int, runs: int) -> str:
             assert load_rule_file(path, True, problems, []) and not problems, problems[:3]
 
         # the agent's reload after a ConfigMap edit: the file rewritten, one rule changed,
-        # the last version's rules at hand (agent/rulefiles.py); the two versions alternate
-        state = {"cache": RuleCache(), "next": path}
-        load_rule_file(other, True, [], [], state["cache"])
+        # the last version's rules, text digest and outline at hand, as agent/rulefiles.py
+        # passes them; the two versions alternate
+        state: dict[str, Any] = {"cache": RuleCache(), "next": path}
+        state["objs"] = tuple(load_rule_file(other, True, [], [], state["cache"]))
 
         def edit_reload() -> None:
             problems: list[str] = []
-            cache = RuleCache(state["cache"].fresh)
+            last = state["cache"]
+            cache = RuleCache(last.fresh, (last.text, state["objs"], ()), last.next_outline)
             f = state["next"]
-            assert load_rule_file(f, True, problems, [], cache) and not problems, problems[:3]
+            objs = tuple(load_rule_file(f, True, problems, [], cache))
+            assert objs and not problems, problems[:3]
             assert cache.parsed == 1, cache.parsed
-            state["cache"], state["next"] = cache, (other if f == path else path)
+            state["cache"], state["objs"] = cache, objs
+            state["next"] = other if f == path else path
 
         gc.collect()
         gc.freeze()  # as the agent after its start-up (the module docstring)

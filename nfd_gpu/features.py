@@ -73,9 +73,44 @@ def owned(features: Features) -> Features:
     """Return the features whose names nfd-gpu owns, ``gpu.*``, as a new feature set."""
     return {
         kind: {
-            name: copy.deepcopy(fs)
+            name: copied_set(kind, fs)
             for name, fs in features.get(kind, {}).items()
             if name.startswith(OWNED_PREFIX)
         }
         for kind in ("flags", "attributes", "instances")
     }
+
+
+def copied(features: Features) -> Features:
+    """``copy.deepcopy(features)``, feature set by feature set (:func:`copied_set`)."""
+    return {
+        kind: {name: copied_set(kind, fs) for name, fs in sets.items()}
+        if type(sets) is dict
+        else copy.deepcopy(sets)
+        for kind, sets in features.items()
+    }
+
+
+def copied_set(kind: str, fs: Any) -> Any:
+    """``copy.deepcopy(fs)`` of one feature set of ``kind``.
+
+    - A set of the module docstring's shape is copied as that shape: string values are
+      shared (immutable), the dicts and lists are new. It is a tenth of deepcopy's time.
+    - Anything else is deepcopy's.
+    """
+    elems = fs.get("elements") if type(fs) is dict and len(fs) == 1 else None
+    if kind == "instances" and type(elems) is list:
+        out = []
+        for inst in elems:
+            attrs = inst.get("attributes") if type(inst) is dict and len(inst) == 1 else None
+            if type(attrs) is not dict or not all(type(v) is str for v in attrs.values()):
+                return copy.deepcopy(fs)
+            out.append({"attributes": dict(attrs)})
+        return {"elements": out}
+    if type(elems) is not dict:
+        return copy.deepcopy(fs)
+    if kind == "attributes" and all(type(v) is str for v in elems.values()):
+        return {"elements": dict(elems)}
+    if kind == "flags" and all(type(v) is dict and not v for v in elems.values()):
+        return {"elements": {k: {} for k in elems}}
+    return copy.deepcopy(fs)

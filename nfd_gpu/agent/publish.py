@@ -12,13 +12,12 @@
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from nfd_gpu.agent.logs import one_line
-from nfd_gpu.features import Features
+from nfd_gpu.features import Features, copied
 from nfd_gpu.sinks import Publication, Sink, SinkError
 
 log = logging.getLogger("nfd_gpu.agent")  # one logger for the agent's lines (docs/operations.md)
@@ -38,7 +37,7 @@ def too_large(labels: dict[str, str], rule_labels: int) -> str | None:
     The reason names who set most of them.
     """
     n = len(labels)
-    size = sum(len(k) + len(v) for k, v in labels.items())
+    size = sum(map(len, labels)) + sum(map(len, labels.values()))
     if n <= MAX_LABELS and size <= MAX_LABEL_BYTES:
         return None
     who = (
@@ -57,6 +56,8 @@ def label_changes(old: dict[str, str] | None, new: dict[str, str]) -> tuple[int,
 
     ``old`` is None when nothing was published.
     """
+    if old == new:
+        return 0, 0, 0
     old = old or {}
     added = sum(1 for k in new if k not in old)
     removed = sum(1 for k in old if k not in new)
@@ -139,7 +140,7 @@ class Publisher:
                 ", raw features changed" if features_changed and self._published else "",
             )
         self._published = dict(pub.labels)
-        self._published_features = copy.deepcopy(pub.features)
+        self._published_features = copied(pub.features)
 
 
 class RepairPacer:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from nfd_gpu.agent.lastvalid import StaleFiles
 from nfd_gpu.rules.expressions import ENGINE_UNAVAILABLE
+from nfd_gpu.rules.incremental import Outline
 from nfd_gpu.rules.loader import RuleCache, load_rule_file, rule_files
 from nfd_gpu.rules.model import Rule, RuleError, RuleObject, RuleSet
 
@@ -44,6 +45,8 @@ class _File:
     # its rules by what they were parsed from: a reload parses only the changed ones
     parsed: dict[tuple[bool, bytes], Rule] = field(default_factory=dict)
     digest: bytes = b""  # of the text of a valid version (the same text is not parsed)
+    # its chunks (rules/incremental.py): a reload of a valid version parses only what changed
+    outline: Outline | None = None
 
 
 def _stamp(f: Path) -> Stamp | None:
@@ -131,7 +134,8 @@ class RuleFiles:
         problems: list[str] = []
         warnings: list[str] = []
         last = (old.digest, old.objects, old.warnings) if old and old.valid else None
-        cache = RuleCache(old.parsed if old is not None else None, last)
+        outline = old.outline if old and old.valid else None
+        cache = RuleCache(old.parsed if old is not None else None, last, outline)
         objs = tuple(load_rule_file(f, True, problems, warnings, cache))
         # a rule RE2 cannot run here is that rule's problem (dropped), not the file's
         warnings += [p for p in problems if ENGINE_UNAVAILABLE in p]
@@ -165,5 +169,7 @@ class RuleFiles:
             )
         elif old is None and self._ruleset is not None:
             log.info("rules: %s added: %s", name, _names(objs) or "-")
-        self._files[name] = _File(stamp, objs, True, (), tuple(warnings), cache.fresh, cache.text)
+        self._files[name] = _File(
+            stamp, objs, True, (), tuple(warnings), cache.fresh, cache.text, cache.next_outline
+        )
         return old is None or old.objects != objs or not old.valid

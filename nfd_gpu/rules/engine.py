@@ -399,6 +399,14 @@ def evaluate(
     errors: list[tuple[str, str]] = []
     got = _run_rules(rules, feats, errors, memo)
     extra_ns = tuple(extra_label_ns)
+    key = (extra_ns, own_ns)
+    last = memo.filtered if memo is not None else None
+    if memo is not None and memo.reused and last is not None and last[0] == key:
+        # the rules' output is the last one, with no ``@`` value: so is its filtering
+        labels, ann, taints, ers, problems = last[1]
+        errors.extend(problems)
+        return RuleOutput(dict(labels), dict(ann), list(taints), dict(ers), got.vars, errors)
+    first = len(errors)
 
     def check_label_cached(k: str, v: str) -> None:
         problem = _label_problem(k, v, extra_ns)
@@ -422,4 +430,8 @@ def evaluate(
             continue
         out_taints.append(t)
 
+    if memo is not None:
+        dynamic = any(v.startswith("@") for d in (got.labels, got.ers) for v in d.values())
+        filtered = (dict(out_labels), dict(out_ann), list(out_taints), dict(out_er), errors[first:])
+        memo.filtered = None if dynamic else (key, filtered)
     return RuleOutput(out_labels, out_ann, out_taints, out_er, got.vars, errors)

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from nfd_gpu.host import boundedfile
+from nfd_gpu.rules import incremental
 from nfd_gpu.rules.expressions import ExpressionError, MatchExpression, validate_expression
 from nfd_gpu.rules.model import Rule, RuleError, RuleObject, RuleSet, Taint, Term
 from nfd_gpu.rules.template import TemplateError
@@ -251,6 +252,7 @@ class RuleCache:
 
     - So a reload parses only the rules that changed.
     - A ConfigMap edit rewrites every file of it; most rules come back unchanged.
+    - With an outline of the last version, only the text that changed is parsed.
     - The key is ``strict`` and a digest of the rule's mapping as ``repr`` writes it.
     - Types are included: ``1``, ``'1'``, ``True`` and ``1.0`` differ.
     - :func:`parse_rule` is a function of nothing else, and its results are immutable.
@@ -260,6 +262,7 @@ class RuleCache:
         self,
         rules: dict[tuple[bool, bytes], Rule] | None = None,
         last: tuple[bytes, tuple[RuleObject, ...], tuple[str, ...]] | None = None,
+        outline: incremental.Outline | None = None,
     ) -> None:
         self.rules = rules or {}
         self.fresh: dict[tuple[bool, bytes], Rule] = {}  # this load's, for the next one
@@ -269,6 +272,10 @@ class RuleCache:
         # parsed at all; ``text`` is this load's digest
         self.last = last
         self.text = b""
+        # the last valid version's chunks (rules/incremental.py): a reload parses only the
+        # middle that changed; ``next_outline`` is this load's, for the next one
+        self.outline = outline
+        self.next_outline: incremental.Outline | None = None
 
 
 def _rules_list(
@@ -278,12 +285,13 @@ def _rules_list(
     strict: bool,
     problems: list[str],
     cache: RuleCache | None = None,
+    first: int = 0,
 ) -> list[Rule]:
     if not isinstance(rules, list):
         problems.append(f"{source}: {obj}: spec.rules: must be a list")
         return []
     out: list[Rule] = []
-    for i, r in enumerate(rules):
+    for i, r in enumerate(rules, first):
         key = (strict, _digest(repr(r))) if cache is not None else None
         if cache is not None and key is not None:
             hit = cache.rules.get(key)
@@ -311,11 +319,15 @@ def rule_objects_from_documents(
     problems: list[str] | None = None,
     warnings: list[str] | None = None,
     cache: RuleCache | None = None,
+    paths: list[tuple[Any, ...]] | None = None,
+    _at: tuple[Any, ...] = (),
 ) -> list[RuleObject]:
     """Turn parsed YAML documents into rule objects, collecting problem lines.
 
-    ``cache`` holds the rules of the file's last version, a :class:`RuleCache`.
+    - ``cache`` holds the rules of the file's last version, a :class:`RuleCache`.
+    - ``paths`` gets where each object's rules list is: document index, keys, ``items`` index.
     """
+    where = paths if paths is not None else []
     probs = problems if problems is not None else []
     warns = warnings if warnings is not None else []
     objs: list[RuleObject] = []
@@ -329,7 +341,9 @@ def rule_objects_from_documents(
         kind = doc.get("kind")
         if kind == "List" and isinstance(doc.get("items"), list):
             objs.extend(
-                rule_objects_from_documents(doc["items"], source, strict, probs, warns, cache)
+                rule_objects_from_documents(
+                    doc["items"], source, strict, probs, warns, cache, where, (*_at, n, "items")
+                )
             )
             continue
         if kind is None and "apiVersion" not in doc:
@@ -342,13 +356,9 @@ def rule_objects_from_documents(
                 else:
                     probs.append(f"{source}: document {n + 1}: {extra[0]}: unknown field")
                 continue
-            objs.append(
-                RuleObject(
-                    stem,
-                    source,
-                    tuple(_rules_list(doc["rules"], source, stem, strict, probs, cache)),
-                )
-            )
+            where.append((*_at, n, "rules"))
+            rules = _rules_list(doc["rules"], source, stem, strict, probs, cache)
+            objs.append(RuleObject(stem, source, tuple(rules)))
             continue
         if kind != KIND:
             warns.append(f"{source}: document {n + 1}: skipping kind {kind!r} (not {KIND})")
@@ -373,6 +383,7 @@ def rule_objects_from_documents(
         for k in spec:
             if k != "rules":
                 probs.append(f"{source}: {name}: spec.{k}: unknown field")
+        where.append((*_at, n, "spec", "rules"))
         objs.append(
             RuleObject(
                 name, source, tuple(_rules_list(spec["rules"], source, name, strict, probs, cache))
@@ -407,19 +418,34 @@ def read_rule_file(path: Path) -> str:
 
 
 def parse_documents(
-    text: str, source: str, warnings: list[str], *, compact: bool = True
+    text: str,
+    source: str,
+    warnings: list[str],
+    *,
+    compact: bool = True,
+    marks: list[Any] | None = None,
 ) -> list[Any]:
     """The YAML or JSON documents of one file; raises RuleError when unparseable.
 
-    With ``compact`` they are rebuilt in one piece by :func:`compacted`.
+    - With ``compact`` they are rebuilt in one piece by :func:`compacted`.
+    - ``marks`` gets each document's :func:`incremental.doc_marks`, none for a Helm template.
     """
     squeeze = compacted if compact else (lambda docs: docs)
+    on_root = None
+    if marks is not None:
+        out = marks
+
+        def on_root(node: Any) -> None:
+            out.append(None if node is None else incremental.doc_marks(node, text))
+
     try:
-        return squeeze(load_yaml_documents(text))
+        return squeeze(load_yaml_documents(text, on_root))
     except yaml.YAMLError as e:
         first = e
     except RecursionError:
         raise RuleError([f"{source}: cannot parse YAML: nested too deeply"]) from None
+    if marks is not None:
+        marks.clear()
     stripped = _strip_helm(text)
     if stripped != text:
         try:
@@ -459,33 +485,53 @@ def load_rule_file(
     """The rule objects of one file; its problems and warnings appended to the lists.
 
     - ``cache`` holds the rules of the file's last version, a :class:`RuleCache`.
-    - Its ``fresh`` holds this version's afterwards.
+    - Its ``fresh`` holds this version's afterwards, ``next_outline`` its outline when valid.
+    - With the last version's outline only the text that changed is parsed, where
+      :func:`incremental.splice` can tell.
     - The documents are rebuilt in one piece by :func:`compacted` before the rules that keep
       their strings are made.
     - Not when nearly every rule is one of the cache's: those keep the strings of an earlier
       load.
     """
+    mark = (len(problems), len(warnings))
+    marks: list[Any] | None = None
+
+    def rules_of(items: list[Any], obj: str, first: int) -> list[Rule]:
+        return _rules_list(items, str(f), obj, strict, problems, cache, first)
+
     try:
         text = read_rule_file(f)
         if cache is not None:
             cache.text = hashlib.blake2b(text.encode(), digest_size=16, key=b"%d" % strict).digest()
             if cache.last is not None and cache.last[0] == cache.text:
                 cache.fresh = dict(cache.rules)
+                cache.next_outline = cache.outline
                 warnings.extend(cache.last[2])
                 return list(cache.last[1])
-        docs = parse_documents(text, str(f), warnings, compact=not (cache and cache.rules))
+            if cache.outline is not None and cache.outline.strict == strict:
+                spliced = incremental.reload(text, str(f), cache, problems, warnings, rules_of)
+                if spliced is not None:
+                    return spliced
+            marks = []
+        docs = parse_documents(
+            text, str(f), warnings, compact=not (cache and cache.rules), marks=marks
+        )
     except RuleError as e:
         problems.extend(e.problems)
         return []
     squeezed = not (cache and cache.rules)
-    mark = (len(problems), len(warnings))
-    objs = rule_objects_from_documents(docs, str(f), strict, problems, warnings, cache)
+    paths: list[tuple[Any, ...]] = []
+    objs = rule_objects_from_documents(docs, str(f), strict, problems, warnings, cache, paths)
     if not squeezed and cache is not None and cache.parsed > _FEW_NEW + len(cache.fresh) // 10:
         # many new rules: made again from a compacted copy (their strings in one piece)
-        del problems[mark[0] :], warnings[mark[1] :]
+        del problems[mark[0] :], warnings[mark[1] :], paths[:]
         cache.fresh, cache.parsed = {}, 0
         objs = rule_objects_from_documents(compacted(docs), str(f), strict, problems,
-                                           warnings, cache)  # fmt: skip
+                                           warnings, cache, paths)  # fmt: skip
+    if cache is not None and marks is not None and len(problems) == mark[0]:
+        cache.next_outline = incremental.build_outline(
+            text, strict, marks, objs, paths, warnings[mark[1] :]
+        )
     del text, docs  # the rules keep what they need
     trim_heap()
     return objs

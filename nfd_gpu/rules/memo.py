@@ -150,7 +150,18 @@ class RuleMemo:
     A rule's result depends on nothing else: no clock, no environment.
     """
 
-    __slots__ = ("_inputs", "_keys", "_next", "_prints", "_results", "_ruleset", "_steps")
+    __slots__ = (
+        "_inputs",
+        "_keys",
+        "_next",
+        "_out",
+        "_prints",
+        "_results",
+        "_ruleset",
+        "_steps",
+        "filtered",
+        "reused",
+    )
 
     def __init__(self) -> None:
         self._ruleset: RuleSet | None = None
@@ -161,6 +172,12 @@ class RuleMemo:
         self._prints: dict[str, Any] = {}
         self._next: tuple[Features, dict[str, Any]] | None = None  # fingerprint()'s
         self._results: list[RuleResult | RuleEvalError | None] = []
+        # the last run's output and rule.matched elements, when no rule failed in it: a run
+        # in which no rule's input moved is that output again, without the rules' loop
+        self._out: tuple[_Collected, dict[str, str] | None] | None = None
+        self.reused = False  # the last run was the output before it again
+        # engine.evaluate's filtered output of the last run, keyed on its namespaces
+        self.filtered: tuple[Any, Any] | None = None
 
     def _use(self, rules: RuleSet) -> None:
         if rules is not self._ruleset:
@@ -174,6 +191,7 @@ class RuleMemo:
                     union.setdefault(key, set()).update(names)  # type: ignore[union-attr]
             self._keys = {k: None if v is None else tuple(sorted(v)) for k, v in union.items()}
             self._results = [None] * len(self._steps)
+            self._out, self.filtered = None, None
 
     def _moved(self, inp: Input, prints: dict[str, Any]) -> bool:
         """Whether the elements ``inp`` names changed.
@@ -221,6 +239,24 @@ class RuleMemo:
         dirty: set[str] = set()
         if RULE_MATCHED in feats.get("attributes", {}):
             dirty.add("")  # given with the features: no rule.matched result is reused
+        self.reused = not changed and not dirty and self._out is not None
+        if self.reused:  # no rule would run again: every result is the last one
+            assert self._out is not None
+            last_out, final = self._out
+            if final is not None:
+                feats["attributes"][RULE_MATCHED] = {"elements": dict(final)}
+            return _copied(last_out)
+        out = self._loop(feats, changed, dirty, errors)
+        return out
+
+    def _loop(
+        self,
+        feats: Features,
+        changed: set[Input],
+        dirty: set[str],
+        errors: list[tuple[str, str]],
+    ) -> _Collected:
+        """The rules in order, each run again only when its inputs changed."""
         out = _Collected()
         view = FeatureView(feats)
         results = self._results
@@ -262,7 +298,23 @@ class RuleMemo:
                     matched.update(res.vars)
             if res.matched:
                 out.add(st.rule.name, res)
+        failed = any(type(r) is not RuleResult for r in results)
+        self._out = None if failed else (_copied(out), None if matched is None else dict(matched))
         return out
+
+
+def _copied(out: _Collected) -> _Collected:
+    """A copy of ``out`` whose dicts and list a caller may change."""
+    return _Collected(
+        dict(out.labels),
+        dict(out.label_src),
+        dict(out.annotations),
+        dict(out.ann_src),
+        dict(out.ers),
+        dict(out.er_src),
+        list(out.taints),
+        dict(out.vars),
+    )
 
 
 def _same(a: RuleResult | RuleEvalError, b: RuleResult | RuleEvalError) -> bool:

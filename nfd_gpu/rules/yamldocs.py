@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import pickle
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -106,7 +107,7 @@ _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 
 
-def _constructed(loader: Any, node: Any, seen: dict[str, str]) -> Any:
+def constructed(loader: Any, node: Any, seen: dict[str, str]) -> Any:
     """``loader.construct_document(node)`` for a node graph without aliases, each node in one place.
 
     - The strings, maps and lists are built directly. They are all a rule file holds but a
@@ -145,10 +146,11 @@ def _constructed(loader: Any, node: Any, seen: dict[str, str]) -> Any:
         loader.deep_construct = False
 
 
-def load_yaml_documents(text: str) -> list[Any]:
+def load_yaml_documents(text: str, on_root: Callable[[Any], None] | None = None) -> list[Any]:
     """``yaml.safe_load_all`` with libyaml when present and a bound on alias expansion.
 
-    Past the bound it raises yaml.YAMLError with problem ``excessive aliasing``.
+    - Past the bound it raises yaml.YAMLError with problem ``excessive aliasing``.
+    - ``on_root`` is given each document's composed node, None where aliases may be.
     """
     loader = YAML_LOADER(text)
     docs: list[Any] = []
@@ -164,8 +166,10 @@ def load_yaml_documents(text: str) -> list[Any]:
             node = loader.get_node()
             if node is None:
                 continue
+            if on_root is not None:
+                on_root(None if aliased else node)
             if not aliased:
-                docs.append(_constructed(loader, node, seen))
+                docs.append(constructed(loader, node, seen))
                 continue
             try:
                 _expanded_size(node)

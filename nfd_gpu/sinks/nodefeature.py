@@ -57,7 +57,7 @@ from nfd_gpu.sinks.kubeclient import (
     namespace_fallback,
     object_name,
 )
-from nfd_gpu.sinks.nodefeature_size import json_size, size_note
+from nfd_gpu.sinks.nodefeature_size import LabelMeasure, json_size, size_note
 from nfd_gpu.sinks.nodefeature_stale import remove_stale
 from nfd_gpu.sinks.nodefeature_watch import OwnObjectWatch, describe_drift
 
@@ -151,6 +151,7 @@ class NodeFeatureSink(Sink):
         self._too_large: tuple[Obj, SinkError] | None = None  # (spec, the server's refusal)
         self._outside: list[str] = []  # labels the admission policy refuses, said once
         self._checked: Obj | None = None  # the last object _check_size passed
+        self._labels = LabelMeasure()  # of the objects _check_size saw
         self._owner_refs: list[Obj] | None = None
         # the watch on the own object, and the state it shares with publish()
         self.watch_enabled = watch
@@ -394,8 +395,7 @@ class NodeFeatureSink(Sink):
             raise refused[1]  # the same spec is not sent again
         if want == self._checked:  # an unchanged pass: checked and said already
             return
-        allowed = _policy_prefixes()
-        outside = sorted(k for k in want["spec"]["labels"] if not k.startswith(allowed))
+        labels_size, outside = self._labels.update(want["spec"]["labels"], _policy_prefixes())
         if outside and outside != self._outside:
             log.warning(
                 "NodeFeature %s/%s: %d labels outside the namespaces the shipped admission "
@@ -404,7 +404,8 @@ class NodeFeatureSink(Sink):
                 ", ".join(outside[:5]) + (" ..." if len(outside) > 5 else ""),
             )  # fmt: skip
         self._outside = outside
-        size = json_size(want)
+        # the labels' compact JSON in place of ``{}`` adds its length less 2
+        size = json_size({**want, "spec": {**want["spec"], "labels": {}}}) + labels_size - 2
         if size > MAX_OBJECT_BYTES:
             raise TooLarge(
                 f"NodeFeature {self.namespace}/{self.object_name} would be "
@@ -435,13 +436,8 @@ class NodeFeatureSink(Sink):
                 else:
                     answer = self.api.replace(self._replacement(current, want))
             except ApiStatus as s:
-                log.info(
-                    "NodeFeature %s/%s: %s (%s), retrying",
-                    self.namespace,
-                    self.object_name,
-                    s.status,
-                    s.reason,
-                )
+                log.info("NodeFeature %s/%s: %s (%s), retrying",
+                         self.namespace, self.object_name, s.status, s.reason)  # fmt: skip
                 if s.status == 404:
                     with self._lock:
                         self._obj = None  # deleted behind our back: re-GET then create

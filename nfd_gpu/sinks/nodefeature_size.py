@@ -47,3 +47,43 @@ def size_note(want: Obj) -> str:
         entries = len(sets[big].get("elements") or ())
         note += f", the largest {big} ({sizes[big]} bytes, {entries} entries)"
     return note
+
+
+def _entry(k: str, v: str) -> int:
+    return json_size(k) + 1 + json_size(v)  # "k":"v"
+
+
+class LabelMeasure:
+    """A label set's compact JSON size and its keys outside a set of prefixes, kept from the
+    last label set by what changed.
+
+    - A changed pass with rules publishes hundreds of labels of which few changed.
+    - ``{"k":"v",...}`` is 2 bytes, each entry's ``"k":"v"``, and a comma between entries.
+    """
+
+    def __init__(self) -> None:
+        self._labels: dict[str, str] = {}
+        self._entries = 0
+        self._outside: set[str] = set()
+        self._sorted: list[str] = []
+
+    def update(self, labels: dict[str, str], allowed: tuple[str, ...]) -> tuple[int, list[str]]:
+        """``json_size(labels)`` and the sorted keys that start with none of ``allowed``."""
+        old = self._labels
+        gone, new = old.items() - labels.items(), labels.items() - old.items()
+        keys = False
+        for k, v in gone:
+            self._entries -= _entry(k, v)
+            if k not in labels:
+                keys = True
+                self._outside.discard(k)
+        for k, v in new:
+            self._entries += _entry(k, v)
+            if k not in old:
+                keys = True
+                if not k.startswith(allowed):
+                    self._outside.add(k)
+        if keys:
+            self._sorted = sorted(self._outside)
+        self._labels = dict(labels)
+        return 2 + self._entries + max(len(labels) - 1, 0), self._sorted

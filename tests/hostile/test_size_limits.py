@@ -155,3 +155,54 @@ def test_an_object_over_1_mib_as_the_server_stores_it_is_not_sent(
     with pytest.raises(SinkError, match=r"would be 18\d{5} bytes: .* not sent"):
         sink.publish(Publication({"example.com/a": "b"}, features))
     assert k8s_server.counts["create"] == 0 and k8s_server.counts["update"] == 0
+
+
+def test_features_grown_past_the_byte_limit_under_the_same_labels_are_not_sent(
+    k8s_server: FakeKubeAPI,
+) -> None:
+    """The labels' size is measured once per label set (hundreds with rules): an object whose
+    features grow past the limit while its labels stay is still refused, and the next one
+    within the limit is sent."""
+    import kubernetes
+
+    from nfd_gpu.features import add_attributes, empty
+    from nfd_gpu.sinks import SinkError
+    from nfd_gpu.sinks.nodefeature import MAX_OBJECT_BYTES, NodeFeatureSink
+
+    kc = kubernetes.client.Configuration()
+    kc.host = k8s_server.url
+    sink = NodeFeatureSink(
+        node_name="n", namespace="nfd", api_client=kubernetes.client.ApiClient(kc),
+        owner_refs=(), watch=False,
+    )  # fmt: skip
+    labels = {f"example.com/k{i:04d}": "v" * 60 for i in range(MAX_OBJECT_BYTES // 100)}
+    assert sink.publish(Publication(labels, empty()))
+    big = empty()
+    add_attributes(big, "gpu.blob", {f"a{i}": "x" * 90 for i in range(MAX_OBJECT_BYTES // 180)})
+    with pytest.raises(SinkError, match="not sent"):
+        sink.publish(Publication(labels, big))
+    assert k8s_server.counts["update"] == 0
+    small = empty()
+    add_attributes(small, "gpu.blob", {"a": "x"})
+    assert sink.publish(Publication(labels, small)) and k8s_server.counts["update"] == 1
+
+
+def test_label_measure_is_the_json_size_and_the_keys_outside_over_label_changes() -> None:
+    import random
+
+    from nfd_gpu.sinks.nodefeature_size import LabelMeasure, json_size
+
+    rng = random.Random(3)
+    allowed = ("nvidia.com/", "gpu.feature.node.kubernetes.io/")
+    keys = [f"{p}k{i}" for p in (*allowed, "example.com/", "") for i in range(30)]
+    m = LabelMeasure()
+    labels: dict[str, str] = {}
+    for _ in range(300):
+        for _ in range(rng.randrange(6)):
+            k = rng.choice(keys)
+            if k in labels and rng.random() < 0.4:
+                del labels[k]
+            else:
+                labels[k] = rng.choice(["true", "", 'é"x', "a<b&c", "9" * rng.randrange(5)])
+        got = m.update(dict(labels), allowed)
+        assert got == (json_size(labels), sorted(k for k in labels if not k.startswith(allowed)))

@@ -204,3 +204,44 @@ def test_rule_output_reused_while_what_the_rules_read_is_unchanged(
     feats["attributes"]["gpu.node"]["elements"]["count"] = "99"  # @gpu.node.count
     out = reuse.output(rules, feats, counted)
     assert len(calls) == 3 and out.labels.get("example.com/dyn") == "99"
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_pass_no_rule_input_moved_is_the_last_output_without_the_rules_loop(
+    dynamic: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GPU's link width changed (no rule reads it): no rule runs, the last output is
+    reused whole, its filtering too unless an ``@`` value reads the features; the output is
+    a full evaluation's each time, over changes that move rule inputs and ones that do not."""
+    feats = run_scan(fixture_root("hgx-h100")).features
+    plain = [r for r in _rules() if dynamic or "@" not in repr(r)]
+    first = evaluate(ruleset_from_documents([{"rules": plain}], strict=False), feats)
+    failing = {name for name, _ in first.errors}
+    rules = ruleset_from_documents(
+        [{"rules": [r for r in plain if r["name"] not in failing]}], strict=False
+    )
+    assert rules.rule_count > 5 and ("@" in repr(rules)) == dynamic
+    memo = RuleMemo()
+    evaluate(rules, feats, memo=memo)
+    loops: list[int] = []
+    real = RuleMemo._loop
+
+    def counted(self: RuleMemo, *a: Any) -> Any:
+        loops.append(1)
+        return real(self, *a)
+
+    monkeypatch.setattr(RuleMemo, "_loop", counted)
+    rng = random.Random(7)
+    reused = 0
+    for i in range(80):
+        gpu = feats["instances"]["gpu.device"]["elements"][0]["attributes"]
+        gpu["pcie_width"] = str(i % 2 + 8)  # read by no rule
+        if i % 3 == 0:
+            _mutate(rng, feats)
+        want = evaluate(rules, copy.deepcopy(feats))
+        got = evaluate(rules, feats, memo=memo)
+        assert got.to_json() == want.to_json()
+        reused += memo.reused
+        assert memo.reused or loops
+        assert (memo.filtered is None) == dynamic or not memo.reused
+    assert reused > 20 and len(loops) < 80 - 20

@@ -249,7 +249,7 @@ _YAML_CASES = [
 @pytest.mark.parametrize("text", _YAML_CASES)
 def test_rule_documents_are_what_the_safe_loader_builds(text: str) -> None:
     """The documents of a file without aliases are built directly from the node graph
-    (yamldocs._constructed): the same values and types as PyYAML's safe loader builds, or the
+    (yamldocs.constructed): the same values and types as PyYAML's safe loader builds, or the
     same error."""
     import yaml
 
