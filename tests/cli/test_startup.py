@@ -51,6 +51,11 @@ NOT_FOR_SCAN = (
     "nfd_gpu.labels.nvidia",
     "nfd_gpu.labels.amd",
     "nfd_gpu.labels.intel",
+    # the other commands' modules: the root group builds a command when it is named
+    "nfd_gpu.cli.run",
+    "nfd_gpu.cli.capture",
+    "nfd_gpu.cli.inventory",
+    "nfd_gpu.cli.rules",
 )
 
 
@@ -102,8 +107,20 @@ def test_rules_load_the_engine_only_when_given() -> None:
 def test_version_and_help_load_no_scan_code(args: list[str]) -> None:
     mods = _loaded(*args)
     assert _heavy(mods, ("nfd_gpu.scan", "nfd_gpu.discovery", "nfd_gpu.host")) == []
-    help_only = ("rich",) if "--help" in args else ()  # typer writes help with rich
-    assert [m for m in _heavy(mods, NOT_FOR_SCAN) if not m.startswith(help_only or "-")] == []
+    # typer writes help with rich; the root's help lists every command, so builds them all
+    help_only = ("rich", "nfd_gpu.cli.") if args == ["--help"] else ("rich",)
+    if "--help" not in args:
+        help_only = ("-",)
+    assert [m for m in _heavy(mods, NOT_FOR_SCAN) if not m.startswith(help_only)] == []
+
+
+def test_the_agent_builds_no_other_command() -> None:
+    """``run`` imports neither the other commands' modules nor their code."""
+    args = ("run", "--oneshot", "--no-udev", "--dry-run", "--nvml", "off", "--root", str(FIXTURE))
+    mods = _loaded(*args)
+    assert "nfd_gpu.agent" in mods
+    others = ("nfd_gpu.cli.capture", "nfd_gpu.cli.inventory", "nfd_gpu.cli.rules")
+    assert _heavy(mods, (*others, "nfd_gpu.inventory", "nfd_gpu.capture")) == []
 
 
 # The console entry in a fresh interpreter: the command's status and whether the cyclic

@@ -304,7 +304,7 @@ def _options(command_name: str) -> dict[str, Any] | None:
     from nfd_gpu.cli import app
 
     group: Any = typer.main.get_command(app)
-    cmd = group.commands.get(command_name)
+    cmd = group.get_command(None, command_name)  # built when named, as by a command line
     if cmd is None:
         return None
     out = {}
