@@ -3,7 +3,7 @@
 - One command group per module: ``scan.py``, ``capture.py`` for ``snapshot``, ``run.py``,
   ``inventory.py``, ``rules.py``.
 - A command's module is imported, and typer builds its command, when the command line names
-  it: :class:`Commands`. So ``scan`` builds neither ``run``'s 33 options nor the others.
+  it: :class:`Commands`. So ``scan`` builds neither ``run``'s options nor the others'.
 - ``--help`` and shell completion list them all, so they build them all.
 - Their options come from the declaration of the settings in
   ``nfd_gpu/config/settings.py``, through ``options.py``.
