@@ -230,3 +230,37 @@ def _required(cls: type) -> list[object]:
     missing = dataclasses.MISSING
     return [""] * sum(f.default is missing and f.default_factory is missing  # type: ignore[misc]
                       for f in dataclasses.fields(cls))  # fmt: skip
+
+
+def _package_records() -> list[type]:
+    """Every class of nfd_gpu built on Record, each module imported (optional ones skipped)."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.walk_packages(nfd_gpu.__path__, "nfd_gpu."):
+        if info.name.endswith("__main__"):
+            continue
+        try:
+            importlib.import_module(info.name)
+        except ImportError:  # an optional dependency absent here
+            continue
+    todo, seen = [Record], []
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            seen.append(sub)
+            todo.append(sub)
+    return seen
+
+
+def test_records_on_record_are_the_ones_it_is_right_for() -> None:
+    """Record's eq, hash and repr are the dataclass's own only for a frozen dataclass that
+    asks for neither and whose every field compares, hashes and prints by default."""
+    recs = _package_records()
+    assert len(recs) >= 40 and set(_records()) <= set(recs)
+    for cls in recs:
+        params = cls.__dataclass_params__  # type: ignore[attr-defined]
+        assert dataclasses.is_dataclass(cls) and params.frozen, cls
+        assert not params.eq and not params.repr and not params.order, cls
+        assert {"__eq__", "__hash__", "__repr__"}.isdisjoint(vars(cls)), cls
+        for f in dataclasses.fields(cls):
+            assert (f.compare, f.repr, f.hash) == (True, True, None), (cls, f.name)
