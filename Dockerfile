@@ -18,10 +18,14 @@ RUN python -m venv /opt/nfd-gpu \
 COPY pyproject.toml README.m[d] ./
 COPY nfd_gpu ./nfd_gpu
 # nfd-gpu's own wheel, built with the locked setuptools (no unpinned download), then
-# installed without dependencies (all are in the lock); pip leaves the venv
+# installed without dependencies (all are in the lock); pip leaves the venv. Byte-compiled
+# with hash-based .pyc files (valid whatever the mtimes, as image/build.sh's): the runtime
+# sets PYTHONDONTWRITEBYTECODE, so a module without its .pyc is compiled at every start
+# (nfd_gpu's: +39 ms CPU for a `scan`, measured; more for the agent, which imports more)
 RUN python -m pip wheel --no-cache-dir --no-build-isolation --no-deps --wheel-dir /wheels . \
  && /opt/nfd-gpu/bin/pip install --no-cache-dir --no-deps --no-compile /wheels/*.whl \
- && /opt/nfd-gpu/bin/pip uninstall -y pip
+ && /opt/nfd-gpu/bin/pip uninstall -y pip \
+ && /opt/nfd-gpu/bin/python -m compileall -q --invalidation-mode checked-hash /opt/nfd-gpu/lib
 
 # -- runtime: no pip, no build tools --------------------------------------------------------
 FROM python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea

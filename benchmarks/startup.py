@@ -13,7 +13,8 @@ Two client configurations, one run of each per round (the order alternating):
   ``KUBERNETES_SERVICE_HOST``/``PORT`` environment, the service-account token and CA files),
   over HTTPS to the test server with a certificate made for the run (``openssl``); the
   harness points the loader's two file names at the run's files before the entry starts
-  (the loader's module is imported there, as the agent imports it);
+  (the loader's module is imported there, as the agent imports it, with the cyclic garbage
+  collector off, as the entry turns it off first: nfd_gpu/entry.py);
 * ``kubeconfig``: ``--kubeconfig`` (a host run): the client's kubeconfig reader
   (requests-oauthlib, the ``ApiClient`` with pydantic) is imported too.
 
@@ -39,9 +40,11 @@ sys.path.insert(0, ROOT)
 from tests.agent_process import agent_env, console_argv  # noqa: E402
 from tests.k8s_api_server import FakeKubeAPI  # noqa: E402
 
-# The in-cluster child: the loader's file names pointed at the run's, then the entry.
+# The in-cluster child: the loader's file names pointed at the run's, then the entry. The
+# collector is off for these imports as for the agent's own (the entry's first step).
 IN_CLUSTER = (
-    "import os, sys; from nfd_gpu.sinks.kubeclient import client_modules; client_modules(); "
+    "import gc, os, sys; gc.disable(); "
+    "from nfd_gpu.sinks.kubeclient import client_modules; client_modules(); "
     "import kubernetes.config.incluster_config as ic; "
     "ic.SERVICE_TOKEN_FILENAME = os.environ['BENCH_TOKEN_FILE']; "
     "ic.SERVICE_CERT_FILENAME = os.environ['BENCH_CA_FILE']; "

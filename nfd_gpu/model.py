@@ -11,6 +11,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from nfd_gpu.record import Record
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -19,8 +21,8 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 
 
-@dataclass(frozen=True, slots=True)
-class PcieLink:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class PcieLink(Record):
     """The PCIe link of a function: negotiated, that is current, and maximum.
 
     - ``port_*``: the maximum of the port above it, its upstream bridge.
@@ -62,8 +64,8 @@ class PcieLink:
         return self.lanes_lost > 0
 
 
-@dataclass(frozen=True, slots=True)
-class PciDevice:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class PciDevice(Record):
     """One PCI function as sysfs shows it. Ids are lower-case hex without ``0x``."""
 
     address: str
@@ -99,8 +101,8 @@ class PciDevice:
         return self.physfn is not None
 
 
-@dataclass(frozen=True, slots=True)
-class Partition:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Partition(Record):
     """A schedulable slice of a GPU: an NVIDIA MIG device or an AMD partition."""
 
     parent: str  # PCI address of the GPU
@@ -121,8 +123,8 @@ class Partition:
     engines_ofa: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class NvidiaGpu:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class NvidiaGpu(Record):
     """NVIDIA facts of a GPU: procfs, NVML, the model table, the vGPU capability.
 
     Empty, every fact unknown, on the GPUs of other vendors.
@@ -153,8 +155,8 @@ class NvidiaGpu:
     cuda_answered: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class AmdGpu:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class AmdGpu(Record):
     """AMD facts of a GPU: KFD, amdgpu sysfs, the model table. Empty on other vendors'."""
 
     gfx: str | None = None  # ISA name, e.g. gfx90a
@@ -172,8 +174,8 @@ class AmdGpu:
     kfd_vram_mib: int | None = None  # KFD mem_banks/0 size_in_bytes (0 on a VF guest)
 
 
-@dataclass(frozen=True, slots=True)
-class IntelGpu:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class IntelGpu(Record):
     """Intel facts of a GPU: i915 or xe sysfs, the model table. Empty on other vendors'."""
 
     tiles: int | None = None
@@ -185,8 +187,8 @@ class IntelGpu:
 HEALTH_STATES = ("unknown", "ok", "no-driver", "degraded", "failed")
 
 
-@dataclass(frozen=True, slots=True)
-class HealthReason:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class HealthReason(Record):
     """One fault read on a GPU: what, from where, how much.
 
     - ``reason`` says what and ``source`` from where.
@@ -201,8 +203,8 @@ class HealthReason:
     severity: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Health:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Health(Record):
     """A GPU's health record: its state, the faults behind it and the signals read.
 
     - ``signals`` names every signal that could be read: ``nvml.ecc``, ``sysfs.aer``, ...
@@ -219,8 +221,8 @@ class Health:
         return dataclasses.replace(self, signals=merged, reasons=self.reasons + reasons)
 
 
-@dataclass(frozen=True, slots=True)
-class Gpu:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Gpu(Record):
     """A physical GPU, or inside a VM the passed-through VF or vGPU.
 
     - The facts every vendor has are fields here.
@@ -377,8 +379,8 @@ def gpu_from_dict(d: dict[str, Any]) -> Gpu:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class VgpuType:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class VgpuType(Record):
     """A mediated-device type, or vGPU type, a GPU offers: ``mdev_supported_types/<type>``."""
 
     parent: str  # PCI address of the GPU
@@ -389,8 +391,8 @@ class VgpuType:
     description: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceNode:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class DeviceNode(Record):
     """A device node under ``dev/``; in fixtures a regular file stands in for it."""
 
     path: str  # relative to the root, e.g. "dev/dri/renderD128"
@@ -398,8 +400,8 @@ class DeviceNode:
     char_device: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Runtime:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Runtime(Record):
     """Container-runtime facts around the GPUs, from ``nfd_gpu.discovery.runtime``."""
 
     dev_visible: bool = False  # the root has a dev/ directory
@@ -413,8 +415,8 @@ class Runtime:
     devices_ready: bool | None = None  # None: dev/ not visible or no GPU to check
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Snapshot(Record):
     """Everything one discovery pass found. Immutable; JSON round-trips exactly."""
 
     root: str

@@ -26,6 +26,8 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from nfd_gpu.record import Record
+
 NAME_MAX = 63
 PREFIX_MAX = 253
 FEATURE_NS = "feature.node.kubernetes.io"
@@ -84,8 +86,8 @@ def sanitize_value(value: str, limit: int = NAME_MAX) -> str:
     return s
 
 
-@dataclass(frozen=True, slots=True)
-class LabelDoc:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class LabelDoc(Record):
     """One documented label key of a profile: its pattern, values and meaning."""
 
     key: str  # pattern; <...> marks a variable part

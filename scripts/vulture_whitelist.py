@@ -18,6 +18,9 @@ from nfd_gpu.sinks import kubeclient
 # typer: callbacks and commands registered by decorator
 cli._root
 rules_cli.test
+# click: the root group's command lookup; the commands it builds by name (cli.COMMANDS)
+cli.Commands.list_commands
+cli.inventory.inventory
 # PEP 562 module __getattr__ (nfd_gpu.rules imports its parts on first use)
 rules.__getattr__
 # kubernetes / urllib3 configuration attributes set for the library to read

@@ -43,6 +43,8 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
             "nfd_gpu.catalog",  # the model tables and the families derived without them
             "nfd_gpu.names",
             "nfd_gpu.text",
+            "nfd_gpu.lazypkg",  # a third-party package registered without its __init__
+            "nfd_gpu.record",  # eq, hash and repr of frozen dataclasses, written once
             "nfd_gpu",
         ),
         False,

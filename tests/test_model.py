@@ -19,6 +19,8 @@ from nfd_gpu.model import (
     Gpu,
     IntelGpu,
     NvidiaGpu,
+    PciDevice,
+    Record,
     Snapshot,
     gpu_to_dict,
 )
@@ -173,3 +175,92 @@ def test_only_discovery_reads_provenance() -> None:
         if isinstance(node, ast.Attribute) and node.attr == "provenance"
     )
     assert readers == []
+
+
+def _records() -> list[type]:
+    return [c for c in vars(nfd_gpu.model).values()
+            if isinstance(c, type) and dataclasses.is_dataclass(c)]  # fmt: skip
+
+
+def _reference(cls: type) -> type:
+    """The same fields as a plain frozen dataclass: its own compiled eq, hash and repr."""
+    fields = [(f.name, f.type, f) for f in dataclasses.fields(cls)]
+    ref = dataclasses.make_dataclass(cls.__name__, fields, frozen=True)
+    ref.__qualname__ = cls.__qualname__
+    return ref
+
+
+@pytest.mark.parametrize("name", ["hgx-h100", "mi300x-cpx-nps4", "h200-vm"])
+def test_records_compare_hash_and_print_as_dataclasses_do(name: str) -> None:
+    """The model's records share Record's __eq__, __hash__ and __repr__ (compiling the
+    dataclass's own cost every start ~3.5 ms): they behave exactly as those would."""
+    snap = run_scan(fixture_root(name)).snapshot
+    recs = [snap, *snap.pci, *snap.gpus, *snap.partitions, *snap.vgpu_types]
+    recs += [x for g in snap.gpus for x in (g.nvidia, g.amd, g.intel, g.health, g.link) if x]
+    recs += [snap.runtime] if snap.runtime else []
+    assert {type(r) for r in recs} >= {Snapshot, Gpu, PciDevice}
+    for r in recs:
+        cls = type(r)
+        assert "__eq__" not in vars(cls) and "__repr__" not in vars(cls)  # Record's
+        ref = _reference(cls)
+        values = {f.name: getattr(r, f.name) for f in dataclasses.fields(r)}
+        first = dataclasses.fields(r)[0].name
+        twin, other = cls(**values), dataclasses.replace(r, **{first: object()})
+        assert repr(r) == repr(ref(**values))
+        assert (r == twin, r == other, r != twin) == (True, False, False)
+        assert r.__eq__(ref(**values)) is NotImplemented  # another class is never equal
+        try:
+            want = hash(ref(**values))
+        except TypeError:  # a dict field: unhashable, as the dataclass is
+            with pytest.raises(TypeError):
+                hash(r)
+        else:
+            assert hash(r) == want == hash(twin)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(r, dataclasses.fields(r)[0].name, None)
+
+
+def test_every_record_shares_the_compiled_once_methods() -> None:
+    assert len(_records()) == 13
+    for cls in _records():
+        assert issubclass(cls, Record) and not hasattr(cls(*_required(cls)), "__dict__")
+
+
+def _required(cls: type) -> list[object]:
+    missing = dataclasses.MISSING
+    return [""] * sum(f.default is missing and f.default_factory is missing  # type: ignore[misc]
+                      for f in dataclasses.fields(cls))  # fmt: skip
+
+
+def _package_records() -> list[type]:
+    """Every class of nfd_gpu built on Record, each module imported (optional ones skipped)."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.walk_packages(nfd_gpu.__path__, "nfd_gpu."):
+        if info.name.endswith("__main__"):
+            continue
+        try:
+            importlib.import_module(info.name)
+        except ImportError:  # an optional dependency absent here
+            continue
+    todo, seen = [Record], []
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            seen.append(sub)
+            todo.append(sub)
+    return seen
+
+
+def test_records_on_record_are_the_ones_it_is_right_for() -> None:
+    """Record's eq, hash and repr are the dataclass's own only for a frozen dataclass that
+    asks for neither and whose every field compares, hashes and prints by default."""
+    recs = _package_records()
+    assert len(recs) >= 40 and set(_records()) <= set(recs)
+    for cls in recs:
+        params = cls.__dataclass_params__  # type: ignore[attr-defined]
+        assert dataclasses.is_dataclass(cls) and params.frozen, cls
+        assert not params.eq and not params.repr and not params.order, cls
+        assert {"__eq__", "__hash__", "__repr__"}.isdisjoint(vars(cls)), cls
+        for f in dataclasses.fields(cls):
+            assert (f.compare, f.repr, f.hash) == (True, True, None), (cls, f.name)

@@ -39,7 +39,8 @@ def test_check_sees_a_stale_table() -> None:
 
 
 def _command(name: str) -> Any:
-    cmd = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+    # looked up as a command line looks it up: nfd_gpu.cli builds a command when named
+    cmd = typer.main.get_command(app).get_command(None, name)  # type: ignore[attr-defined]
     return {
         o: p for p in cmd.get_params(cmd.context_class(cmd)) for o in (*p.opts, *p.secondary_opts)
     }

@@ -38,6 +38,7 @@ from typing import Any
 from nfd_gpu.health.signals import BY_REASON
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import HealthReason
+from nfd_gpu.record import Record
 
 KIND = "nfd-gpu/held-health"
 VERSION = 1
@@ -80,15 +81,15 @@ def on_bus(inst: str) -> bool:
     return not inst.startswith("-")
 
 
-@dataclass(frozen=True)
-class HeldGpu:
+@dataclass(frozen=True, eq=False, repr=False)
+class HeldGpu(Record):
     instance: str  # instance() when it was held
     reasons: tuple[HealthReason, ...]  # its faults other than XIDs
     xids: tuple[int, ...]
 
 
-@dataclass(frozen=True)
-class HeldState:
+@dataclass(frozen=True, eq=False, repr=False)
+class HeldState(Record):
     boot_id: str
     node: str = ""  # the node name, where the agent knows it
     gpus: dict[str, HeldGpu] = field(default_factory=dict)

@@ -33,12 +33,15 @@ Each Metrics object has its own registry.
 
 from __future__ import annotations
 
+import importlib
+import sys
 import threading
 import time
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
 
-from nfd_gpu import __version__
+from nfd_gpu import __version__, lazypkg
 from nfd_gpu.agent import httpserve
 from nfd_gpu.sinks.registry import OUTPUTS
 
@@ -47,12 +50,37 @@ TEXT = "text/plain; charset=utf-8"
 NVML_SOURCES = ("nvml", "replay", "stale", "procfs", "off", "none")
 
 
+def _client() -> Any:
+    """The metric types and the registry of prometheus_client, without its ``__init__``.
+
+    - The ``__init__`` imports the exposition too: an HTTP server, WSGI, ``urllib.request``.
+    - The agent's first publish needs none of it: ~10 ms CPU of its start-up.
+    - The first scrape imports it, by :func:`_exposition`.
+    """
+    with lazypkg.LOCK:
+        lazypkg.lazy_package("prometheus_client")
+        # each by its full name (nfd_gpu/lazypkg.py), values first: metrics runs
+        # `from . import values`
+        for sub in ("values", "metrics", "registry"):
+            importlib.import_module(f"prometheus_client.{sub}")
+    pc: Any = sys.modules["prometheus_client"]
+    return SimpleNamespace(
+        CollectorRegistry=pc.registry.CollectorRegistry,
+        Counter=pc.metrics.Counter,
+        Gauge=pc.metrics.Gauge,
+        Histogram=pc.metrics.Histogram,
+    )
+
+
+def _exposition() -> Any:
+    """prometheus_client's text exposition: ``generate_latest``, ``CONTENT_TYPE_LATEST``."""
+    with lazypkg.LOCK:
+        return importlib.import_module("prometheus_client.exposition")
+
+
 class Metrics:
     def __init__(self) -> None:
-        import prometheus_client as _pc  # lazy: only when metrics are served
-
-        pc: Any = _pc
-        self._pc = pc
+        pc = _client()
         self.registry = pc.CollectorRegistry(auto_describe=True)
         r = self.registry
         self.build_info = pc.Gauge(
@@ -230,12 +258,12 @@ class Metrics:
         self.heartbeat = time.monotonic()
 
     def exposition(self) -> bytes:
-        data: bytes = self._pc.generate_latest(self.registry)
+        data: bytes = _exposition().generate_latest(self.registry)
         return data
 
     @property
     def content_type(self) -> str:
-        return str(self._pc.CONTENT_TYPE_LATEST)
+        return str(_exposition().CONTENT_TYPE_LATEST)
 
     def healthy(self) -> bool:
         return time.monotonic() - self.heartbeat < self.liveness_timeout

@@ -12,9 +12,11 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
+from nfd_gpu.record import Record
 
-@dataclass(frozen=True, slots=True)
-class ModelInfo:
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class ModelInfo(Record):
     vendor: str
     device_id: str
     name: str | None = None

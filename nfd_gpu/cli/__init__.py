@@ -2,6 +2,9 @@
 
 - One command group per module: ``scan.py``, ``capture.py`` for ``snapshot``, ``run.py``,
   ``inventory.py``, ``rules.py``.
+- A command's module is imported, and typer builds its command, when the command line names
+  it: :class:`Commands`. So ``scan`` builds neither ``run``'s options nor the others'.
+- ``--help`` and shell completion list them all, so they build them all.
 - Their options come from the declaration of the settings in
   ``nfd_gpu/config/settings.py``, through ``options.py``.
 - ``main`` runs a command line.
@@ -13,17 +16,55 @@
 
 import gc
 import importlib
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import typer.main
+from typer.core import TyperGroup
 
 from nfd_gpu import VERSION_FLAG, version_line
-from nfd_gpu.cli import capture, inventory, rules, run, scan
 from nfd_gpu.cli.common import say
 from nfd_gpu.cli.options import SettingsCommand
 from nfd_gpu.cli.scan import SCAN_API_VERSION
 
 __all__ = ["SCAN_API_VERSION", "app", "main"]
+
+# The commands in the order of `nfd-gpu --help`: name -> (module of nfd_gpu.cli, its typer
+# function or sub-app, the command's class); "version" is this module's own.
+COMMANDS: dict[str, tuple[str, str, Any]] = {
+    "scan": ("scan", "scan", SettingsCommand),
+    "snapshot": ("capture", "snapshot", None),
+    "run": ("run", "run_command", SettingsCommand),
+    "inventory": ("inventory", "inventory", None),
+    "version": ("", "version", None),
+    "rules": ("rules", "rules_app", None),
+}
+
+
+class Commands(TyperGroup):
+    """The root group: a command is built by typer the first time it is looked up."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            self.add_command(_built(cmd_name), cmd_name)
+        return self.commands.get(cmd_name)
+
+
+def _built(name: str) -> Any:
+    """Command ``name`` as typer builds it from its module's function or sub-app."""
+    module, attr, cls = COMMANDS[name]
+    where = importlib.import_module(f"nfd_gpu.cli.{module}") if module else None
+    obj = getattr(where, attr) if where else globals()[attr]
+    if not isinstance(obj, typer.Typer):
+        obj_app = typer.Typer(add_completion=False)  # one command: typer builds it alone
+        obj_app.command(name, cls=cls)(obj)
+        obj = obj_app
+    cmd = typer.main.get_command(obj)
+    cmd.name = name
+    return cmd
 
 
 def _usage_error_types() -> tuple[type[Exception], ...]:
@@ -47,6 +88,7 @@ _USAGE_ERRORS = _usage_error_types()
 
 app = typer.Typer(
     name="nfd-gpu",
+    cls=Commands,
     help="GPU feature discovery for Kubernetes Node Feature Discovery (NFD).",
     no_args_is_help=True,
     # typer's shell completion: --install-completion / --show-completion, or
@@ -80,15 +122,6 @@ def _root(
 def version() -> None:
     """Print the nfd-gpu version."""
     typer.echo(version_line())
-
-
-# the order of `nfd-gpu --help`
-app.command(cls=SettingsCommand)(scan.scan)
-app.command()(capture.snapshot)
-app.command("run", cls=SettingsCommand)(run.run_command)
-app.command()(inventory.inventory)
-app.command()(version)
-app.add_typer(rules.rules_app, name="rules")
 
 
 def main(argv: list[str] | None = None) -> int:

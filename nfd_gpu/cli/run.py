@@ -60,7 +60,10 @@ def main_run(config_path: str | None, flags: dict[str, Any]) -> int:
     # What start-up made (the modules, the cluster client, the agent) lives as long as the
     # agent: out of every collection from now on, the first pass's included (each rule file
     # loaded runs a full one: nfd_gpu/rules/loader.py; 5 files: ~12% of the start-up's CPU).
+    # The collector is on for the agent's life, whoever turned it off for the start-up
+    # (nfd_gpu/entry.py).
     gc.freeze()
+    gc.enable()
     try:
         return agent.run()
     except OSError as e:  # e.g. metrics address in use

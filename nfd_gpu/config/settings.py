@@ -33,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from nfd_gpu.record import Record
+
 T = TypeVar("T")
 
 DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d/"
@@ -49,8 +51,8 @@ YEAR = 365 * DAY
 Choices = tuple[str, ...] | Callable[[], tuple[str, ...]]
 
 
-@dataclass(frozen=True)
-class Setting:
+@dataclass(frozen=True, eq=False, repr=False)
+class Setting(Record):
     """What a setting shows besides its name, type and default.
 
     - ``run_help`` None: no ``run`` flag; the downward API sets it.
@@ -137,8 +139,8 @@ _DRY_RUN_DOC = (
 )
 
 
-@dataclass(frozen=True)
-class Config:
+@dataclass(frozen=True, eq=False, repr=False)
+class Config(Record):
     """Settings of the agent; see the module docstring. Env is ``NFD_GPU_<UPPER>``."""
 
     interval: float = setting(

@@ -33,13 +33,14 @@ from typing import TYPE_CHECKING
 
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Snapshot
+from nfd_gpu.record import Record
 
 if TYPE_CHECKING:
     from nfd_gpu.discovery.nvidia.session import NvmlSession
 
 
-@dataclass(frozen=True)
-class Context:
+@dataclass(frozen=True, eq=False, repr=False)
+class Context(Record):
     """What one discovery pass reads from, beyond the snapshot built so far."""
 
     host: HostRoot
@@ -50,8 +51,8 @@ class Context:
     nfd_attributes: bool = True
 
 
-@dataclass(frozen=True)
-class Source:
+@dataclass(frozen=True, eq=False, repr=False)
+class Source(Record):
     """One discovery step; see the module docstring.
 
     Most are a module's ``SOURCE``. The shared steps that must know the vendors are built by
@@ -63,8 +64,8 @@ class Source:
     needs: tuple[str, ...] = ()  # GPU vendors that must be present; () = always
 
 
-@dataclass(frozen=True)
-class Vendor:
+@dataclass(frozen=True, eq=False, repr=False)
+class Vendor(Record):
     """One GPU vendor: what the shared steps need to know of it, and its own sources."""
 
     name: str  # Gpu.vendor, the model table nfd_gpu/data/<name>.tsv

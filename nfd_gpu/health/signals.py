@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nfd_gpu.record import Record
+
 FAILED = "failed"
 DEGRADED = "degraded"
 NO_DRIVER = "no-driver"  # a state, not a fault: no driver bound, so nothing GPU-level read
 
 
-@dataclass(frozen=True)
-class Signal:
+@dataclass(frozen=True, eq=False, repr=False)
+class Signal(Record):
     """One health reason: where it is read, what it means, what to do about it."""
 
     reason: str  # the fault's name (labels' health.reasons, metrics' reason)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from nfd_gpu.model import Snapshot
 from nfd_gpu.names import LabelDoc
+from nfd_gpu.record import Record
 
 if TYPE_CHECKING:
     from nfd_gpu.labels.nvidia_options import NvidiaOptions
@@ -34,8 +35,8 @@ def table_rows(prefix: str, table: tuple[LabelDoc, ...]) -> list[str]:
     return rows
 
 
-@dataclass(frozen=True)
-class LabelOptions:
+@dataclass(frozen=True, eq=False, repr=False)
+class LabelOptions(Record):
     """What the user chose for the profiles of one scan."""
 
     namespace: str  # the neutral profile's label prefix
@@ -43,8 +44,8 @@ class LabelOptions:
     profile_options: tuple[str, ...] = ()  # names of nfd_gpu.labels.options.PROFILE_OPTIONS
 
 
-@dataclass(frozen=True)
-class Profile:
+@dataclass(frozen=True, eq=False, repr=False)
+class Profile(Record):
     """One label profile; see the module docstring."""
 
     name: str

@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 from nfd_gpu.features import Features
+from nfd_gpu.record import Record
 from nfd_gpu.rules.expressions import (
     ExpressionError,
     MatchedElement,
@@ -52,8 +53,8 @@ class RuleEvalError(RuntimeError):
     """A rule that errored while being evaluated; NFD drops that rule."""
 
 
-@dataclass(frozen=True, slots=True)
-class RuleResult:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class RuleResult(Record):
     """Output of one rule. ``matched`` False means all maps are empty."""
 
     matched: bool
@@ -64,8 +65,8 @@ class RuleResult:
     taints: tuple[dict[str, str], ...] = ()
 
 
-@dataclass(frozen=True)
-class RuleOutput:
+@dataclass(frozen=True, eq=False, repr=False)
+class RuleOutput(Record):
     """What nfd-master would apply to the node for these rules and features."""
 
     labels: dict[str, str] = field(default_factory=dict)

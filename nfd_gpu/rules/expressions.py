@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from nfd_gpu.record import Record
+
 log = logging.getLogger(__name__)
 
 OPS: tuple[str, ...] = (
@@ -58,8 +60,8 @@ class ExpressionError(ValueError):
     """A match expression that cannot be evaluated; NFD returns an error."""
 
 
-@dataclass(frozen=True, slots=True)
-class MatchExpression:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class MatchExpression(Record):
     """One ``{op, value, type}`` expression."""
 
     op: str
@@ -404,8 +406,8 @@ def instance_predicate(name: str, expr: MatchExpression) -> InstancePredicate:
     return generic
 
 
-@dataclass(frozen=True, slots=True)
-class CompiledExpressions:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class CompiledExpressions(Record):
     """A ``matchExpressions`` set compiled once, at rule load time."""
 
     exprs: tuple[tuple[str, MatchExpression], ...]

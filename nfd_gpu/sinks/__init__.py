@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
 from nfd_gpu.features import Features, empty
+from nfd_gpu.record import Record
 
 
 class SinkError(Exception):
@@ -30,8 +31,8 @@ class SinkError(Exception):
         self.transient = transient
 
 
-@dataclass(frozen=True)
-class Publication:
+@dataclass(frozen=True, eq=False, repr=False)
+class Publication(Record):
     """What one pass publishes."""
 
     labels: dict[str, str]
@@ -153,8 +154,8 @@ def no_values(_values: Mapping[str, Any]) -> dict[str, Any]:
     return {}
 
 
-@dataclass(frozen=True)
-class Output:
+@dataclass(frozen=True, eq=False, repr=False)
+class Output(Record):
     """One ``--output``: how its sink is built and what it asks of the configuration.
 
     - Its name and how its sink is built.

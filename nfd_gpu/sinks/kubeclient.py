@@ -16,16 +16,15 @@ SIGTERM can shut a request's connections down.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import socket
-import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable
 from typing import Any
 
+from nfd_gpu import lazypkg
 from nfd_gpu.host import boundedfile
 from nfd_gpu.names import PREFIX_MAX
 from nfd_gpu.sinks import SinkError
@@ -74,43 +73,8 @@ def namespace_fallback() -> str | None:
 # dynamic, watch, stream, utils, leaderelection, informer; ``kubernetes.utils``: the YAML
 # loader and the metrics helpers; ``kubernetes.config``: the kubeconfig reader with
 # requests-oauthlib, which an in-cluster client never uses). :func:`client_modules` leaves
-# them unrun: the agent imports only the modules it calls.
+# them unrun (nfd_gpu/lazypkg.py): the agent imports only the modules it calls.
 LAZY_PACKAGES = ("kubernetes", "kubernetes.utils", "kubernetes.config")
-_LAZY_LOCK = threading.RLock()
-
-
-def _lazy_package(name: str) -> None:
-    """Register package ``name`` without running its ``__init__``; its submodules import as usual.
-
-    Any other attribute, such as ``kubernetes.watch`` or ``kubernetes.__version__``, runs the
-    ``__init__`` then, once, by PEP 562. So code that imports the whole package later sees
-    the same package. Nothing is done when ``name`` is already imported.
-    """
-    if name in sys.modules:
-        if sys.modules[name] is None:  # blocked (a test): what `import` raises
-            raise ImportError(f"import of {name} halted; None in sys.modules", name=name)
-        return
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
-        raise ImportError(f"No module named {name!r}", name=name)
-    loader = spec.loader
-    module = importlib.util.module_from_spec(spec)
-    ran = threading.Event()
-
-    def __getattr__(attr: str) -> Any:  # PEP 562
-        with _LAZY_LOCK:
-            if not ran.is_set():
-                ran.set()
-                loader.exec_module(module)
-                if attr in module.__dict__:
-                    return module.__dict__[attr]
-        raise AttributeError(f"module {name!r} has no attribute {attr!r}")
-
-    module.__dict__["__getattr__"] = __getattr__
-    sys.modules[name] = module
-    parent, _, child = name.rpartition(".")
-    if parent:
-        setattr(sys.modules[parent], child, module)
 
 
 def client_modules() -> Any:
@@ -123,9 +87,9 @@ def client_modules() -> Any:
     """
     import types
 
-    with _LAZY_LOCK:
+    with lazypkg.LOCK:
         for pkg in LAZY_PACKAGES:
-            _lazy_package(pkg)
+            lazypkg.lazy_package(pkg)
         from kubernetes.client.configuration import Configuration
         from kubernetes.client.exceptions import ApiException
         from kubernetes.client.rest import RESTClientObject

@@ -6,6 +6,7 @@ not a timing test: a heavy module that creeps back into the scan path fails here
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,11 @@ NOT_FOR_SCAN = (
     "nfd_gpu.labels.nvidia",
     "nfd_gpu.labels.amd",
     "nfd_gpu.labels.intel",
+    # the other commands' modules: the root group builds a command when it is named
+    "nfd_gpu.cli.run",
+    "nfd_gpu.cli.capture",
+    "nfd_gpu.cli.inventory",
+    "nfd_gpu.cli.rules",
 )
 
 
@@ -101,5 +107,50 @@ def test_rules_load_the_engine_only_when_given() -> None:
 def test_version_and_help_load_no_scan_code(args: list[str]) -> None:
     mods = _loaded(*args)
     assert _heavy(mods, ("nfd_gpu.scan", "nfd_gpu.discovery", "nfd_gpu.host")) == []
-    help_only = ("rich",) if "--help" in args else ()  # typer writes help with rich
-    assert [m for m in _heavy(mods, NOT_FOR_SCAN) if not m.startswith(help_only or "-")] == []
+    # typer writes help with rich; the root's help lists every command, so builds them all
+    help_only = ("rich", "nfd_gpu.cli.") if args == ["--help"] else ("rich",)
+    if "--help" not in args:
+        help_only = ("-",)
+    assert [m for m in _heavy(mods, NOT_FOR_SCAN) if not m.startswith(help_only)] == []
+
+
+def test_the_agent_builds_no_other_command() -> None:
+    """``run`` imports neither the other commands' modules nor their code."""
+    args = ("run", "--oneshot", "--no-udev", "--dry-run", "--nvml", "off", "--root", str(FIXTURE))
+    mods = _loaded(*args)
+    assert "nfd_gpu.agent" in mods
+    others = ("nfd_gpu.cli.capture", "nfd_gpu.cli.inventory", "nfd_gpu.cli.rules")
+    assert _heavy(mods, (*others, "nfd_gpu.inventory", "nfd_gpu.capture")) == []
+
+
+# The console entry in a fresh interpreter: the command's status and whether the cyclic
+# garbage collector is on once the command has returned.
+GC_CHILD = """
+import contextlib, gc, io, json, sys
+from nfd_gpu.entry import console
+with contextlib.redirect_stdout(io.StringIO()):
+    code = console()
+print(json.dumps({"code": code, "gc": gc.isenabled()}))
+"""
+
+
+def _collector_after(tmp_path: Path, *args: str) -> dict[str, object]:
+    # no cluster: an empty HOME, no KUBECONFIG, no in-cluster environment
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", GC_CHILD, *args], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    got: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
+    return got
+
+
+def test_one_shot_commands_run_without_the_cyclic_collector(tmp_path: Path) -> None:
+    """Start-up's objects live as long as the process: no collection walks them (entry.py)."""
+    got = _collector_after(tmp_path, "scan", "--root", str(FIXTURE), "--nvml", "off")
+    assert got == {"code": 0, "gc": False}
+
+
+def test_the_agent_runs_with_the_collector_on(tmp_path: Path) -> None:
+    """``run`` lives long: the collector the entry turned off is on again for its loop."""
+    args = ("run", "--oneshot", "--no-udev", "--dry-run", "--nvml", "off", "--root", str(FIXTURE))
+    assert _collector_after(tmp_path, *args) == {"code": 0, "gc": True}

@@ -304,7 +304,7 @@ def _options(command_name: str) -> dict[str, Any] | None:
     from nfd_gpu.cli import app
 
     group: Any = typer.main.get_command(app)
-    cmd = group.commands.get(command_name)
+    cmd = group.get_command(None, command_name)  # built when named, as by a command line
     if cmd is None:
         return None
     out = {}
@@ -445,6 +445,13 @@ def test_dockerfile() -> None:
     final = text[text.rindex("\nFROM ") :]
     assert "pip uninstall -y pip" in final and "pip install" not in final
     assert "COPY --from=build /opt/nfd-gpu /opt/nfd-gpu" in final
+    # the runtime writes no bytecode, so what the build leaves uncompiled is compiled at
+    # every start: the venv is byte-compiled after its last install (hash-based .pyc)
+    build = text[: text.rindex("\nFROM ")]
+    assert "PYTHONDONTWRITEBYTECODE=1" in final
+    after = build[build.rindex("pip install") :]
+    compiled = r"python -m compileall [^\n]*--invalidation-mode checked-hash /opt/nfd-gpu\b"
+    assert re.search(compiled, after), "the build stage must byte-compile /opt/nfd-gpu last"
     # the locks themselves: tests/test_locks.py
     ignore = (REPO / ".dockerignore").read_text().split()
     assert "rules" not in ignore

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import prometheus_client
 
 from nfd_gpu.agent.health import AgentHealth
@@ -75,3 +80,36 @@ def test_xid_series_are_bounded() -> None:
     assert f'nfd_gpu_xid_events_total{{xid="other"}} {10_000 - len(KNOWN_XIDS)}.0' in text
     assert 'nfd_gpu_xid_events_total{xid="79"} 1.0' in text
     assert len(text) < 20_000
+
+
+# A fresh interpreter: the agent's metrics made and one scrape served, what was imported
+# before the scrape, and prometheus_client whole for code that imports it afterwards.
+LIGHT_CHILD = """
+import json, sys
+from nfd_gpu.agent.metrics import Metrics
+m = Metrics()
+m.scans.labels(result="ok").inc()
+before = sorted(n for n in sys.modules if n.startswith(("prometheus_client", "urllib.request",
+                                                        "wsgiref", "http.server")))
+text = m.exposition().decode()
+import prometheus_client
+print(json.dumps({"before": before, "scans": 'nfd_gpu_scans_total{result="ok"} 1.0' in text,
+                  "type": m.content_type, "later": prometheus_client.generate_latest.__name__,
+                  "same": prometheus_client.Counter is type(m.scans)}))
+"""
+
+
+def test_the_metrics_import_the_exposition_on_the_first_scrape() -> None:
+    """The first publish needs the metric types only: not the package's HTTP server, WSGI
+    and ``urllib.request``, which its ``__init__`` imports (nfd_gpu/lazypkg.py)."""
+    repo = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", LIGHT_CHILD], cwd=repo, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    before = got["before"]
+    assert "prometheus_client.metrics" in before
+    assert [n for n in before if "exposition" in n or not n.startswith("prometheus_")] == []
+    assert "prometheus_client.process_collector" not in before
+    assert got["scans"] and got["type"].startswith("text/plain")
+    assert got["later"] == "generate_latest" and got["same"]

@@ -197,3 +197,39 @@ def test_lexer_and_parser_never_crash(src: str) -> None:
 @given(st.text(max_size=200).filter(lambda s: "{{" not in s))
 def test_plain_text_round_trips(src: str) -> None:
     assert parse(src).execute(DATA) == src
+
+
+def _tree(nodes: Any) -> list[Any]:
+    """Every node below ``nodes``: a node's node-valued slots and tuples of nodes."""
+    from nfd_gpu.rules.template.nodes import Node
+
+    out: list[Any] = []
+    todo = list(nodes)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, Node):
+            out.append(n)
+            for c in reversed(type(n).__mro__):
+                todo += [getattr(n, s) for s in getattr(c, "__slots__", ())]
+        elif isinstance(n, tuple):
+            todo += n
+    return out
+
+
+def test_parse_tree_nodes_are_immutable_and_cheap_to_define() -> None:
+    """Plain slotted classes, not dataclasses: a frozen dataclass compiles its methods when
+    the agent imports it (~0.55 ms a class, 15 node kinds); set once, then read only."""
+    import dataclasses
+
+    src = "{{ $x := .gpu.node }}{{ if eq (len $x) 2 }}{{ range $x }}{{ .Name }}{{ end }}"
+    src += '{{ else }}{{ printf "%d" 1 | print }}{{ end }}{{ with . }}{{ end }}'
+    tree = _tree(parse(src).root)
+    kinds = {type(n).__name__ for n in tree}
+    assert {"ActionNode", "BranchNode", "PipeNode", "CommandNode", "VariableNode"} <= kinds
+    for n in tree:
+        assert not dataclasses.is_dataclass(n) and not hasattr(n, "__dict__"), n
+        with pytest.raises(AttributeError, match="immutable"):
+            n.line = 0
+        with pytest.raises(AttributeError, match="immutable"):
+            del n.line
+    assert repr(tree[0]).startswith(type(tree[0]).__name__ + "(line=")

@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nfd_gpu.model import HealthReason, Partition
+from nfd_gpu.record import Record
 
 NVML_RECORDING = "nvml.json"  # an NVML recording at the root of a fixture or capture
 
 
-@dataclass(frozen=True, slots=True)
-class GpuFacts:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class GpuFacts(Record):
     """What the NVIDIA driver says about one GPU; None means unknown."""
 
     address: str  # sysfs form (pciaddr.canonical): matched as a number, any domain width
@@ -37,8 +38,8 @@ class GpuFacts:
     source: str = ""  # where these facts came from, when not the NvidiaFacts' source
 
 
-@dataclass(frozen=True, slots=True)
-class NvidiaFacts:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class NvidiaFacts(Record):
     source: str  # "procfs" | "nvml"
     driver_version: str | None = None
     kernel_module: str | None = None  # "open" | "proprietary"

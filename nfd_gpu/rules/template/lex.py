@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from nfd_gpu.record import Record
 from nfd_gpu.rules.template.limits import TemplateError
 
 _SPACE = " \t\r\n"
@@ -25,22 +26,22 @@ _NUMBER_RE = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Token(Record):
     kind: str  # field var ident string number char ( ) | , := = dot
     value: Any
     line: int
     spaced: bool  # whitespace before the token
 
 
-@dataclass(frozen=True, slots=True)
-class Text:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Text(Record):
     text: str
     line: int
 
 
-@dataclass(frozen=True, slots=True)
-class Action:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Action(Record):
     tokens: tuple[Token, ...]
     line: int
 
