@@ -3,6 +3,7 @@
 # no `from __future__ import annotations`: see cli/__init__.py
 
 import enum
+import gc
 import os
 import tempfile
 from typing import Annotated
@@ -49,6 +50,10 @@ def inventory(
     from nfd_gpu.inventory import render  # lazy: the client and the report, only here
     from nfd_gpu.inventory.collect import InventoryError, collect  # lazy: as above
     from nfd_gpu.inventory.report import build  # lazy: as above
+
+    # the collector, off for start-up (nfd_gpu/entry.py), on for a read of the whole
+    # cluster: its garbage grows with the nodes
+    gc.enable()
 
     try:
         inv = build(collect(kubeconfig, namespace, timeout, chunk_size))

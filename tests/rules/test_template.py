@@ -233,3 +233,12 @@ def test_parse_tree_nodes_are_immutable_and_cheap_to_define() -> None:
         with pytest.raises(AttributeError, match="immutable"):
             del n.line
     assert repr(tree[0]).startswith(type(tree[0]).__name__ + "(line=")
+
+
+def test_templates_parsed_twice_are_equal() -> None:
+    """A reloaded rule file compares its rules with the last version's: a template parsed
+    again from the same text is equal to the first (and hashes the same), another is not."""
+    src = '{{ range .gpu.device }}{{ if eq .Name "x" }}{{ printf "%s" .Name }}{{ end }}{{ end }}'
+    a, b = parse(src), parse(src)
+    assert a == b and hash(a) == hash(b) and a.root[0] is not b.root[0]
+    assert a != parse(src.replace('"x"', '"y"'))

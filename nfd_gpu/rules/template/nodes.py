@@ -6,8 +6,8 @@ As in Go's ``text/template/parse``, but only the node kinds NFD's templates can 
 - They are plain classes, not dataclasses: the agent imports them at start, as the shipped
   rules use templates.
 - A frozen dataclass compiles five methods as its class is made: ~0.55 ms a class.
-- Nodes are only built by the parser and read by the executor: never compared or hashed.
-- So each is equal to itself only, and its hash is its identity's.
+- Two nodes are equal when they are of one kind with equal slots, as dataclasses: a rule
+  file reloaded compares its rules, templates included, with the last version's.
 """
 
 from __future__ import annotations
@@ -30,9 +30,22 @@ class Node:
     def __delattr__(self, name: str) -> NoReturn:
         raise AttributeError(f"{type(self).__name__} is immutable: cannot delete {name!r}")
 
+    def _names(self) -> list[str]:
+        return [n for c in reversed(type(self).__mro__) for n in getattr(c, "__slots__", ())]
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, n) for n in self._names())
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._values()))
+
     def __repr__(self) -> str:
-        names = [n for c in reversed(type(self).__mro__) for n in getattr(c, "__slots__", ())]
-        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in names)
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._names())
         return f"{type(self).__name__}({shown})"
 
 
