@@ -211,9 +211,20 @@ def build_outline(
     return _outline(text, strict, cuts, objects, warnings)
 
 
+# YAML's line breaks (libyaml's): a directive's ``%`` may follow any of them
+_BREAKS = ("\n", "\r", "\x85", "\u2028", "\u2029")
+
+
 def _unsafe(text: str) -> bool:
-    """Directives, or anchors with aliases: a part of the file does not parse alone."""
-    return text.startswith("%") or "\n%" in text or ("&" in text and "*" in text)
+    """A part of the file does not parse alone, or libyaml's marks do not index the text.
+
+    - Directives (``%`` at a line start, after any YAML line break): the whole document's.
+    - Anchors with aliases.
+    - A byte order mark: libyaml skips it without counting it in its marks.
+    """
+    if "\ufeff" in text or text.startswith("%") or ("&" in text and "*" in text):
+        return True
+    return any(b + "%" in text for b in _BREAKS)
 
 
 @dataclass
@@ -238,10 +249,15 @@ class Splice:
             return None
         a, b, new = self.a, self.b, self.chunks
         delta = len(new) - (b - a)
+        # the later lists' documents start that many characters later or earlier
+        at = sum(old.lengths[:a])
+        shift = sum(e - s for s, e in new) - sum(old.lengths[a:b])
         lists = list(old.lists)
         lists[self.which] = replace(lst, count=lst.count + delta)
         for k in range(self.which + 1, len(lists)):
-            lists[k] = replace(lists[k], first=lists[k].first + delta)
+            later = lists[k]
+            root = later.root + shift if later.root >= at else later.root
+            lists[k] = replace(later, first=later.first + delta, root=root)
         return Outline(
             old.strict,
             old.lengths[:a] + array("q", [e - s for s, e in new]) + old.lengths[b:],
@@ -272,6 +288,11 @@ def splice(text: str, outline: Outline) -> Splice | None:
         end -= lengths[b - 1]
         b -= 1
     owners = outline.owners
+    if a > 0 and owners[a - 1] >= 0 and pos < end:
+        lead = " " * outline.lists[owners[a - 1]].column + "- "
+        if not text.startswith(lead, pos):  # lines added to the rule before: parse it too
+            a -= 1
+            pos -= lengths[a]
     if a < b:
         which = owners[a]
         if which < 0 or any(owners[k] != which for k in range(a, b)):

@@ -244,10 +244,8 @@ def test_the_agent_reload_of_one_edited_rule_parses_no_whole_file(
     assert len(calls) == 3  # load_rules above, then the full parse of this edit
 
 
-# KNOWN FAILURES found by an adversarial review (branch splicecheck): the splice gives what
-# a full parse does not. Marked xfail(strict) so the suite stays green until
-# rules/incremental.py is fixed; remove the marks with the fix.
-@pytest.mark.xfail(strict=True, reason="incremental._unsafe misses a %TAG after \\r/NEL/LS/PS")
+# Found by an adversarial review (branch splicecheck): the splice gave what a full parse
+# does not, before incremental._unsafe knew every YAML line break and the byte order mark.
 @pytest.mark.parametrize("brk", ["\r", "\x85", "\u2028", "\u2029"])
 def test_a_tag_directive_after_another_line_break_is_a_full_parse(brk: str, tmp_path: Path) -> None:
     """YAML (libyaml) breaks lines at \\r, NEL, LS and PS too: ``%TAG`` after one is a
@@ -262,7 +260,6 @@ def test_a_tag_directive_after_another_line_break_is_a_full_parse(brk: str, tmp_
     assert _load(f, edited, RuleCache(cache.fresh, None, cache.next_outline)) == want
 
 
-@pytest.mark.xfail(strict=True, reason="libyaml's marks do not count a leading BOM")
 def test_a_file_with_a_byte_order_mark_reloads_as_its_full_parse(tmp_path: Path) -> None:
     """libyaml's mark indexes skip a leading BOM: the outline's list end is one character
     early, and the blank line it leaves out is a kept block scalar's in the full parse."""
@@ -274,3 +271,31 @@ def test_a_file_with_a_byte_order_mark_reloads_as_its_full_parse(tmp_path: Path)
     want = _load(f, edited, None)
     assert not want[1] and want[0][1].rules[1].vars == {"v": "q\n\n\n"}
     assert _load(f, edited, RuleCache(cache.fresh, None, cache.next_outline)) == want
+
+
+def test_a_later_document_is_spliced_after_an_earlier_one_grew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After an edit that grows a rule of the first document, the outline's later lists
+    start where their documents now start: an edit of the second is spliced (it fell back
+    to a full parse before) and still equals the full parse."""
+    spliced: list[bool] = []
+    real = incremental.splice
+
+    def counted(text: str, outline: incremental.Outline) -> incremental.Splice | None:
+        sp = real(text, outline)
+        spliced.append(sp is not None)
+        return sp
+
+    monkeypatch.setattr(incremental, "splice", counted)
+    f = tmp_path / "r.yaml"
+    text = "rules:\n- name: a\n- name: b\n---\nrules:\n- name: c\n- name: d\n"
+    cache = RuleCache()
+    assert not _load(f, text, cache)[1]
+    grown = text.replace("- name: b\n", "- name: b\n  vars: {v: longer}\n")
+    nxt = RuleCache(cache.fresh, None, cache.next_outline)
+    assert _load(f, grown, nxt) == _load(f, grown, None)
+    edited = grown.replace("- name: d\n", "- name: d\n  vars: {w: x}\n")
+    last = RuleCache(nxt.fresh, None, nxt.next_outline)
+    assert _load(f, edited, last) == _load(f, edited, None)
+    assert spliced == [True, True]
