@@ -59,10 +59,9 @@ def label_changes(old: dict[str, str] | None, new: dict[str, str]) -> tuple[int,
     if old == new:
         return 0, 0, 0
     old = old or {}
-    added = sum(1 for k in new if k not in old)
-    removed = sum(1 for k in old if k not in new)
-    changed = sum(1 for k, v in new.items() if k in old and old[k] != v)
-    return added, removed, changed
+    kept = len(new.keys() & old.keys())
+    added, removed = len(new) - kept, len(old) - kept
+    return added, removed, len(new.items() - old.items()) - added  # set operations in C
 
 
 class Publisher:

@@ -68,22 +68,34 @@ class LabelMeasure:
         self._sorted: list[str] = []
 
     def update(self, labels: dict[str, str], allowed: tuple[str, ...]) -> tuple[int, list[str]]:
-        """``json_size(labels)`` and the sorted keys that start with none of ``allowed``."""
+        """``json_size(labels)`` and the sorted keys that start with none of ``allowed``.
+
+        One look-up per label; the last set's keys are walked only when some are gone, and
+        the keys outside sorted again only when one of them came or went.
+        """
         old = self._labels
-        gone, new = old.items() - labels.items(), labels.items() - old.items()
-        keys = False
-        for k, v in gone:
-            self._entries -= _entry(k, v)
-            if k not in labels:
-                keys = True
-                self._outside.discard(k)
-        for k, v in new:
-            self._entries += _entry(k, v)
-            if k not in old:
-                keys = True
+        if labels == old:
+            return 2 + self._entries + max(len(labels) - 1, 0), self._sorted
+        get, kept, outside = old.get, 0, len(self._outside)
+        for k, v in labels.items():
+            was = get(k)
+            if was is None:  # a new key (values are strings)
                 if not k.startswith(allowed):
                     self._outside.add(k)
-        if keys:
+            else:
+                kept += 1
+                if was == v:
+                    continue
+                self._entries -= _entry(k, was)
+            self._entries += _entry(k, v)
+        gone = False
+        if kept < len(old):
+            for k, was in old.items():
+                if k not in labels:
+                    self._entries -= _entry(k, was)
+                    gone = gone or k in self._outside
+                    self._outside.discard(k)
+        if gone or len(self._outside) != outside:
             self._sorted = sorted(self._outside)
         self._labels = dict(labels)
         return 2 + self._entries + max(len(labels) - 1, 0), self._sorted

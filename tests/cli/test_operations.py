@@ -248,3 +248,20 @@ def test_feature_file_expiry_refresh_is_logged(
         "expiry refresh",
         "restored: removed",
     ]
+
+
+def test_label_changes_over_random_label_sets() -> None:
+    import random
+
+    rng = random.Random(7)
+    keys = [f"k{i}" for i in range(12)]
+    for _ in range(500):
+        old = {k: rng.choice("ab") for k in rng.sample(keys, rng.randrange(13))}
+        new = {k: rng.choice("ab") for k in rng.sample(keys, rng.randrange(13))}
+        want = (
+            sum(k not in old for k in new),
+            sum(k not in new for k in old),
+            sum(k in old and old[k] != v for k, v in new.items()),
+        )
+        assert label_changes(old, new) == want, (old, new)
+    assert label_changes(None, {"a": "b"}) == (1, 0, 0)
