@@ -75,6 +75,11 @@ def namespace_fallback() -> str | None:
 # requests-oauthlib, which an in-cluster client never uses). :func:`client_modules` leaves
 # them unrun (nfd_gpu/lazypkg.py): the agent imports only the modules it calls.
 LAZY_PACKAGES = ("kubernetes", "kubernetes.utils", "kubernetes.config")
+# urllib3's HTTP/2 package, whose ``__init__`` imports ``importlib.metadata`` (with zipfile,
+# csv, importlib.resources: ~8 ms of the agent's start) for its opt-in h2 support, which the
+# agent never turns on: its connection module runs ``from .http2 import probe``, the probe
+# alone is imported
+URLLIB3_HTTP2 = ("urllib3.http2", ("probe",))
 
 
 def client_modules() -> Any:
@@ -90,11 +95,14 @@ def client_modules() -> Any:
     with lazypkg.LOCK:
         for pkg in LAZY_PACKAGES:
             lazypkg.lazy_package(pkg)
+        lazypkg.lazy_package(*URLLIB3_HTTP2)
         from kubernetes.client.configuration import Configuration
         from kubernetes.client.exceptions import ApiException
         from kubernetes.client.rest import RESTClientObject
         from kubernetes.config.config_exception import ConfigException
         from kubernetes.config.incluster_config import load_incluster_config
+
+        lazypkg.attach(URLLIB3_HTTP2[0])  # urllib3 is imported now
 
     def load_kube_config(**kwargs: Any) -> None:
         # requests-oauthlib and the exec provider: only for a kubeconfig file
