@@ -28,6 +28,7 @@ from nfd_gpu import lazypkg
 from nfd_gpu.host import boundedfile
 from nfd_gpu.names import PREFIX_MAX
 from nfd_gpu.sinks import SinkError
+from nfd_gpu.sinks.deadlines import DEADLINES
 
 GROUP = "nfd.k8s-sigs.io"
 VERSION = "v1alpha1"
@@ -263,9 +264,7 @@ class ObjectClient:
         # A total deadline: urllib3's timeout bounds each socket operation, so a server
         # trickling one byte at a time could hold a request forever; when the deadline
         # passes, the connections are shut down and the blocked read ends at once.
-        timer = threading.Timer(self.timeout, self.cut_connections)
-        timer.daemon = True
-        timer.start()
+        deadline = DEADLINES.arm(self.timeout, self.cut_connections)
         t0 = time.monotonic()
         try:
             return fn()
@@ -285,7 +284,7 @@ class ObjectClient:
                 transient=True,
             ) from None
         finally:
-            timer.cancel()
+            deadline.disarm()
 
     def _refused(self, verb: str, resource: str, e: Any) -> Exception:
         """What an error answer, an ``ApiException``, means."""
