@@ -28,7 +28,6 @@ back to one GET per resync period, jittered +/-10 %. The sink never deletes the 
 
 from __future__ import annotations
 
-import copy
 import logging
 import random
 import socket
@@ -489,12 +488,12 @@ class NodeFeatureSink(Sink):
     @staticmethod
     def _replacement(current: Obj, want: Obj) -> Obj:
         # the server's object with ``want``'s spec: its old spec (thousands of rule labels
-        # on a node with many rules) and managedFields are replaced, so they are not copied
-        body = {k: copy.deepcopy(v) for k, v in current.items() if k not in ("spec", "metadata")}
+        # on a node with many rules) and managedFields are replaced, so they are not copied.
+        # The rest is shared with ``current``, not copied: the body is only encoded, and
+        # what is changed here (metadata, its labels and annotations) is new dicts
+        body = {k: v for k, v in current.items() if k not in ("spec", "metadata")}
         meta = body["metadata"] = {
-            k: copy.deepcopy(v)
-            for k, v in (current.get("metadata") or {}).items()
-            if k != "managedFields"
+            k: v for k, v in (current.get("metadata") or {}).items() if k != "managedFields"
         }
         meta["labels"] = {**(meta.get("labels") or {}), **want["metadata"]["labels"]}
         meta["ownerReferences"] = want["metadata"]["ownerReferences"]
