@@ -95,13 +95,18 @@ def library_present() -> bool:
     """Tell whether the NVML shared library opens.
 
     Without it ``nvmlInit`` fails. So ``pynvml`` is not imported to find out:
-    it is 5,000 lines, which import ctypes.util, shutil, tempfile, ...
+    it is 5,000 lines, which import ctypes.util, shutil, tempfile, ... (~30 ms CPU).
     """
+    return library_error() is None
+
+
+def library_error() -> str | None:
+    """Why the NVML shared library does not open (the loader's words); None when it does."""
     try:
         ctypes.CDLL(NVML_SONAME)
-    except OSError:
-        return False
-    return True
+    except OSError as e:
+        return " ".join(str(e).split()) or f"{NVML_SONAME} does not open"
+    return None
 
 
 def load_library() -> ModuleType | None:
