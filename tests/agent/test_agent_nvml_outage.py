@@ -8,6 +8,7 @@ server; the warning from the JSON log; the metric by scraping /metrics.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 
 from tests.agent.test_agent_subprocess import NS, OBJ, AgentProcess, http_get, metric, wait_for
-from tests.fake_pynvml import write_fake_pynvml
+from tests.fake_pynvml import library_env, write_fake_pynvml
 from tests.k8s_api_server import FakeKubeAPI
 
 TESTS = Path(__file__).resolve().parent.parent
@@ -38,6 +39,7 @@ def test_nvml_outage_keeps_labels_and_says_so(tmp_path: Path, k8s_server: FakeKu
     }
     env.update(POD_NAMESPACE=NS, NODE_NAME="node-a")
     env["PYTHONPATH"] = os.pathsep.join([str(lib), os.getcwd(), env.get("PYTHONPATH", "")])
+    env = library_env(lib, env)  # its libnvidia-ml.so.1 opens, as nvmlInit needs
     args = [
         "--root", str(root), "--output", "nodefeature", "--owner-refs", "",
         "--kubeconfig", k8s_server.kubeconfig(str(tmp_path / "kubeconfig")),
@@ -96,6 +98,9 @@ def test_nvml_outage_with_other_gpus_is_not_masked(tmp_path: Path) -> None:
     lib_dir = write_fake_pynvml(tmp_path / "lib", H200 / "nvml.json", outage=flag)
     sys.path.insert(0, str(lib_dir))
     sys.modules.pop("pynvml", None)
+    # imported here: this process cannot open the fake's libnvidia-ml.so.1 (its library
+    # path was read at start), and an imported pynvml is asked without that check
+    importlib.import_module("pynvml")
     try:
         session = NvmlSession("auto", keep=True)
         first = run_scan(root, nvml=session).labels
