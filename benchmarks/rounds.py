@@ -155,7 +155,8 @@ def install_kind_of_python(python: str) -> str:
     """:func:`install_kind` as seen by the interpreter ``python``."""
     code = f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); "
     code += "import rounds; print(rounds.install_kind())"
-    p = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
+    # from /: a checkout in the working directory (its egg-info) would answer instead
+    p = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False, cwd="/")
     return p.stdout.strip() or "unknown"
 
 

@@ -20,6 +20,10 @@ Two client configurations, one run of each per round (the order alternating):
 
 The child imports nfd-gpu from this tree, its bytecode compiled first (as an install does).
 
+Each round also runs ``python -c pass`` (the interpreter's own start, the floor): its
+median says how fast the machine ran, and each start's CPU is divided by the floor of its
+own round (the ratio column), so runs on a slower or busier machine compare.
+
     python benchmarks/startup.py [--rounds 10] [--fixture hgx-h100]
 """
 
@@ -67,6 +71,11 @@ def one_start(argv: list[str], args: list[str], env: dict[str, str]) -> tuple[fl
     return usage.ru_utime + usage.ru_stime, wall
 
 
+def _spread(values: list[float]) -> tuple[float, float]:
+    """p10 and p90 of sorted ``values`` (nearest rank)."""
+    return values[len(values) // 10], values[-1 - len(values) // 10]
+
+
 def server_cert(tmp: str) -> tuple[str, str]:
     """A self-signed certificate for 127.0.0.1 (its own CA) and its key."""
     cert, key = os.path.join(tmp, "server.crt"), os.path.join(tmp, "server.key")
@@ -89,6 +98,7 @@ def main() -> int:
               "--rules", os.path.join(ROOT, "rules"), "--output", "nodefeature",
               "--log-format", "json", "--metrics-address", "127.0.0.1:0", "--no-udev"]  # fmt: skip
     runs: dict[str, list[tuple[float, float]]] = {"in-cluster": [], "kubeconfig": []}
+    floor: list[float] = []  # python -c pass, one per round
     with tempfile.TemporaryDirectory() as tmp:
         cert, key = server_cert(tmp)
         token = os.path.join(tmp, "token")
@@ -119,6 +129,7 @@ def main() -> int:
             }
             load_before = os.getloadavg()
             for r in range(a.rounds):
+                floor.append(one_start([sys.executable, "-c", "pass"], [], os.environ.copy())[0])
                 for name in list(setups)[r % 2 :] + list(setups)[: r % 2]:
                     runs[name].append(one_start(*setups[name]))
             load_after = os.getloadavg()
@@ -134,19 +145,24 @@ def main() -> int:
     print(
         f"load average before {', '.join(f'{x:.2f}' for x in load_before)}, after "
         f"{', '.join(f'{x:.2f}' for x in load_after)}; {os.cpu_count()} CPUs; "
-        f"{sys.executable}; nfd-gpu imported from {ROOT} (the child's PYTHONPATH)\n"
+        f"{sys.executable}; nfd-gpu imported from {ROOT} (the child's PYTHONPATH); "
+        f"the floor, python -c pass: {statistics.median(floor) * 1000:.1f} ms CPU median "
+        f"({min(floor) * 1000:.1f}-{max(floor) * 1000:.1f})\n"
     )
     print(
-        "| client configuration | CPU s median (p10-p90) | CPU s max | wall s median "
-        "(unthrottled) | >= s to the first publish at 100m / 250m / 500m / 1000m |"
+        "| client configuration | CPU s median (p10-p90) | CPU s max | CPU / python -c pass "
+        "median (p10-p90) | wall s median (unthrottled) | >= s to the first publish at 100m "
+        "/ 250m / 500m / 1000m |"
     )
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     for name, got in runs.items():
         cpu = sorted(c for c, _ in got)
         wall = sorted(w for _, w in got)
-        p10, p90 = cpu[len(cpu) // 10], cpu[-1 - len(cpu) // 10]
+        ratios = sorted(c / f for (c, _), f in zip(got, floor, strict=True))
+        (p10, p90), (r10, r90) = _spread(cpu), _spread(ratios)
         at = " / ".join(f"{cpu[-1] / limit:.1f}" for limit in (0.1, 0.25, 0.5, 1.0))
         print(f"| {name} | {statistics.median(cpu):.3f} ({p10:.3f}-{p90:.3f}) | {cpu[-1]:.3f} "
+              f"| {statistics.median(ratios):.1f}x ({r10:.1f}-{r90:.1f}) "
               f"| {statistics.median(wall):.3f} | {at} |")  # fmt: skip
     return 0
 
