@@ -19,7 +19,9 @@ import pytest
 from nfd_gpu.agent import Agent
 from nfd_gpu.agent.metrics import Metrics
 from nfd_gpu.config import loader as config
-from nfd_gpu.sinks import Publication, Sink
+from nfd_gpu.features import add_attributes, empty
+from nfd_gpu.sinks import Publication, Sink, SinkError
+from nfd_gpu.sinks.nodefeature import MAX_OBJECT_BYTES, NodeFeatureSink
 from tests.conftest import REPO, fixture_root
 from tests.hostile.test_api_faults import _until, running_agent
 from tests.k8s_api_server import FakeKubeAPI
@@ -104,19 +106,20 @@ def test_request_too_large_is_not_retried(k8s_server: FakeKubeAPI, message: str)
     assert b"(the object: " in body and b" 2 labels (" in body, body  # what fills it
 
 
-def test_object_over_the_byte_limit_is_not_sent(k8s_server: FakeKubeAPI) -> None:
-    import kubernetes
-
-    from nfd_gpu.features import empty
-    from nfd_gpu.sinks import SinkError
-    from nfd_gpu.sinks.nodefeature import NodeFeatureSink
+def _sink(k8s_server: FakeKubeAPI) -> NodeFeatureSink:
+    """A NodeFeature sink on the test API server: no owner references, no watch."""
+    import kubernetes.client
 
     kc = kubernetes.client.Configuration()
     kc.host = k8s_server.url
-    sink = NodeFeatureSink(
+    return NodeFeatureSink(
         node_name="n", namespace="nfd", api_client=kubernetes.client.ApiClient(kc),
         owner_refs=(), watch=False,
     )  # fmt: skip
+
+
+def test_object_over_the_byte_limit_is_not_sent(k8s_server: FakeKubeAPI) -> None:
+    sink = _sink(k8s_server)
     value = "v" * 63
     n = (1 << 20) // 100 + 10  # a little over 1 MiB
     labels = {f"example.com/k{i:06d}-{'x' * 20}": value for i in range(n)}
@@ -136,18 +139,7 @@ def test_an_object_over_1_mib_as_the_server_stores_it_is_not_sent(
 
     The old count, Python's JSON, sent it; etcd refused it (tests/e2e/test_size_refusal.py).
     """
-    import kubernetes.client
-
-    from nfd_gpu.features import empty
-    from nfd_gpu.sinks import SinkError
-    from nfd_gpu.sinks.nodefeature import NodeFeatureSink
-
-    kc = kubernetes.client.Configuration()
-    kc.host = k8s_server.url
-    sink = NodeFeatureSink(
-        node_name="n", namespace="nfd", api_client=kubernetes.client.ApiClient(kc),
-        owner_refs=(), watch=False,
-    )  # fmt: skip
+    sink = _sink(k8s_server)
     features = empty()
     features["attributes"]["gpu.inventory"] = {
         "elements": {f"k{i:06d}": "<" * 300 for i in range(1000)}
@@ -163,18 +155,7 @@ def test_features_grown_past_the_byte_limit_under_the_same_labels_are_not_sent(
     """The labels' size is measured once per label set (hundreds with rules): an object whose
     features grow past the limit while its labels stay is still refused, and the next one
     within the limit is sent."""
-    import kubernetes
-
-    from nfd_gpu.features import add_attributes, empty
-    from nfd_gpu.sinks import SinkError
-    from nfd_gpu.sinks.nodefeature import MAX_OBJECT_BYTES, NodeFeatureSink
-
-    kc = kubernetes.client.Configuration()
-    kc.host = k8s_server.url
-    sink = NodeFeatureSink(
-        node_name="n", namespace="nfd", api_client=kubernetes.client.ApiClient(kc),
-        owner_refs=(), watch=False,
-    )  # fmt: skip
+    sink = _sink(k8s_server)
     labels = {f"example.com/k{i:04d}": "v" * 60 for i in range(MAX_OBJECT_BYTES // 100)}
     assert sink.publish(Publication(labels, empty()))
     big = empty()
