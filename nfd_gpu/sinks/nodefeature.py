@@ -59,6 +59,7 @@ from nfd_gpu.sinks.kubeclient import (
 from nfd_gpu.sinks.nodefeature_size import LabelMeasure, json_size, size_note
 from nfd_gpu.sinks.nodefeature_stale import remove_stale
 from nfd_gpu.sinks.nodefeature_watch import OwnObjectWatch, describe_drift
+from nfd_gpu.sinks.owners import owner_key, owner_references
 
 # the transport's names the sink's users need (GROUP ..., the client) come from here too
 __all__ = [
@@ -88,18 +89,6 @@ def _policy_prefixes() -> tuple[str, ...]:
     These are the ones the profiles write; a key it allows starts with one.
     """
     return tuple(ns + "/" for ns in label_namespaces())
-
-
-def _owner_key(refs: Sequence[Obj]) -> list[tuple[str, str, str, str]]:
-    return sorted(
-        (
-            str(r.get("apiVersion")),
-            str(r.get("kind")),
-            str(r.get("name")),
-            str(r.get("uid")),
-        )
-        for r in refs
-    )
 
 
 class NodeFeatureSink(Sink):
@@ -175,48 +164,11 @@ class NodeFeatureSink(Sink):
     # -- owner references ---------------------------------------------------------------
 
     def _resolve_owner_refs(self) -> list[Obj]:
-        if self._owner_refs is not None:
-            return self._owner_refs
-        refs: list[Obj] = []
-        have_pod = bool(self.pod_name and self.pod_uid)
-        if "pod" in self.owner_ref_kinds and have_pod:
-            refs.append(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "name": self.pod_name,
-                    "uid": self.pod_uid,
-                    "blockOwnerDeletion": False,
-                }
+        if self._owner_refs is None:
+            self._owner_refs = owner_references(
+                self.api, self.owner_ref_kinds, self.pod_name, self.pod_uid
             )
-        if "ds" in self.owner_ref_kinds and have_pod:
-            self.api.connect()
-            try:
-                pod = self.api.own_pod(str(self.pod_name))
-                for ref in pod.get("metadata", {}).get("ownerReferences") or []:
-                    if ref.get("kind") == "DaemonSet" and ref.get("apiVersion") == "apps/v1":
-                        refs.append(
-                            {
-                                "apiVersion": "apps/v1",
-                                "kind": "DaemonSet",
-                                "name": ref["name"],
-                                "uid": ref["uid"],
-                                "blockOwnerDeletion": False,
-                            }
-                        )
-                        break
-            except (ValueError, AttributeError, KeyError, TypeError) as e:
-                log.warning(
-                    "own pod %s: unreadable answer (%s): no DaemonSet owner", self.pod_name, e
-                )
-            except ApiStatus as s:
-                log.warning("own pod %s not readable (%s): no DaemonSet owner", self.pod_name, s)
-            except SinkError as e:
-                if e.transient:
-                    raise
-                log.warning("no DaemonSet owner reference: %s", e)
-        self._owner_refs = refs
-        return refs
+        return self._owner_refs
 
     # -- publish --------------------------------------------------------------------------
 
@@ -526,8 +478,8 @@ def _same_but_state(current: Obj, want: Obj) -> bool:
         current.get("spec") == want["spec"]
         and (meta.get("labels") or {}).get(NODE_NAME_LABEL)
         == want["metadata"]["labels"][NODE_NAME_LABEL]
-        and _owner_key(meta.get("ownerReferences") or [])
-        == _owner_key(want["metadata"]["ownerReferences"])
+        and owner_key(meta.get("ownerReferences") or [])
+        == owner_key(want["metadata"]["ownerReferences"])
     )
 
 

@@ -77,7 +77,6 @@ import json
 import logging
 import math
 import random
-import re
 import socket
 import threading
 import time
@@ -87,6 +86,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nfd_gpu.sinks.kubeclient import COLLECTION_PATH, api_exception, request
+from nfd_gpu.sinks.watchlines import WatchStop, event_head, stream_lines
 
 log = logging.getLogger("nfd_gpu.sinks.nodefeature")
 
@@ -106,7 +106,6 @@ DEFAULT_STALL = 2 * BOOKMARK_PERIOD + 10.0  # silence that ends a stream before 
 STALL_BOOKMARKS = 3.0  # then: silence of this many bookmark gaps
 MIN_STALL = 2.0
 WORKED = 60.0  # a stream that lasted this long (or 1/4 of its duration) was working
-MAX_LINE = 4 * 1024 * 1024  # one event: a NodeFeature is at most ~1.5 MiB in etcd
 
 
 _LIVE: weakref.WeakSet[OwnObjectWatch] = weakref.WeakSet()
@@ -122,10 +121,6 @@ def _stop_all() -> None:
 
 
 atexit.register(_stop_all)
-
-
-class WatchStop(Exception):
-    """The watch was stopped by close or abort."""
 
 
 class Expired(Exception):
@@ -413,7 +408,7 @@ class OwnObjectWatch:
         try:
             if self._stop.is_set():
                 raise WatchStop
-            for line in _lines(resp, self._stop):
+            for line in stream_lines(resp, self._stop):
                 self.heard_at = time.monotonic()
                 if self._event(line, stream):
                     bookmarks = [*bookmarks[-1:], self.heard_at]
@@ -481,10 +476,10 @@ class OwnObjectWatch:
         - Decoding it was ~0.5 ms CPU of each changed pass, for an event the sink ignores.
         - Only the event's type and the object's metadata are decoded here.
         - Any other event is decoded whole, as is any line that does not start as
-          :func:`_head` reads it.
+          :func:`~nfd_gpu.sinks.watchlines.event_head` reads it.
         """
         is_echo = self.is_echo
-        head = None if is_echo is None else _head(line)
+        head = None if is_echo is None else event_head(line)
         if is_echo is None or head is None:
             return False
         rv, name = head[1].get("resourceVersion"), head[1].get("name")
@@ -495,74 +490,6 @@ class OwnObjectWatch:
         if self._unsure:  # the restarted watch's initial state: no re-read
             self._state_known()
         return True
-
-
-_DECODER = json.JSONDecoder()
-_WS = "[ \t\n\r]*"  # JSON's white space
-_SPACE = re.compile(_WS)
-# an ADDED or MODIFIED event up to its object's first key; kube-apiserver writes
-# {"type":"MODIFIED","object":{"apiVersion":...,"kind":...,"metadata":{...},"spec":{...}}}
-# (Go's encoding of a custom resource, an unstructured object: its keys sorted)
-_EVENT_START = re.compile(
-    _WS.join([r"\{", '"type"', ":", '"(ADDED|MODIFIED)"', ",", '"object"', ":", r"\{", ""])
-)
-
-
-def _space(text: str, pos: int) -> int:
-    """The position after JSON white space at ``pos``."""
-    m = _SPACE.match(text, pos)
-    return m.end() if m else pos
-
-
-def _head(line: bytes) -> tuple[str, Obj] | None:
-    """An ADDED or MODIFIED event's type and its object's metadata, decoded alone.
-
-    - The object's keys before ``metadata`` may be ``apiVersion`` and ``kind`` only.
-    - None for any other line, for the caller to decode whole.
-    """
-    try:
-        text = line.decode("utf-8")
-        m = _EVENT_START.match(text)
-        if m is None:
-            return None
-        pos = m.end()
-        for _ in range(3):  # apiVersion, kind, metadata
-            key, pos = _DECODER.raw_decode(text, pos)
-            pos = _space(text, pos)
-            if text[pos : pos + 1] != ":":
-                return None
-            pos = _space(text, pos + 1)
-            value, pos = _DECODER.raw_decode(text, pos)
-            if key == "metadata":
-                return (m.group(1), value) if isinstance(value, dict) else None
-            if key not in ("apiVersion", "kind"):
-                return None
-            pos = _space(text, pos)
-            if text[pos : pos + 1] != ",":
-                return None
-            pos = _space(text, pos + 1)
-    except (UnicodeDecodeError, ValueError):
-        return None
-    return None
-
-
-def _lines(resp: Any, stop: threading.Event) -> Any:
-    """The newline-delimited events of a watch stream."""
-    buf = b""
-    for chunk in resp.stream(65536, decode_content=True):
-        if stop.is_set():
-            raise WatchStop
-        buf += chunk
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            if line.strip():
-                yield line
-        if len(buf) > MAX_LINE:
-            raise RuntimeError(f"watch event larger than {MAX_LINE} bytes")
-    if stop.is_set():
-        raise WatchStop
-    if buf.strip():
-        yield buf
 
 
 def _socket(resp: Any) -> socket.socket | None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from nfd_gpu.sinks import nodefeature_watch
-from nfd_gpu.sinks.nodefeature_watch import _head
+from nfd_gpu.sinks.watchlines import event_head
 from tests.k8s_api_server import FakeKubeAPI
 from tests.sinks.publications import pub
 from tests.sinks.test_sink_nodefeature import NS, make_sink
@@ -30,8 +30,8 @@ OBJ = {
 @pytest.mark.parametrize("kind", ["ADDED", "MODIFIED"])
 def test_the_head_is_the_type_and_the_metadata(kind: str, separators: tuple[str, str]) -> None:
     line = json.dumps({"type": kind, "object": OBJ}, separators=separators).encode()
-    assert _head(line) == (kind, OBJ["metadata"])
-    assert _head(b'{\t"type" : "%s" ,\r\n"object":{ "metadata" :{}}}' % kind.encode()) == (
+    assert event_head(line) == (kind, OBJ["metadata"])
+    assert event_head(b'{\t"type" : "%s" ,\r\n"object":{ "metadata" :{}}}' % kind.encode()) == (
         kind,
         {},
     )
@@ -49,7 +49,7 @@ def test_the_head_is_the_type_and_the_metadata(kind: str, separators: tuple[str,
     ],
 )
 def test_any_other_line_is_decoded_whole(event: dict[str, Any]) -> None:
-    assert _head(json.dumps(event).encode()) is None
+    assert event_head(json.dumps(event).encode()) is None
 
 
 @pytest.mark.parametrize(
@@ -63,7 +63,7 @@ def test_any_other_line_is_decoded_whole(event: dict[str, Any]) -> None:
     ],
 )
 def test_a_broken_line_is_left_to_the_whole_decode(line: bytes) -> None:
-    assert _head(line) is None
+    assert event_head(line) is None
 
 
 def test_the_echo_of_an_own_write_is_not_decoded_and_a_foreign_edit_is(
