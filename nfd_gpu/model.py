@@ -8,10 +8,10 @@ A :class:`Snapshot` is the single input of every labeler.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from nfd_gpu.record import Record
+from nfd_gpu.record import Record, record
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class PcieLink(Record):
     """The PCIe link of a function: negotiated, that is current, and maximum.
 
@@ -64,7 +64,7 @@ class PcieLink(Record):
         return self.lanes_lost > 0
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class PciDevice(Record):
     """One PCI function as sysfs shows it. Ids are lower-case hex without ``0x``."""
 
@@ -101,7 +101,7 @@ class PciDevice(Record):
         return self.physfn is not None
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class Partition(Record):
     """A schedulable slice of a GPU: an NVIDIA MIG device or an AMD partition."""
 
@@ -123,7 +123,7 @@ class Partition(Record):
     engines_ofa: int | None = None
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class NvidiaGpu(Record):
     """NVIDIA facts of a GPU: procfs, NVML, the model table, the vGPU capability.
 
@@ -155,7 +155,7 @@ class NvidiaGpu(Record):
     cuda_answered: bool = False
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class AmdGpu(Record):
     """AMD facts of a GPU: KFD, amdgpu sysfs, the model table. Empty on other vendors'."""
 
@@ -174,7 +174,7 @@ class AmdGpu(Record):
     kfd_vram_mib: int | None = None  # KFD mem_banks/0 size_in_bytes (0 on a VF guest)
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class IntelGpu(Record):
     """Intel facts of a GPU: i915 or xe sysfs, the model table. Empty on other vendors'."""
 
@@ -187,7 +187,7 @@ class IntelGpu(Record):
 HEALTH_STATES = ("unknown", "ok", "no-driver", "degraded", "failed")
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class HealthReason(Record):
     """One fault read on a GPU: what, from where, how much.
 
@@ -203,7 +203,7 @@ class HealthReason(Record):
     severity: str = ""
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class Health(Record):
     """A GPU's health record: its state, the faults behind it and the signals read.
 
@@ -221,7 +221,7 @@ class Health(Record):
         return dataclasses.replace(self, signals=merged, reasons=self.reasons + reasons)
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class Gpu(Record):
     """A physical GPU, or inside a VM the passed-through VF or vGPU.
 
@@ -379,7 +379,7 @@ def gpu_from_dict(d: dict[str, Any]) -> Gpu:
     )
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class VgpuType(Record):
     """A mediated-device type, or vGPU type, a GPU offers: ``mdev_supported_types/<type>``."""
 
@@ -391,7 +391,7 @@ class VgpuType(Record):
     description: str | None = None
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class DeviceNode(Record):
     """A device node under ``dev/``; in fixtures a regular file stands in for it."""
 
@@ -400,7 +400,7 @@ class DeviceNode(Record):
     char_device: bool = False
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class Runtime(Record):
     """Container-runtime facts around the GPUs, from ``nfd_gpu.discovery.runtime``."""
 
@@ -415,7 +415,7 @@ class Runtime(Record):
     devices_ready: bool | None = None  # None: dev/ not visible or no GPU to check
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class Snapshot(Record):
     """Everything one discovery pass found. Immutable; JSON round-trips exactly."""
 

@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
-from dataclasses import dataclass
 
-from nfd_gpu.record import Record
+from nfd_gpu.record import Record, record
 
 NAME_MAX = 63
 PREFIX_MAX = 253
@@ -86,7 +85,7 @@ def sanitize_value(value: str, limit: int = NAME_MAX) -> str:
     return s
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class LabelDoc(Record):
     """One documented label key of a profile: its pattern, values and meaning."""
 

@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from nfd_gpu.health.signals import BY_REASON
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import HealthReason
-from nfd_gpu.record import Record
+from nfd_gpu.record import Record, record
 
 KIND = "nfd-gpu/held-health"
 VERSION = 1
@@ -81,14 +81,14 @@ def on_bus(inst: str) -> bool:
     return not inst.startswith("-")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(slots=False)
 class HeldGpu(Record):
     instance: str  # instance() when it was held
     reasons: tuple[HealthReason, ...]  # its faults other than XIDs
     xids: tuple[int, ...]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(slots=False)
 class HeldState(Record):
     boot_id: str
     node: str = ""  # the node name, where the agent knows it

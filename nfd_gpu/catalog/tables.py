@@ -9,13 +9,12 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from pathlib import Path
 
-from nfd_gpu.record import Record
+from nfd_gpu.record import Record, record
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class ModelInfo(Record):
     vendor: str
     device_id: str

@@ -30,10 +30,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from nfd_gpu.record import Record
+from nfd_gpu.record import Record, record
 
 T = TypeVar("T")
 
@@ -51,7 +50,7 @@ YEAR = 365 * DAY
 Choices = tuple[str, ...] | Callable[[], tuple[str, ...]]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(slots=False)
 class Setting(Record):
     """What a setting shows besides its name, type and default.
 
@@ -139,7 +138,7 @@ _DRY_RUN_DOC = (
 )
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(slots=False)
 class Config(Record):
     """Settings of the agent; see the module docstring. Env is ``NFD_GPU_<UPPER>``."""
 

@@ -27,19 +27,18 @@ GPU records earlier ones built.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Snapshot
-from nfd_gpu.record import Record
+from nfd_gpu.record import Record, record
 
 if TYPE_CHECKING:
     from nfd_gpu.discovery.nvidia.session import NvmlSession
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(slots=False)
 class Context(Record):
     """What one discovery pass reads from, beyond the snapshot built so far."""
 
@@ -51,7 +50,7 @@ class Context(Record):
     nfd_attributes: bool = True
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(slots=False)
 class Source(Record):
     """One discovery step; see the module docstring.
 
@@ -64,7 +63,7 @@ class Source(Record):
     needs: tuple[str, ...] = ()  # GPU vendors that must be present; () = always
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(slots=False)
 class Vendor(Record):
     """One GPU vendor: what the shared steps need to know of it, and its own sources."""
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from nfd_gpu.health.signals import BY_REASON, DEGRADED, FAILED, NO_DRIVER, SIGNALS
 from nfd_gpu.model import HEALTH_STATES, Gpu, Health, HealthReason, Snapshot
-from nfd_gpu.record import Record
+from nfd_gpu.record import Record, record
 
 # XIDs the NVIDIA device plugin does not treat as a GPU fault (application errors: 13
 # graphics engine exception, 31 GPU memory page fault, 43 GPU stopped processing, 45
@@ -38,7 +38,7 @@ BUS_SIGNALS = frozenset(s.signal for s in SIGNALS if s.source in ("PCI", "the ag
 _WORST_FIRST = (FAILED, DEGRADED, NO_DRIVER)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(slots=False)
 class HealthOptions(Record):
     """The thresholds, settings ``health_*`` in docs/health.md; 0 turns a threshold off."""
 

@@ -13,16 +13,14 @@ report is a row here; ``tests/health/test_signals.py`` checks every ``HealthReas
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from nfd_gpu.record import Record
+from nfd_gpu.record import Record, record
 
 FAILED = "failed"
 DEGRADED = "degraded"
 NO_DRIVER = "no-driver"  # a state, not a fault: no driver bound, so nothing GPU-level read
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(slots=False)
 class Signal(Record):
     """One health reason: where it is read, what it means, what to do about it."""
 

@@ -12,12 +12,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nfd_gpu.model import Snapshot
 from nfd_gpu.names import LabelDoc
-from nfd_gpu.record import Record
+from nfd_gpu.record import Record, record
 
 if TYPE_CHECKING:
     from nfd_gpu.labels.nvidia_options import NvidiaOptions
@@ -35,7 +34,7 @@ def table_rows(prefix: str, table: tuple[LabelDoc, ...]) -> list[str]:
     return rows
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(slots=False)
 class LabelOptions(Record):
     """What the user chose for the profiles of one scan."""
 
@@ -44,7 +43,7 @@ class LabelOptions(Record):
     profile_options: tuple[str, ...] = ()  # names of nfd_gpu.labels.options.PROFILE_OPTIONS
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(slots=False)
 class Profile(Record):
     """One label profile; see the module docstring."""
 

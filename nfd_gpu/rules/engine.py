@@ -23,7 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 from nfd_gpu.features import Features
-from nfd_gpu.record import Record
+from nfd_gpu.record import Record, record
 from nfd_gpu.rules.expressions import (
     ExpressionError,
     MatchedElement,
@@ -53,7 +53,7 @@ class RuleEvalError(RuntimeError):
     """A rule that errored while being evaluated; NFD drops that rule."""
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class RuleResult(Record):
     """Output of one rule. ``matched`` False means all maps are empty."""
 
@@ -65,7 +65,7 @@ class RuleResult(Record):
     taints: tuple[dict[str, str], ...] = ()
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(slots=False)
 class RuleOutput(Record):
     """What nfd-master would apply to the node for these rules and features."""
 

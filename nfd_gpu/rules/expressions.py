@@ -22,11 +22,10 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from nfd_gpu.record import Record
+from nfd_gpu.record import Record, record
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +59,7 @@ class ExpressionError(ValueError):
     """A match expression that cannot be evaluated; NFD returns an error."""
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class MatchExpression(Record):
     """One ``{op, value, type}`` expression."""
 
@@ -406,7 +405,7 @@ def instance_predicate(name: str, expr: MatchExpression) -> InstancePredicate:
     return generic
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class CompiledExpressions(Record):
     """A ``matchExpressions`` set compiled once, at rule load time."""
 

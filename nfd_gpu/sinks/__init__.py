@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol, TextIO
 
 from nfd_gpu.features import Features, empty
-from nfd_gpu.record import Record
+from nfd_gpu.record import Record, record
 
 
 class SinkError(Exception):
@@ -31,7 +31,7 @@ class SinkError(Exception):
         self.transient = transient
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(slots=False)
 class Publication(Record):
     """What one pass publishes."""
 
@@ -154,7 +154,7 @@ def no_values(_values: Mapping[str, Any]) -> dict[str, Any]:
     return {}
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(slots=False)
 class Output(Record):
     """One ``--output``: how its sink is built and what it asks of the configuration.
 

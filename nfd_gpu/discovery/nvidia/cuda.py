@@ -22,18 +22,17 @@ Where the answers come from, in order:
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
 from typing import Any
 
 from nfd_gpu.host import HostRoot
-from nfd_gpu.record import Record
+from nfd_gpu.record import Record, record
 
 CUDA_RECORDING = "cuda.json"
 CC_MAJOR, CC_MINOR = 75, 76  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
 _NAME_LEN = 96  # GFD's buffer (internal/cuda/cuda.go DeviceGetName)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(slots=False)
 class CudaDevice(Record):
     name: str | None = None
     total_mem: int | None = None  # bytes
@@ -41,7 +40,7 @@ class CudaDevice(Record):
     compute_minor: int | None = None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(slots=False)
 class CudaFacts(Record):
     driver_version: int | None  # cuDriverGetVersion: 1000 * major + 10 * minor
     devices: tuple[CudaDevice, ...]

@@ -8,15 +8,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from nfd_gpu.model import HealthReason, Partition
-from nfd_gpu.record import Record
+from nfd_gpu.record import Record, record
 
 NVML_RECORDING = "nvml.json"  # an NVML recording at the root of a fixture or capture
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class GpuFacts(Record):
     """What the NVIDIA driver says about one GPU; None means unknown."""
 
@@ -38,7 +38,7 @@ class GpuFacts(Record):
     source: str = ""  # where these facts came from, when not the NvidiaFacts' source
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class NvidiaFacts(Record):
     source: str  # "procfs" | "nvml"
     driver_version: str | None = None

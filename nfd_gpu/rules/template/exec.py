@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nfd_gpu.record import Record
+from nfd_gpu.record import Record, record
 from nfd_gpu.rules.template.funcs import ARITY, FUNCTIONS
 from nfd_gpu.rules.template.limits import (
     MAX_OUTPUT_SIZE,
@@ -88,7 +88,7 @@ class _State:
         raise TemplateError(f"line {line}: undefined variable {name!r}")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(slots=False)
 class Template(Record):
     """A parsed template; ``execute(data)`` returns the output text."""
 

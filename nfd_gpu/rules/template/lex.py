@@ -12,10 +12,9 @@ Line numbers are kept for the error messages.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
-from nfd_gpu.record import Record
+from nfd_gpu.record import Record, record
 from nfd_gpu.rules.template.limits import TemplateError
 
 _SPACE = " \t\r\n"
@@ -26,7 +25,7 @@ _NUMBER_RE = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class Token(Record):
     kind: str  # field var ident string number char ( ) | , := = dot
     value: Any
@@ -34,13 +33,13 @@ class Token(Record):
     spaced: bool  # whitespace before the token
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class Text(Record):
     text: str
     line: int
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@record()
 class Action(Record):
     tokens: tuple[Token, ...]
     line: int
