@@ -42,7 +42,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from nfd_gpu.catalog.families import nvidia_family
 from nfd_gpu.labels import nvidia_tegra, nvidia_vfio
@@ -53,6 +52,7 @@ from nfd_gpu.labels.nvidia_vgpu import vgpu_labels
 from nfd_gpu.labels.profile import Profile, in_table, table_rows
 from nfd_gpu.model import Gpu, Partition, Snapshot
 from nfd_gpu.names import LabelDoc
+from nfd_gpu.record import Record, record
 
 PREFIX = "nvidia.com"
 _KEEP = re.compile(r"[^A-Za-z0-9_. -]")
@@ -200,8 +200,8 @@ def product_model(gpus: list[Gpu]) -> str:
     return sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
 
 
-@dataclass(frozen=True)
-class _LabelerInputs:
+@record(slots=False)
+class _LabelerInputs(Record):
     """What the labelers of one labelling pass share."""
 
     snap: Snapshot

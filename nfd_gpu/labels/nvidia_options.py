@@ -11,14 +11,16 @@ The profile, :mod:`nfd_gpu.labels.nvidia`, reads them and re-exports the names.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from nfd_gpu.record import Record, record
 
 GFD_MIG_STRATEGIES = ("none", "single", "mixed")  # GFD's --mig-strategy; none: its default
 MIG_STRATEGIES = ("auto", *GFD_MIG_STRATEGIES)  # auto: nfd-gpu's own (the profile's docstring)
 
 
-@dataclass(frozen=True)
-class NvidiaOptions:
+@record(slots=False)
+class NvidiaOptions(Record):
     """Options of the nvidia profile: MIG strategy and the device plugin's sharing config.
 
     - ``mig_strategy``: ``none``, ``single`` and ``mixed`` behave as GFD's ``--mig-strategy``.

@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from nfd_gpu.record import Record, record
 from nfd_gpu.rules.model import Rule, RuleObject
 from nfd_gpu.rules.yamldocs import YAML_LOADER, constructed
 
@@ -71,8 +72,8 @@ def _navigate(root: Any, path: Path_, last: bool = False) -> Any:
     return node
 
 
-@dataclass(frozen=True, slots=True)
-class _Marks:
+@record()
+class _Marks(Record):
     """A rules list of the full parse: its rules' line starts, its end, its dash column."""
 
     starts: tuple[int, ...]
@@ -124,8 +125,8 @@ def doc_marks(root: Any, text: str) -> tuple[int, dict[Path_, _Marks]] | None:
     return root.start_mark.index, found
 
 
-@dataclass(frozen=True, slots=True)
-class _List:
+@record()
+class _List(Record):
     obj: int  # index of its RuleObject
     root: int  # line start of its document
     first: int  # its first chunk
@@ -134,8 +135,8 @@ class _List:
     path: Path_  # below the document root
 
 
-@dataclass(frozen=True, slots=True)
-class Outline:
+@record()
+class Outline(Record):
     """A valid version's chunks (module docstring), its rule objects and warnings."""
 
     strict: bool

@@ -6,10 +6,10 @@ as rules/engine.py makes it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from nfd_gpu.features import Features
+from nfd_gpu.record import Record, record
 from nfd_gpu.rules import engine
 from nfd_gpu.rules.engine import (
     RULE_MATCHED,
@@ -30,8 +30,8 @@ from nfd_gpu.rules.template.nodes import ActionNode, FieldNode, IdentifierNode, 
 Input = tuple[str, "frozenset[str] | None"]
 
 
-@dataclass(frozen=True, slots=True)
-class _Step:
+@record()
+class _Step(Record):
     """One rule in execution order, with what its result depends on."""
 
     obj: Any  # RuleObject

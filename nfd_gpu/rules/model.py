@@ -6,6 +6,7 @@ import itertools
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
+from nfd_gpu.record import Record, record
 from nfd_gpu.rules.expressions import CompiledExpressions, MatchExpression, compile_expressions
 from nfd_gpu.rules.template import Template, TemplateError
 
@@ -62,8 +63,8 @@ _TERMS: dict[
 ] = {}
 
 
-@dataclass(frozen=True, slots=True)
-class Taint:
+@record()
+class Taint(Record):
     key: str
     value: str
     effect: str
@@ -78,8 +79,8 @@ class Taint:
 CompiledTemplate = Template | TemplateError | None
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
+@record()
+class Rule(Record):
     """One rule of ``spec.rules``.
 
     A template that failed to parse is kept as the error, only in non-strict loading. It is
@@ -98,8 +99,8 @@ class Rule:
     match_any: tuple[tuple[Term, ...], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class RuleObject:
+@record()
+class RuleObject(Record):
     """One NodeFeatureRule object, named by ``metadata.name``, from ``source``."""
 
     name: str
@@ -137,7 +138,7 @@ def _seen_elements(objects: tuple[RuleObject, ...]) -> dict[str, frozenset[str]]
     return {k: ALL_NAMES if v is None else frozenset(v) for k, v in seen.items()}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)  # not a record: _seen is left out of eq, hash and repr
 class RuleSet:
     """All loaded rule objects; ``evaluate`` runs them sorted by name."""
 

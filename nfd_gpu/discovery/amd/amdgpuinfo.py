@@ -19,19 +19,19 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
-from dataclasses import dataclass
 from typing import Any
 
 from nfd_gpu.discovery.pciaddr import canonical
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Gpu, Snapshot
+from nfd_gpu.record import Record, record
 
 MODULE = "pyamdgpuinfo"
 
 
-@dataclass(frozen=True, slots=True)
-class AmdgpuInfo:
+@record()
+class AmdgpuInfo(Record):
     pci_slot: str
     name: str | None
     vram_bytes: int | None

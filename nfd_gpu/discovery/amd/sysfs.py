@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from nfd_gpu.catalog import tables
 from nfd_gpu.discovery.pciaddr import PciAddress
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import AmdGpu, Gpu, Partition, Snapshot
+from nfd_gpu.record import Record, record
 
 KFD_NODES = "sys/class/kfd/kfd/topology/nodes"
 Slot = tuple[int, int, int] | None  # (domain, bus, device) of an address, None for junk
@@ -95,8 +95,8 @@ def parse_partition_mode(text: str | None) -> str | None:
     return word if word.isalnum() else None
 
 
-@dataclass(frozen=True, slots=True)
-class KfdNode:
+@record()
+class KfdNode(Record):
     """One KFD GPU node: a whole GPU, or one partition of it."""
 
     node: int

@@ -34,6 +34,7 @@ from typing import Any
 
 from nfd_gpu.discovery.nvidia.facts import NVML_RECORDING, NvidiaFacts
 from nfd_gpu.host import HostRoot
+from nfd_gpu.record import Record, record
 
 NVML_MODES = ("auto", "on", "off")
 
@@ -42,8 +43,8 @@ class NvmlRequired(Exception):
     """``--nvml on`` and NVML could not be used; the message is one line."""
 
 
-@dataclasses.dataclass(frozen=True)
-class _Cached:
+@record(slots=False)
+class _Cached(Record):
     key: tuple[Any, ...]
     facts: NvidiaFacts
 
