@@ -4,9 +4,10 @@
   one byte at a time could hold it forever. Its deadline cuts its connections.
 - A ``threading.Timer`` per request started and ended a thread for each: ~0.2 ms CPU of
   every write, on every node.
-- Here one daemon thread serves them all, started on first use. It sleeps until the
-  earliest armed deadline, and not at all while none is armed.
-- An entry disarmed before its time is dropped when it comes to the front, unrun.
+- Here one daemon thread serves them all, started on first use (again, should it have
+  ended). It sleeps until the earliest entry's time, without end while there is none.
+- An entry disarmed before its time is dropped, unrun, when its time comes: one wake-up
+  per request, never a poll.
 """
 
 from __future__ import annotations
@@ -50,9 +51,10 @@ class Deadlines:
         with self._cond:
             earliest = not self._heap or entry.at < self._heap[0][0]
             heapq.heappush(self._heap, (entry.at, next(self._order), entry))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="api-deadlines", daemon=True)
-                self._thread.start()
+            if self._thread is None or not self._thread.is_alive():
+                thread = threading.Thread(target=self._run, name="api-deadlines", daemon=True)
+                thread.start()  # may raise (no thread can start): the request is not sent
+                self._thread = thread
             elif earliest:  # the thread sleeps until a later one, or without end
                 self._cond.notify()
         return entry

@@ -96,14 +96,16 @@ def client_modules() -> Any:
     with lazypkg.LOCK:
         for pkg in LAZY_PACKAGES:
             lazypkg.lazy_package(pkg)
-        lazypkg.lazy_package(*URLLIB3_HTTP2)
-        from kubernetes.client.configuration import Configuration
-        from kubernetes.client.exceptions import ApiException
-        from kubernetes.client.rest import RESTClientObject
-        from kubernetes.config.config_exception import ConfigException
-        from kubernetes.config.incluster_config import load_incluster_config
-
-        lazypkg.attach(URLLIB3_HTTP2[0])  # urllib3 is imported now
+        with contextlib.suppress(ImportError):  # urllib3 < 2.3 has no HTTP/2 package
+            lazypkg.lazy_package(*URLLIB3_HTTP2)
+        try:
+            from kubernetes.client.configuration import Configuration
+            from kubernetes.client.exceptions import ApiException
+            from kubernetes.client.rest import RESTClientObject
+            from kubernetes.config.config_exception import ConfigException
+            from kubernetes.config.incluster_config import load_incluster_config
+        finally:
+            lazypkg.attach(URLLIB3_HTTP2[0])  # urllib3 is imported now (if it imports)
 
     def load_kube_config(**kwargs: Any) -> None:
         # requests-oauthlib and the exec provider: only for a kubeconfig file

@@ -151,9 +151,6 @@ class NodeFeatureSink(Sink):
         self._drifts = 0  # drift reports so far: one during a publish outlives its confirm
         self._repaired: str | None = None  # the last repair, for take_repair()
         self._own_rvs: list[str] = []  # resourceVersions of the last writes (their echoes)
-        # a write is on its way: its echo may come on the watch before its answer
-        self._writing = False
-        self._written = threading.Condition(self._lock)  # notified when it is over
 
     def abort(self) -> None:
         """Stop now, on SIGTERM: cut in-flight requests; later calls fail at once."""
@@ -262,15 +259,10 @@ class NodeFeatureSink(Sink):
             callback()
 
     def _own_write(self, rv: str) -> bool:
-        """From the watch thread: whether ``rv`` is one of the agent's own writes.
-
-        An event while a write is on its way is most often its echo, come before the
-        write's answer with the version: that answer is waited for, at most the
-        request's deadline.
-        """
+        """From the watch thread: whether ``rv`` is one of the agent's own writes, as far as
+        their answers came. An echo that comes first is decoded whole, as any other event:
+        waiting for the answer would apply a foreign edit seen meanwhile after the write."""
         with self._lock:
-            if rv not in self._own_rvs:
-                self._written.wait_for(lambda: not self._writing, self.api.timeout)
             return rv in self._own_rvs
 
     def degraded(self) -> str | None:
@@ -346,19 +338,13 @@ class NodeFeatureSink(Sink):
         if current is not None and self._matches(current, want):
             self._confirm(None, basis)
             return False
-        with self._lock:
-            self._writing = True
         try:
             answer, basis = self._write(want)
-            self._confirm(answer, basis)
         except TooLarge as e:  # the server's refusal, with what fills the object
             refusal = TooLarge(f"{e} (the object: {size_note(want)})")
             self._too_large = (want["spec"], refusal)
             raise refusal from e
-        finally:
-            with self._lock:
-                self._writing = False
-                self._written.notify_all()
+        self._confirm(answer, basis)
         return answer is not None
 
     def _check_size(self, want: Obj) -> None:

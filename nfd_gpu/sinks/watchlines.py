@@ -38,6 +38,9 @@ def event_head(line: bytes) -> tuple[str, Obj] | None:
 
     - The object's keys before ``metadata`` may be ``apiVersion`` and ``kind`` only.
     - None for any other line, for the caller to decode whole.
+    - Only the head is read: what follows the metadata is not checked (a full decode would
+      refuse a line cut there, or take a repeated key's last value). The watch leaves
+      undecoded only an event with the agent's own resourceVersion.
     """
     try:
         text = line.decode("utf-8")

@@ -50,3 +50,22 @@ def test_one_thread_serves_every_request_and_a_failing_callback_does_not_end_it(
     d.arm(0.03, done.set)
     assert done.wait(5)
     assert "callback failed" in caplog.text
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_thread_that_ended_is_started_again() -> None:
+    """A callback raising past ``Exception`` (SystemExit) ends the thread; the next deadline
+    armed starts another, so no later request goes without its deadline."""
+    d = Deadlines()
+
+    def leave() -> None:
+        raise SystemExit
+
+    d.arm(0.01, leave)
+    deadline = time.monotonic() + 5
+    while d._thread is not None and d._thread.is_alive():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    done = threading.Event()
+    d.arm(0.01, done.set)
+    assert done.wait(5)
