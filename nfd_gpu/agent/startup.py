@@ -9,7 +9,6 @@ import contextlib
 import logging
 import os
 import stat
-import sys
 
 from nfd_gpu import __version__
 from nfd_gpu.config.loader import Config
@@ -41,9 +40,7 @@ def nvml_state(mode: str, root: str) -> str:
     if st is not None and stat.S_ISREG(st.st_mode):
         return f"{mode}: replay {os.path.join(root, NVML_RECORDING)}"
 
-    # without the shared library nvmlInit cannot succeed: pynvml is not imported to say so
-    # (on a node without NVIDIA's driver, ~30 ms CPU of the start-up for this line)
-    missing = None if "pynvml" in sys.modules else nvml.library_error()
+    missing = nvml.unusable()
     if missing is not None:
         return f"{mode}: library unavailable ({missing})"
     lib = nvml.load_library()

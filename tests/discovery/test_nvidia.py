@@ -125,7 +125,7 @@ def test_missing_shared_library_skips_the_pynvml_import(monkeypatch: pytest.Monk
     assert nvml.query() is None
     assert "pynvml" not in sys.modules
     monkeypatch.setattr(nvml, "NVML_SONAME", "libc.so.6")  # a library that opens
-    assert nvml.library_present()
+    assert nvml.library_error() is None
 
 
 def test_not_supported_is_absent(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,7 +17,7 @@ from nfd_gpu.sinks.nodefeature_watch import OwnObjectWatch
 from nfd_gpu.sinks.watchlines import event_head
 from tests.k8s_api_server import FakeKubeAPI
 from tests.sinks.publications import pub
-from tests.sinks.test_sink_nodefeature import NS, make_sink
+from tests.sinks.test_sink_nodefeature import NS, _evil, make_sink
 
 OBJ = {
     "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
@@ -118,11 +118,7 @@ def test_a_foreign_edit_after_the_agent_s_writes_is_seen_and_repaired(
             assert time.monotonic() < deadline, "the echo did not come"
             time.sleep(0.01)
         assert not woke.is_set()  # the echo is no drift, decoded or not
-
-        def evil(obj: dict[str, Any]) -> None:
-            obj["spec"]["labels"]["gpu.feature.node.kubernetes.io/count"] = "99"
-
-        k8s_server.edit(NS, "nfd-gpu-node-a", evil)
+        k8s_server.edit(NS, "nfd-gpu-node-a", _evil)
         assert woke.wait(5)
         assert sink.publish(pub(4)) is True
         assert "count=99 (want 4)" in (sink.take_repair() or "")

@@ -91,15 +91,6 @@ def profile_name(g: int, c: int, gb: int, suffix: str) -> str:
 NVML_SONAME = "libnvidia-ml.so.1"
 
 
-def library_present() -> bool:
-    """Tell whether the NVML shared library opens.
-
-    Without it ``nvmlInit`` fails. So ``pynvml`` is not imported to find out:
-    it is 5,000 lines, which import ctypes.util, shutil, tempfile, ... (~30 ms CPU).
-    """
-    return library_error() is None
-
-
 def library_error() -> str | None:
     """Why the NVML shared library does not open (the loader's words); None when it does."""
     try:
@@ -107,6 +98,17 @@ def library_error() -> str | None:
     except OSError as e:
         return " ".join(str(e).split()) or f"{NVML_SONAME} does not open"
     return None
+
+
+def unusable() -> str | None:
+    """Why ``nvmlInit`` cannot succeed, told without importing ``pynvml``; None if it may.
+
+    - Without the NVML shared library ``nvmlInit`` fails, so ``pynvml`` is not imported
+      to find out: it is 5,000 lines, which import ctypes.util, shutil, tempfile, ...
+      (~30 ms CPU on every node without NVIDIA's driver).
+    - A ``pynvml`` imported already (a test's fake, or the real one) is asked as it is.
+    """
+    return None if "pynvml" in sys.modules else library_error()
 
 
 def load_library() -> ModuleType | None:
@@ -180,7 +182,7 @@ def query(lib: ModuleType | None = None) -> NvidiaFacts | None:
     Raises :class:`InitFailed` when ``nvmlInit`` fails with the library there.
     """
     if lib is None:
-        if "pynvml" not in sys.modules and not library_present():
+        if unusable() is not None:
             return None  # nvmlInit could not succeed
         lib = load_library()
         if lib is None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import sys
 from types import ModuleType
 from typing import Any
 
@@ -120,9 +119,7 @@ class NvmlSession:
         from nfd_gpu.discovery.nvidia import nvml  # lazy: the NVML adapter (ctypes) only when asked
 
         if self._lib is None:
-            # no shared library, no nvmlInit: pynvml is not imported to find that out
-            # (~30 ms of the agent's first pass on a node without NVIDIA's driver)
-            missing = None if self._explicit or "pynvml" in sys.modules else nvml.library_error()
+            missing = None if self._explicit else nvml.unusable()
             if missing is not None:
                 return self._unavailable(host, procfs, f"nvmlInit: {missing}")
             lib = self._explicit or nvml.load_library()
