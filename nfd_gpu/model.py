@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from nfd_gpu.record import Record, record
+from nfd_gpu.record import Record, record, replace
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -218,7 +218,7 @@ class Health(Record):
     def read(self, signals: tuple[str, ...], reasons: tuple[HealthReason, ...] = ()) -> Health:
         """Return this record with more signals read and faults found; judging sets the state."""
         merged = tuple(sorted(set(self.signals) | set(signals)))
-        return dataclasses.replace(self, signals=merged, reasons=self.reasons + reasons)
+        return replace(self, signals=merged, reasons=self.reasons + reasons)
 
 
 @record()
@@ -504,4 +504,4 @@ def _load_runtime(d: dict[str, Any] | None) -> Runtime | None:
         return None
     nodes = tuple(_load(DeviceNode, x) for x in d.get("device_nodes", ()))
     rest = {k: v for k, v in d.items() if k != "device_nodes"}
-    return dataclasses.replace(_load(Runtime, rest), device_nodes=nodes)
+    return replace(_load(Runtime, rest), device_nodes=nodes)

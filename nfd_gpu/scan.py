@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 from collections import Counter
@@ -24,6 +23,7 @@ from nfd_gpu.labels.registry import DEFAULT, PROFILES
 from nfd_gpu.labels.registry import known as known_profiles
 from nfd_gpu.labels.validate import filter_labels
 from nfd_gpu.model import Snapshot
+from nfd_gpu.record import replace
 
 if TYPE_CHECKING:
     from nfd_gpu.labels.nvidia import NvidiaOptions
@@ -74,7 +74,7 @@ def discover(
     for source in sources:
         if wanted(source, snap):
             snap = source.discover(ctx, snap)
-    return dataclasses.replace(snap, warnings=tuple(host.warnings))
+    return replace(snap, warnings=tuple(host.warnings))
 
 
 def label(

@@ -18,7 +18,6 @@ A pass runs:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import random
@@ -47,6 +46,7 @@ from nfd_gpu.config.loader import Config, split_address
 from nfd_gpu.config.sharing import nvidia_options
 from nfd_gpu.discovery.nvidia.session import NvmlSession
 from nfd_gpu.labels.nvidia import NvidiaOptions
+from nfd_gpu.record import replace
 from nfd_gpu.scan import RuleOutputs, ScanResult, run_scan
 from nfd_gpu.sinks import Publication, Sink, SinkError
 
@@ -485,7 +485,7 @@ class Agent:
         except OSError as e:
             log.error("metrics: cannot listen on %s: %s; staying on %s",
                       self.cfg.metrics_address, e.strerror or e, old_address)  # fmt: skip
-            self.cfg = dataclasses.replace(self.cfg, metrics_address=old_address)
+            self.cfg = replace(self.cfg, metrics_address=old_address)
             with contextlib.suppress(OSError):
                 self.start_metrics()
 

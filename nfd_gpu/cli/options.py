@@ -4,7 +4,7 @@
 - ``scan`` and ``snapshot`` name theirs with :func:`scan_option`. It reads
   ``NFD_GPU_<KEY>`` through click.
 - Both are :class:`SettingsCommand`. The ``{default}`` and ``{choices}`` placeholders of
-  their help texts are filled when the options are first listed.
+  their help texts are filled when a help or a shell completion first lists the options.
 - So starting the CLI, as ``nfd-gpu version``, loads no label code.
 """
 
@@ -26,12 +26,21 @@ class SettingsCommand(TyperCommand):
 
     filled = False
 
-    def get_params(self, ctx: Any) -> list[Any]:
+    def fill_help(self) -> None:
+        """Write the placeholders of the options' help texts in, once.
+
+        - Only a help or a shell completion reads them.
+        - Some choices are another module's: ``--profile``'s load the profile registry.
+        """
         if not self.filled:
             self.filled = True
             for p in self.params:
                 if isinstance(p, TyperOption) and p.name in SETTINGS and p.help:
                     p.help = fill(p.help, p.name)
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        if ctx.resilient_parsing:  # shell completion, whose zsh and fish show the help
+            self.fill_help()
         return super().get_params(ctx)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
@@ -42,6 +51,7 @@ class SettingsCommand(TyperCommand):
         - The help names each variable as click does scan's.
         - They are set on the options only while the help is written.
         """
+        self.fill_help()
         shown = []
         for p in self.params:
             if isinstance(p, TyperOption) and p.envvar is None:

@@ -16,7 +16,6 @@ Every key is documented in ``docs/configuration.md``, generated from the same de
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections.abc import Mapping
@@ -34,6 +33,7 @@ from nfd_gpu.config.settings import (
 from nfd_gpu.health import HealthOptions
 from nfd_gpu.labels.options import check
 from nfd_gpu.names import PREFIX_MAX, is_dns1123_label, is_dns1123_subdomain
+from nfd_gpu.record import replace
 from nfd_gpu.sinks.kubeclient import NODE_NAME_MAX
 from nfd_gpu.sinks.nodefeature import hostname_node_name
 from nfd_gpu.sinks.registry import chosen
@@ -236,6 +236,6 @@ def load(
         values[k] = _coerce(k, v, "flag")
     for output in chosen(values.get("outputs", Config.outputs)):  # what it fills in
         values.update(output.fill(values))
-    cfg = dataclasses.replace(Config(), **values)
+    cfg = replace(Config(), **values)
     _validate(cfg)
     return cfg

@@ -17,7 +17,6 @@ processing accelerator, 0x12, and that is identified as a GPU:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 
 from nfd_gpu.catalog import tables
@@ -25,6 +24,7 @@ from nfd_gpu.discovery.passthrough import is_passthrough_driver
 from nfd_gpu.discovery.pciids import PciIds, marketing_part
 from nfd_gpu.discovery.source import Context, Source, Vendor
 from nfd_gpu.model import Gpu, PciDevice, Snapshot
+from nfd_gpu.record import replace
 
 
 def is_gpu_function(dev: PciDevice, gpu_vendors: Mapping[str, Vendor]) -> bool:
@@ -169,6 +169,6 @@ def source(gpu_vendors: Mapping[str, Vendor]) -> Source:
         ids = PciIds(ctx.host)
         vfs_of = vfs_by_pf(vfs)
         gpus = tuple(build_gpu(d, vfs_of(d), ids, gpu_vendors[d.vendor]) for d in gpu_fns)
-        return dataclasses.replace(snap, gpus=gpus, nvswitches=tuple(switches))
+        return replace(snap, gpus=gpus, nvswitches=tuple(switches))
 
     return Source("gpus", run)

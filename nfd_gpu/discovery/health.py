@@ -22,13 +22,12 @@ The vendors' own signals are read by their sources: NVML, ``amd/ras.py``,
 
 from __future__ import annotations
 
-import dataclasses
-
 from nfd_gpu.discovery.pci import upstream_port
 from nfd_gpu.discovery.pciaddr import PciAddress
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Gpu, HealthReason, Snapshot
+from nfd_gpu.record import replace
 
 AER_FILES: tuple[tuple[str, str, str], ...] = (
     ("aer_dev_fatal", "TOTAL_ERR_FATAL", "aer-fatal"),
@@ -92,7 +91,7 @@ def _aer(host: HostRoot, g: Gpu) -> Gpu:
         signals.append("sysfs.aer")
         if n > 0:
             faults.append(HealthReason(reason, "sysfs", n))
-    return dataclasses.replace(g, health=g.health.read(tuple(signals), tuple(faults)))
+    return replace(g, health=g.health.read(tuple(signals), tuple(faults)))
 
 
 def _link(g: Gpu) -> Gpu:
@@ -101,7 +100,7 @@ def _link(g: Gpu) -> Gpu:
         return g
     lost = lk.lanes_lost
     fault = (HealthReason("pcie-width", "sysfs", lost),) if lost > 0 else ()
-    return dataclasses.replace(g, health=g.health.read(("sysfs.pcie-link",), fault))
+    return replace(g, health=g.health.read(("sysfs.pcie-link",), fault))
 
 
 NO_DRIVER = HealthReason("no-driver", "sysfs")
@@ -115,12 +114,12 @@ def _driver(g: Gpu) -> Gpu:
     """
     if g.driver is not None or PciAddress.parse(g.address) is None:
         return g
-    return dataclasses.replace(g, health=g.health.read(("sysfs.driver",), (NO_DRIVER,)))
+    return replace(g, health=g.health.read(("sysfs.driver",), (NO_DRIVER,)))
 
 
 def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
     gpus = tuple(_driver(_link(_aer(ctx.host, g))) for g in snap.gpus)
-    return dataclasses.replace(snap, gpus=gpus)
+    return replace(snap, gpus=gpus)
 
 
 SOURCE = Source("health", _discover)

@@ -17,12 +17,11 @@ A GPU still without a family is unknown to nfd-gpu:
 
 from __future__ import annotations
 
-import dataclasses
-
 from nfd_gpu.catalog import tables
 from nfd_gpu.catalog.families import amd_family, nvidia_family
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.model import Gpu, Snapshot
+from nfd_gpu.record import replace
 
 REPORT_HOWTO = (
     "please report it with these ids and the output of `nfd-gpu snapshot DIR` "
@@ -50,7 +49,7 @@ def with_family(g: Gpu) -> Gpu:
     if found is None:
         return g
     family, source = found
-    return dataclasses.replace(g, family=family, provenance={**g.provenance, "family": source})
+    return replace(g, family=family, provenance={**g.provenance, "family": source})
 
 
 def ids(g: Gpu) -> str:
@@ -84,7 +83,7 @@ def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
     gpus = tuple(with_family(g) for g in snap.gpus)
     for line in unknown_warnings(gpus):
         ctx.host.warn(line)
-    return dataclasses.replace(snap, gpus=gpus)
+    return replace(snap, gpus=gpus)
 
 
 SOURCE = Source("identify", _discover)

@@ -13,7 +13,6 @@ So it is read first; the individual attribute files are the fallback.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
 from collections.abc import Collection
@@ -22,6 +21,7 @@ from nfd_gpu.discovery.passthrough import is_vfio_driver
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import PciDevice, PcieLink, Snapshot
+from nfd_gpu.record import replace
 
 PCI_DEVICES = "sys/bus/pci/devices"
 
@@ -292,7 +292,7 @@ def _with_gpu_attributes(host: HostRoot, base: str, basic: PciDevice) -> PciDevi
     drm: tuple[str, ...] = ()
     if basic.class_id[:2] in ("03", "12"):
         drm = tuple(n for n in host.listdir(f"{base}/drm") if n.startswith(("card", "render")))
-    return dataclasses.replace(
+    return replace(
         basic,
         revision=_hex_attr(host, f"{base}/revision", 2) or "",
         numa_node=numa if numa is not None and numa >= 0 else None,
@@ -412,6 +412,6 @@ def source(gpu_vendor_ids: Collection[str]) -> Source:
 
     def run(ctx: Context, snap: Snapshot) -> Snapshot:
         pci = discover(ctx.host, gpu_vendor_ids, ctx.nfd_attributes)
-        return dataclasses.replace(snap, pci=pci)
+        return replace(snap, pci=pci)
 
     return Source("pci", run)

@@ -43,7 +43,6 @@ What each vendor's containers need is its ``Vendor``'s to say, in discovery/sour
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import stat
 
@@ -51,6 +50,7 @@ from nfd_gpu.discovery.passthrough import is_vfio_driver
 from nfd_gpu.discovery.source import Context, Source, Vendor
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import DeviceNode, Gpu, PciDevice, Runtime, Snapshot
+from nfd_gpu.record import replace
 
 NVIDIA_TOOLKIT_CONFIG = "etc/nvidia-container-runtime/config.toml"
 NVIDIA_BINARIES = ("usr/bin/nvidia-container-runtime", "usr/bin/nvidia-ctk")
@@ -276,6 +276,6 @@ def source(vendors: dict[str, Vendor]) -> Source:
     known = tuple(vendors.values())
 
     def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
-        return dataclasses.replace(snap, runtime=discover(ctx.host, snap.gpus, snap.pci, known))
+        return replace(snap, runtime=discover(ctx.host, snap.gpus, snap.pci, known))
 
     return Source("runtime", _discover)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
 
 from nfd_gpu.discovery.source import Context, Source, Vendor
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Snapshot
+from nfd_gpu.record import replace
 
 
 def gpu_modules(vendors: Iterable[Vendor]) -> tuple[str, ...]:
@@ -99,7 +99,7 @@ def versions(gpu_vendors: Mapping[str, Vendor]) -> Source:
     modules = gpu_modules(gpu_vendors.values())
 
     def run(ctx: Context, snap: Snapshot) -> Snapshot:
-        return dataclasses.replace(
+        return replace(
             snap,
             driver_versions=module_versions(ctx.host, modules),
             driver_src_versions=module_versions(ctx.host, modules, "srcversion"),
@@ -126,7 +126,7 @@ def vendor_versions(gpu_vendors: Mapping[str, Vendor]) -> Source:
             version = next((modules[d] for d in v.drivers if modules.get(d)), None)
             if v.name in present and version:
                 found[v.name] = version
-        return dataclasses.replace(snap, vendor_driver_versions=found)
+        return replace(snap, vendor_driver_versions=found)
 
     return Source("driver-versions", run)
 
@@ -137,7 +137,7 @@ def source(gpu_vendors: Mapping[str, Vendor]) -> Source:
 
     def run(ctx: Context, snap: Snapshot) -> Snapshot:
         loaded = loaded_modules(ctx.host)
-        return dataclasses.replace(
+        return replace(
             snap,
             loaded_modules=loaded,
             builtin_modules=builtin_modules(ctx.host, modules, loaded),

@@ -9,11 +9,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Gpu, Snapshot, VgpuType
+from nfd_gpu.record import replace
 
 PASSTHROUGH_MODES = ("pf-passthrough",)
 
@@ -61,14 +60,14 @@ def apply(gpus: tuple[Gpu, ...], types: tuple[VgpuType, ...]) -> tuple[Gpu, ...]
     for g in gpus:
         if g.address in parents and g.mode not in PASSTHROUGH_MODES:
             provenance = {**g.provenance, "mode": "sysfs"}
-            g = dataclasses.replace(g, mode="vgpu-host", provenance=provenance)
+            g = replace(g, mode="vgpu-host", provenance=provenance)
         out.append(g)
     return tuple(out)
 
 
 def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
     types = read_types(ctx.host, snap.gpus)
-    return dataclasses.replace(snap, gpus=apply(snap.gpus, types), vgpu_types=types)
+    return replace(snap, gpus=apply(snap.gpus, types), vgpu_types=types)
 
 
 SOURCE = Source("vgpu", _discover)

@@ -13,13 +13,12 @@ documented there.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from nfd_gpu.health.signals import BY_REASON, DEGRADED, FAILED, NO_DRIVER, SIGNALS
 from nfd_gpu.model import HEALTH_STATES, Gpu, Health, HealthReason, Snapshot
-from nfd_gpu.record import Record, record
+from nfd_gpu.record import Record, record, replace
 
 # XIDs the NVIDIA device plugin does not treat as a GPU fault (application errors: 13
 # graphics engine exception, 31 GPU memory page fault, 43 GPU stopped processing, 45
@@ -101,7 +100,7 @@ def judge(h: Health, opts: HealthOptions) -> Health:
     for r in h.reasons:
         sev = severity(r, opts)
         if sev is not None:
-            reasons.append(dataclasses.replace(r, severity=sev))
+            reasons.append(replace(r, severity=sev))
     found = {r.severity for r in reasons}
     state = next((s for s in _WORST_FIRST if s in found), None)
     if state is None:  # ok only when the GPU itself (not only its bus) was read
@@ -110,8 +109,8 @@ def judge(h: Health, opts: HealthOptions) -> Health:
 
 
 def judge_gpus(snap: Snapshot, opts: HealthOptions) -> Snapshot:
-    gpus = tuple(dataclasses.replace(g, health=judge(g.health, opts)) for g in snap.gpus)
-    return dataclasses.replace(snap, gpus=gpus)
+    gpus = tuple(replace(g, health=judge(g.health, opts)) for g in snap.gpus)
+    return replace(snap, gpus=gpus)
 
 
 @dataclass
@@ -222,10 +221,10 @@ class HealthTracker:
         present = {g.address for g in gpus}
         if self._boot is None:
             if not complete:
-                return dataclasses.replace(judged, gpus=gpus)
+                return replace(judged, gpus=gpus)
             self._boot = present | self._carried_boot
         lost = tuple(sorted(self._boot - present))
-        return dataclasses.replace(judged, gpus=gpus, lost_gpus=lost)
+        return replace(judged, gpus=gpus, lost_gpus=lost)
 
     def _with_xids(self, snap: Snapshot) -> Snapshot:
         """The XIDs seen, kept when the watcher stops; the ``nvml.xid`` signal while it watches."""
@@ -235,9 +234,9 @@ class HealthTracker:
             if g.vendor == "nvidia":
                 xids = sorted(self._xids.get(g.address, ()))
                 faults = tuple(HealthReason("xid", "nvml-events", x) for x in xids)
-                g = dataclasses.replace(g, health=g.health.read(signals, faults))
+                g = replace(g, health=g.health.read(signals, faults))
             gpus.append(g)
-        return dataclasses.replace(snap, gpus=tuple(gpus))
+        return replace(snap, gpus=tuple(gpus))
 
     def hold(self, address: str) -> int:
         """The clear passes the GPU at ``address`` needs before its state improves.
@@ -257,7 +256,7 @@ class HealthTracker:
             return g
         held.since += 1
         if now.state == "unknown":
-            return dataclasses.replace(g, health=held.health)
+            return replace(g, health=held.health)
         if rank(now.state) > rank(held.health.state):  # worse: at once
             hold = self.hold(g.address)
             relapse = held.improved and held.since <= hold
@@ -275,4 +274,4 @@ class HealthTracker:
             self._held[g.address] = _Held(now, relapses=held.relapses, improved=True)
             return g
         kept = Health(held.health.state, held.health.reasons, now.signals)
-        return dataclasses.replace(g, health=kept)
+        return replace(g, health=kept)

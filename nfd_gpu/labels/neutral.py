@@ -8,12 +8,11 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from nfd_gpu.catalog.families import vocabulary
 from nfd_gpu.labels.profile import Profile, in_table, table_rows
 from nfd_gpu.model import Snapshot
 from nfd_gpu.names import LabelDoc
+from nfd_gpu.record import replace
 from nfd_gpu.summary import LABEL_TABLE as LABEL_TABLE  # re-exported: the docs read it here
 from nfd_gpu.summary import node_summary
 
@@ -39,7 +38,7 @@ def _filled(table: tuple[LabelDoc, ...]) -> tuple[LabelDoc, ...]:
     fams = "; ".join(" ".join(f"`{f}`" for f in v) for v in vocab.values() if v)
     vendors = " ".join(f"`{v}`" for v in vocab)
     return tuple(
-        dataclasses.replace(
+        replace(
             d,
             value=d.value.replace("{vendors}", vendors),
             description=d.description.replace("{families}", fams),

@@ -26,10 +26,9 @@ Its device list is go-nvlib's ``nvpci.GetGPUs``.
 
 from __future__ import annotations
 
-import dataclasses
-
 from nfd_gpu.catalog import tables
 from nfd_gpu.model import Gpu, NvidiaGpu, PciDevice, Snapshot
+from nfd_gpu.record import replace
 
 VFIO_DRIVER = "vfio-pci"
 GPU_CLASSES = ("030000", "030200")  # go-nvlib nvpci IsGPU: VGA or 3D controller, prog-if 0
@@ -94,9 +93,7 @@ def vfio_gpus(snap: Snapshot) -> tuple[list[Gpu], dict[str, int]]:
     for d in devs:
         known = by_address.get(d.address)
         base = known or Gpu(d.address, "nvidia", d.vendor, d.device, d.class_id)
-        gpus.append(
-            dataclasses.replace(base, product=pci_name(d.device), memory_mib=None, nvidia=_NO_NVML)
-        )
+        gpus.append(replace(base, product=pci_name(d.device), memory_mib=None, nvidia=_NO_NVML))
     return gpus, {d.address: bar_memory(d) for d in devs}
 
 

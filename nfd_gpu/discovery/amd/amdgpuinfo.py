@@ -16,7 +16,6 @@ API facts of mark9064/pyamdgpuinfo 2.1.x:
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import os
 from typing import Any
@@ -25,7 +24,7 @@ from nfd_gpu.discovery.pciaddr import canonical
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Gpu, Snapshot
-from nfd_gpu.record import Record, record
+from nfd_gpu.record import Record, record, replace
 
 MODULE = "pyamdgpuinfo"
 
@@ -101,14 +100,12 @@ def apply(gpus: tuple[Gpu, ...], infos: dict[str, AmdgpuInfo]) -> tuple[Gpu, ...
         if info.vram_bytes:
             memory = info.vram_bytes // (1024 * 1024)
             provenance["memory_mib"] = MODULE
-        out.append(
-            dataclasses.replace(g, product=product, memory_mib=memory, provenance=provenance)
-        )
+        out.append(replace(g, product=product, memory_mib=memory, provenance=provenance))
     return tuple(out)
 
 
 def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
-    return dataclasses.replace(snap, gpus=apply(snap.gpus, query(ctx.host)))
+    return replace(snap, gpus=apply(snap.gpus, query(ctx.host)))
 
 
 SOURCE = Source("amdgpuinfo", _discover, needs=("amd",))

@@ -15,12 +15,11 @@ Formats: Linux Documentation/gpu/amdgpu/ras.rst, from drivers/gpu/drm/amd/amdgpu
 
 from __future__ import annotations
 
-import dataclasses
-
 from nfd_gpu.discovery.health import BadCount, parse_count
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Gpu, HealthReason, Snapshot
+from nfd_gpu.record import replace
 
 
 def parse_features(text: str) -> int | None:
@@ -95,12 +94,12 @@ def _with_ras(host: HostRoot, g: Gpu) -> Gpu:
     signals, faults = read_ras(host, g.address)
     if not signals:
         return g
-    return dataclasses.replace(g, health=g.health.read(signals, faults))
+    return replace(g, health=g.health.read(signals, faults))
 
 
 def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
     gpus = tuple(_with_ras(ctx.host, g) if g.vendor == "amd" else g for g in snap.gpus)
-    return dataclasses.replace(snap, gpus=gpus)
+    return replace(snap, gpus=gpus)
 
 
 SOURCE = Source("amd-ras", _discover, needs=("amd",))

@@ -20,7 +20,6 @@ and the facts stay unknown.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 
 from nfd_gpu.catalog import tables
@@ -28,7 +27,7 @@ from nfd_gpu.discovery.pciaddr import PciAddress
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import AmdGpu, Gpu, Partition, Snapshot
-from nfd_gpu.record import Record, record
+from nfd_gpu.record import Record, record, replace
 
 KFD_NODES = "sys/class/kfd/kfd/topology/nodes"
 Slot = tuple[int, int, int] | None  # (domain, bus, device) of an address, None for junk
@@ -230,13 +229,11 @@ def _enrich_one(
     elif nodes and (kfd_memory := _sum_known(n.memory_bytes for n in nodes)):
         memory = kfd_memory // MIB
         provenance["memory_mib"] = "kfd"
-    g = dataclasses.replace(
-        g, memory_mib=memory, amd=_amdgpu_attributes(host, dev, amd, provenance)
-    )
+    g = replace(g, memory_mib=memory, amd=_amdgpu_attributes(host, dev, amd, provenance))
     if not nodes:
-        return dataclasses.replace(g, provenance=provenance), []
+        return replace(g, provenance=provenance), []
     g = _with_kfd(g, nodes, node_slot, provenance)
-    return dataclasses.replace(g, provenance=provenance), _partitions(g, nodes)
+    return replace(g, provenance=provenance), _partitions(g, nodes)
 
 
 def _partitions(g: Gpu, nodes: list[KfdNode]) -> list[Partition]:
@@ -276,7 +273,7 @@ def _amdgpu_attributes(host: HostRoot, dev: str, amd: AmdGpu, provenance: dict[s
         if host.exists(path):  # the file exists: partitioning is supported (the labeller)
             available[kind] = parse_partition_list(host.read_text(path))
             provenance[f"{kind}_partitions_available"] = "sysfs"
-    return dataclasses.replace(
+    return replace(
         amd,
         board_product=board,
         partition_compute=compute,
@@ -316,7 +313,7 @@ def _with_kfd(
     peers.discard(own)
     interconnects = tuple(sorted({*g.interconnects, "xgmi"})) if peers else g.interconnects
     bank0 = first.bank0_bytes
-    amd = dataclasses.replace(
+    amd = replace(
         amd,
         kfd_vram_mib=bank0 // MIB if bank0 is not None else amd.kfd_vram_mib,
         simd_count=sum(n.simd_count for n in nodes),
@@ -324,14 +321,12 @@ def _with_kfd(
         xcc_count=_sum_known(n.num_xcc for n in nodes) or amd.xcc_count,
         xgmi_peers=len(peers) if peers else amd.xgmi_peers,
     )
-    return dataclasses.replace(
-        g, compute_units=units, uuid=uuid, interconnects=interconnects, amd=amd
-    )
+    return replace(g, compute_units=units, uuid=uuid, interconnects=interconnects, amd=amd)
 
 
 def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
     gpus, parts = enrich(ctx.host, snap.gpus)
-    return dataclasses.replace(snap, gpus=gpus, partitions=snap.partitions + parts)
+    return replace(snap, gpus=gpus, partitions=snap.partitions + parts)
 
 
 SOURCE = Source("amd", _discover, needs=("amd",))

@@ -20,13 +20,13 @@ Everything is best effort: facts that cannot be read stay unknown.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from nfd_gpu.catalog import tables
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Gpu, HealthReason, IntelGpu, Snapshot
+from nfd_gpu.record import replace
 
 MIB = 1024 * 1024
 INTEL_DRIVERS = ("i915", "xe")
@@ -106,7 +106,7 @@ def _enrich_one(host: HostRoot, g: Gpu) -> Gpu:
         interconnects = tuple(sorted({*g.interconnects, "xe-link"}))
         provenance["interconnects"] = "sysfs"
 
-    return dataclasses.replace(
+    return replace(
         g,
         memory_mib=memory_mib,
         interconnects=interconnects,
@@ -116,7 +116,7 @@ def _enrich_one(host: HostRoot, g: Gpu) -> Gpu:
 
 
 def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
-    return dataclasses.replace(snap, gpus=enrich(ctx.host, snap.gpus))
+    return replace(snap, gpus=enrich(ctx.host, snap.gpus))
 
 
 SOURCE = Source("intel", _discover, needs=("intel",))
@@ -132,11 +132,11 @@ def _survivability(host: HostRoot, g: Gpu) -> Gpu:
         return g
     stuck = host.lexists(f"sys/bus/pci/devices/{g.address}/survivability_mode")
     fault = (HealthReason("survivability-mode", "sysfs"),) if stuck else ()
-    return dataclasses.replace(g, health=g.health.read(("sysfs.survivability",), fault))
+    return replace(g, health=g.health.read(("sysfs.survivability",), fault))
 
 
 def _health(ctx: Context, snap: Snapshot) -> Snapshot:
-    return dataclasses.replace(snap, gpus=tuple(_survivability(ctx.host, g) for g in snap.gpus))
+    return replace(snap, gpus=tuple(_survivability(ctx.host, g) for g in snap.gpus))
 
 
 HEALTH_SOURCE = Source("intel-health", _health, needs=("intel",))

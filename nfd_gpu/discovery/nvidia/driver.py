@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from types import ModuleType
 from typing import TypeVar
 
@@ -24,6 +23,7 @@ from nfd_gpu.discovery.pciaddr import PciAddress
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Gpu, NvidiaGpu, Partition, Snapshot
+from nfd_gpu.record import replace
 
 T = TypeVar("T")
 
@@ -43,7 +43,7 @@ def table_facts(g: Gpu) -> Gpu:
     if mig_capable is not None:
         provenance["mig_capable"] = "table"
     nvidia = NvidiaGpu(compute_major=major, compute_minor=minor, mig_capable=bool(mig_capable))
-    return dataclasses.replace(g, nvidia=nvidia, provenance=provenance)
+    return replace(g, nvidia=nvidia, provenance=provenance)
 
 
 def merge(gpus: tuple[Gpu, ...], facts: NvidiaFacts) -> tuple[Gpu, ...]:
@@ -91,7 +91,7 @@ def _merge_one(g: Gpu, f: GpuFacts, src: str, has_partitions: bool) -> Gpu:
     if f.virtualization in ("vgpu-host", "vgpu-guest"):
         mode = f.virtualization
         provenance["mode"] = src
-    nvidia = dataclasses.replace(
+    nvidia = replace(
         nv,
         compute_major=major,
         compute_minor=minor,
@@ -101,7 +101,7 @@ def _merge_one(g: Gpu, f: GpuFacts, src: str, has_partitions: bool) -> Gpu:
         clique=known("clique", f.clique, nv.clique),
         nvml_answered=src == "nvml" and f.product is not None,
     )
-    return dataclasses.replace(
+    return replace(
         g,
         product=known("product", f.product, g.product),
         uuid=known("uuid", f.uuid, g.uuid),
@@ -155,19 +155,19 @@ def collect(
     facts = session.query(host, procfs)
     if facts is None:
         cuda = cuda_from_driver(procfs.driver_version)
-        return dataclasses.replace(procfs, cuda_version=cuda, nvml_init_error=session.init_error)
+        return replace(procfs, cuda_version=cuda, nvml_init_error=session.init_error)
     known = {g.address for g in facts.gpus}
     by_addr = {g.address: g for g in facts.gpus}
     gpus = list(facts.gpus)
     for pg in procfs.gpus:
         ng = by_addr.get(pg.address)
         if ng is None:  # the driver has it, NVML does not answer for it (GPU is lost)
-            lost = dataclasses.replace(
+            lost = replace(
                 pg, health_signals=("nvml.device",), health_reasons=(health.NOT_ANSWERING,)
             )
             gpus.append(lost)
         elif ng.minor is None and pg.minor is not None:
-            gpus[gpus.index(ng)] = dataclasses.replace(ng, minor=pg.minor)
+            gpus[gpus.index(ng)] = replace(ng, minor=pg.minor)
     parts = list(facts.partitions) + [p for p in procfs.partitions if p.parent not in known]
     driver = facts.driver_version or procfs.driver_version
     return NvidiaFacts(
@@ -196,7 +196,7 @@ def apply(
     # each partition named by its GPU's own (sysfs) address, matched as a number
     own = {a: g.address for g in gpus if (a := PciAddress.parse(g.address)) is not None}
     parts = tuple(
-        dataclasses.replace(p, parent=own[a])
+        replace(p, parent=own[a])
         for p in facts.partitions
         if (a := PciAddress.parse(p.parent)) in own
     )
@@ -223,16 +223,14 @@ def _init_failed(g: Gpu, why: str) -> Gpu:
     if g.vendor != "nvidia":
         return g
     if g.driver == "nvidia" and DRIVER_NOT_LOADED not in why:
-        g = dataclasses.replace(g, health=g.health.read(("nvml.init",), (health.INIT_FAILED,)))
-    return dataclasses.replace(g, nvidia=dataclasses.replace(g.nvidia, nvml_init_error=why))
+        g = replace(g, health=g.health.read(("nvml.init",), (health.INIT_FAILED,)))
+    return replace(g, nvidia=replace(g.nvidia, nvml_init_error=why))
 
 
 def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
     facts = collect(ctx.host, ctx.nvml_lib, ctx.nvml)
     gpus, parts, versions = apply(facts, snap.gpus, snap.driver_versions)
-    return dataclasses.replace(
-        snap, gpus=gpus, partitions=snap.partitions + parts, driver_versions=versions
-    )
+    return replace(snap, gpus=gpus, partitions=snap.partitions + parts, driver_versions=versions)
 
 
 SOURCE = Source("nvidia", _discover, needs=("nvidia",))

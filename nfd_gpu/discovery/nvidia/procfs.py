@@ -17,13 +17,13 @@ shape as the NVML adapter, :mod:`nfd_gpu.discovery.nvidia.nvml`.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from nfd_gpu.discovery.nvidia.facts import GpuFacts, NvidiaFacts
 from nfd_gpu.discovery.pciaddr import canonical
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Partition
+from nfd_gpu.record import replace
 
 PROC = "proc/driver/nvidia"
 _VERSION_RE = re.compile(
@@ -128,5 +128,5 @@ def _reindex(parts: list[Partition]) -> list[Partition]:
     for p in parts:
         i = seen.get(p.parent, 0)
         seen[p.parent] = i + 1
-        out.append(dataclasses.replace(p, index=i))
+        out.append(replace(p, index=i))
     return out

@@ -27,13 +27,12 @@ A session with ``keep=True`` is the agent's:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from types import ModuleType
 from typing import Any
 
 from nfd_gpu.discovery.nvidia.facts import NVML_RECORDING, NvidiaFacts
 from nfd_gpu.host import HostRoot
-from nfd_gpu.record import Record, record
+from nfd_gpu.record import Record, record, replace
 
 NVML_MODES = ("auto", "on", "off")
 
@@ -161,8 +160,8 @@ class NvmlSession:
                 f"nvml: unavailable ({why}); keeping the last NVML facts of "
                 f"{len(cached.facts.gpus)} GPU(s) (same GPUs and driver)"
             )
-            gpus = tuple(dataclasses.replace(g, source="nvml-stale") for g in cached.facts.gpus)
-            return dataclasses.replace(cached.facts, gpus=gpus, warnings=())
+            gpus = tuple(replace(g, source="nvml-stale") for g in cached.facts.gpus)
+            return replace(cached.facts, gpus=gpus, warnings=())
         self._cache = None
         self.status = "procfs"
         if self.mode == "on":

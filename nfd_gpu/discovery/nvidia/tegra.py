@@ -24,7 +24,6 @@ The SoC is a Jetson, IGX or DRIVE. Its GPU is a platform device rather than a PC
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from nfd_gpu.catalog import families, tables
@@ -32,6 +31,7 @@ from nfd_gpu.discovery.nvidia import cuda
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Gpu, NvidiaGpu, Snapshot
+from nfd_gpu.record import replace
 
 COMPATIBLE = ("proc/device-tree/compatible", "sys/firmware/devicetree/base/compatible")
 GPU_DRIVERS = ("nvgpu", "nvidia")  # platform drivers of Tegra GPUs (L4T; JetPack 7)
@@ -138,7 +138,7 @@ def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
             versions["nvgpu"] = release
     if facts is not None and facts.version:
         versions["cuda"] = facts.version
-    return dataclasses.replace(snap, gpus=(*snap.gpus, gpu), driver_versions=versions)
+    return replace(snap, gpus=(*snap.gpus, gpu), driver_versions=versions)
 
 
 SOURCE = Source("nvidia-tegra", _discover)

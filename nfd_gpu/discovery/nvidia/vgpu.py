@@ -19,12 +19,12 @@ Reads are bounded by ``HostRoot.read_bytes``. Nothing here raises on any input.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 from nfd_gpu.discovery.source import Context, Source
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Gpu, PciDevice, Snapshot
+from nfd_gpu.record import replace
 
 CONFIG_MIN = 256
 _STATUS = 0x06
@@ -168,23 +168,21 @@ def _with_capability(g: Gpu, cap: bytes | None, others_whole: bool) -> Gpu:
     """Return ``g`` marked with what its capability says, when readable."""
     provenance = dict(g.provenance)
     vgpu = cap is not None and is_vgpu(cap)
-    nvidia = dataclasses.replace(g.nvidia, vgpu_capability=vgpu if others_whole else None)
+    nvidia = replace(g.nvidia, vgpu_capability=vgpu if others_whole else None)
     if others_whole:
         provenance["vgpu_capability"] = "pci-config"
     if cap is None or not vgpu:
-        return dataclasses.replace(g, nvidia=nvidia, provenance=provenance)
+        return replace(g, nvidia=nvidia, provenance=provenance)
     provenance["mode"] = provenance["virtualization"] = "pci-config"
-    nvidia = dataclasses.replace(nvidia, virtualization="vgpu-guest")
+    nvidia = replace(nvidia, virtualization="vgpu-guest")
     info = host_driver(cap)
     if info is not None:
-        nvidia = dataclasses.replace(
-            nvidia, vgpu_host_driver_version=info[0], vgpu_host_driver_branch=info[1]
-        )
-    return dataclasses.replace(g, mode="vgpu-guest", nvidia=nvidia, provenance=provenance)
+        nvidia = replace(nvidia, vgpu_host_driver_version=info[0], vgpu_host_driver_branch=info[1])
+    return replace(g, mode="vgpu-guest", nvidia=nvidia, provenance=provenance)
 
 
 def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
-    return dataclasses.replace(snap, gpus=apply(ctx.host, snap.gpus, snap.pci))
+    return replace(snap, gpus=apply(ctx.host, snap.gpus, snap.pci))
 
 
 SOURCE = Source("nvidia-vgpu", _discover, needs=("nvidia",))
