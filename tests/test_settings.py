@@ -39,11 +39,11 @@ def test_check_sees_a_stale_table() -> None:
 
 
 def _command(name: str) -> Any:
-    # looked up as a command line looks it up: nfd_gpu.cli builds a command when named
+    # looked up as a command line looks it up: nfd_gpu.cli builds a command when named; its
+    # options listed as a shell completion lists them, with their help texts filled
     cmd = typer.main.get_command(app).get_command(None, name)  # type: ignore[attr-defined]
-    return {
-        o: p for p in cmd.get_params(cmd.context_class(cmd)) for o in (*p.opts, *p.secondary_opts)
-    }
+    ctx = cmd.context_class(cmd, resilient_parsing=True)
+    return {o: p for p in cmd.get_params(ctx) for o in (*p.opts, *p.secondary_opts)}
 
 
 def test_run_has_one_option_per_setting_with_a_flag() -> None:
