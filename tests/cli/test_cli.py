@@ -80,6 +80,11 @@ def test_version_and_help(subprocess_env: dict[str, str]) -> None:
     for args in (["--help"], ["scan", "--help"], ["version", "--help"]):
         p = run(args, subprocess_env)
         assert p.returncode == 0 and "Usage" in p.stdout, args
+    # the settings' help templates are filled as the help is written, not at a parse
+    for command in ("scan", "run"):
+        p = run([command, "--help"], {**subprocess_env, "COLUMNS": "200"})
+        assert p.returncode == 0 and "{" not in p.stdout, p.stdout
+        assert "neutral" in p.stdout and "gfd" in p.stdout, p.stdout  # --profile's choices
 
 
 def test_scan_host_root(subprocess_env: dict[str, str]) -> None:
