@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class ScanResult:
+    """One scan: the snapshot, its labels and features, and what went wrong on the way."""
+
     snapshot: Snapshot
     labels: dict[str, str]
     features: Features

@@ -116,3 +116,12 @@ def test_replace_is_dataclasses_replace() -> None:
         replace(m, d=1)  # type: ignore[call-arg]
     link = PcieLink(current_width=8, max_width=16)
     assert replace(link, current_width=16) == PcieLink(current_width=16, max_width=16)
+
+
+def test_a_record_without_a_docstring_is_named_by_its_fields() -> None:
+    @record()
+    class Bare(Record):
+        x: int
+        y: int = 0
+
+    assert Bare.__doc__ == "Bare(x, y)"  # not dataclasses' signature of the stand-in __init__

@@ -115,6 +115,8 @@ def judge_gpus(snap: Snapshot, opts: HealthOptions) -> Snapshot:
 
 @dataclass
 class _Held:
+    """What the tracker holds of one GPU between passes."""
+
     health: Health  # the state shown and the faults behind it
     clear: int = 0  # passes in a row the GPU read better than that state
     relapses: int = 0  # times in a row it got worse again soon after it improved
