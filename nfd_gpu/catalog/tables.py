@@ -132,10 +132,45 @@ def _info(vendor: str, r: dict[str, str]) -> ModelInfo:
 
 
 @functools.cache
+def _text(vendor: str) -> tuple[list[str], str]:
+    """Return the header and the rows' text of a table, a newline before its first row."""
+    try:
+        text = "\n" + (DATA / f"{vendor}.tsv").read_text("utf-8")
+    except FileNotFoundError:
+        return [], ""
+    at = 0
+    while at < len(text):  # the header: the first line neither blank nor a comment
+        end = text.find("\n", at + 1)
+        end = len(text) if end < 0 else end
+        line = text[at + 1 : end]
+        if line.strip() and not line.startswith("#"):
+            return [c.strip() for c in line.split("\t")], text[end:]
+        at = end
+    return [], ""
+
+
+def _lines(vendor: str, key: str) -> list[str]:
+    """The lines of one lower-case key, found in the text (no index of every row).
+
+    - A scan looks up a few ids: indexing the NVIDIA table's 2,000 rows cost ~2.5 ms.
+    - The key is each table's first column, lower case: scripts/gen_tables.py writes
+      them so, tests/test_tables_generated.py checks it.
+    """
+    _, text = _text(vendor)
+    needle, out = f"\n{key}\t", []
+    at = text.find(needle)
+    while at >= 0:
+        end = text.find("\n", at + 1)
+        out.append(text[at + 1 : end if end >= 0 else len(text)])
+        at = text.find(needle, at + 1)
+    return out
+
+
+@functools.cache
 def _models(vendor: str, device_id: str) -> tuple[ModelInfo, ...]:
     """Return the rows of one lower-case device id, converted on first use."""
-    header, by_id = _index(vendor)
-    lines = by_id.get(device_id, ())
+    header = _text(vendor)[0]
+    lines = _lines(vendor, device_id) if device_id else ()
     return tuple(_info(vendor, dict(zip(header, ln.split("\t"), strict=False))) for ln in lines)
 
 
@@ -193,8 +228,8 @@ def tegra(soc: str) -> tuple[str, int, int, str] | None:
     - The key is the device-tree compatible ``nvidia,<soc>``.
     - The result is CUDA device name, compute major, minor and family.
     """
-    header, by_id = _index("tegra")
-    lines = by_id.get(soc.lower())
+    header = _text("tegra")[0]
+    lines = _lines("tegra", soc.lower()) if soc else []
     if not lines:
         return None
     cells = dict(zip(header, lines[0].split("\t"), strict=False))
