@@ -8,9 +8,12 @@ interpreter in the ``nfd-gpu`` script's ``#!`` line:
 * ``python -c pass``: the interpreter and ``site``, nothing else;
 * ``python -c 'import typer'``: what any command line defined with typer pays first;
 * ``nfd-gpu --version`` and ``nfd-gpu scan --root tests/fixtures/sysfs/hgx-h100``;
-* ``lspci -nn`` on the same tree (pciutils), where installed.
+* ``lspci -nn`` on the same tree (pciutils), where installed;
+* with ``--compare OTHER``: ``OTHER --version`` and ``OTHER scan``, another regular install
+  (an earlier commit, say) on the same interpreter, in the same rounds: an A/B.
 
     python benchmarks/cli.py [--rounds 25] [--cli /path/to/regular-venv/bin/nfd-gpu]
+        [--compare /path/to/other-venv/bin/nfd-gpu]
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=25)
     ap.add_argument("--cli", default=shutil.which("nfd-gpu"), help="the nfd-gpu executable")
+    ap.add_argument("--compare", help="another install's nfd-gpu, run in the same rounds")
     a = ap.parse_args()
     if not a.cli:
         raise SystemExit("nfd-gpu not found: pip install . (or --cli PATH)")
@@ -60,13 +64,21 @@ def main() -> int:
             [a.cli, "scan", "--root", str(FIXTURE)]
         ),
     }
+    if a.compare:
+        if interpreter(a.compare) != py or rounds.install_kind_of(a.compare) == "editable":
+            raise SystemExit(f"{a.compare}: not a regular install on {py}")
+        c["compared: --version"] = rounds.child_process([a.compare, "--version"])
+        c["compared: scan (27 functions)"] = rounds.child_process(
+            [a.compare, "scan", "--root", str(FIXTURE)]
+        )
     lspci = shutil.which("lspci")
     if lspci:
         sysfs = f"sysfs.path={FIXTURE / 'sys/bus/pci'}"
         lspci_cmd = [lspci, "-nn", "-A", "linux-sysfs", "-O", sysfs]
         c["lspci -nn (same tree)"] = rounds.child_process(lspci_cmd)
     res = rounds.interleave(c, a.rounds)
-    print(rounds.header(res, f"CLI start-up ({a.cli}: nfd-gpu {kind}; {py})"))
+    compared = f"; compared: {a.compare}" if a.compare else ""
+    print(rounds.header(res, f"CLI start-up ({a.cli}: nfd-gpu {kind}; {py}{compared})"))
     print()
     notes = {"nfd-gpu --version": "target <= 3x", "nfd-gpu scan (27 functions)": "target <= 5x"}
     print(rounds.table(res, "python -c pass", notes))

@@ -40,6 +40,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(1, os.path.join(ROOT, "benchmarks"))
+
+import rounds  # noqa: E402
 
 from tests.agent_process import agent_env, console_argv  # noqa: E402
 from tests.k8s_api_server import FakeKubeAPI  # noqa: E402
@@ -72,8 +75,8 @@ def one_start(argv: list[str], args: list[str], env: dict[str, str]) -> tuple[fl
 
 
 def _spread(values: list[float]) -> tuple[float, float]:
-    """p10 and p90 of sorted ``values`` (nearest rank)."""
-    return values[len(values) // 10], values[-1 - len(values) // 10]
+    """p10 and p90 of ``values``, as every benchmark's tables (rounds.quantile)."""
+    return rounds.quantile(values, 0.1), rounds.quantile(values, 0.9)
 
 
 def server_cert(tmp: str) -> tuple[str, str]:
