@@ -19,6 +19,7 @@ interpreter in the ``nfd-gpu`` script's ``#!`` line:
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -65,8 +66,9 @@ def main() -> int:
         ),
     }
     if a.compare:
-        if interpreter(a.compare) != py or rounds.install_kind_of(a.compare) == "editable":
-            raise SystemExit(f"{a.compare}: not a regular install on {py}")
+        same = os.path.realpath(interpreter(a.compare)) == os.path.realpath(py)
+        if not same or rounds.install_kind_of(a.compare) == "editable":
+            raise SystemExit(f"{a.compare}: not a regular install of the same interpreter as {py}")
         c["compared: --version"] = rounds.child_process([a.compare, "--version"])
         c["compared: scan (27 functions)"] = rounds.child_process(
             [a.compare, "scan", "--root", str(FIXTURE)]

@@ -24,7 +24,10 @@ Each round also runs ``python -c pass`` (the interpreter's own start, the floor)
 median says how fast the machine ran, and each start's CPU is divided by the floor of its
 own round (the ratio column), so runs on a slower or busier machine compare.
 
-    python benchmarks/startup.py [--rounds 10] [--fixture hgx-h100]
+With ``--compare TREE`` (another checkout, an earlier commit say) a third setup runs in the
+same rounds: ``in-cluster`` with nfd-gpu imported from TREE, an A/B on one machine.
+
+    python benchmarks/startup.py [--rounds 10] [--fixture hgx-h100] [--compare TREE]
 """
 
 from __future__ import annotations
@@ -93,10 +96,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--fixture", default="hgx-h100")
+    ap.add_argument("--compare", metavar="TREE", help="another checkout, in-cluster beside")
     a = ap.parse_args()
+    os.chdir(ROOT)  # agent_env puts the working directory first on the child's PYTHONPATH
     # the tree's bytecode first, as an install compiles it: with PYTHONDONTWRITEBYTECODE set
     # (or a stale __pycache__) every start would compile the changed modules again (~0.1 s)
-    compileall.compile_dir(os.path.join(ROOT, "nfd_gpu"), quiet=1)
+    for tree in (ROOT, *([a.compare] if a.compare else [])):
+        compileall.compile_dir(os.path.join(tree, "nfd_gpu"), quiet=1)
     common = ["run", "--oneshot", "--root", os.path.join(ROOT, "tests/fixtures/sysfs", a.fixture),
               "--rules", os.path.join(ROOT, "rules"), "--output", "nodefeature",
               "--log-format", "json", "--metrics-address", "127.0.0.1:0", "--no-udev"]  # fmt: skip
@@ -130,15 +136,26 @@ def main() -> int:
                     agent_env(NODE_NAME="bench-node", POD_NAMESPACE="nfd"),
                 ),
             }
+            if a.compare:
+                exe, args, env = setups["in-cluster"]
+                # its own NodeFeature: the two trees' labels may differ
+                path = os.pathsep.join([a.compare, env["PYTHONPATH"]])
+                env = {**env, "PYTHONPATH": path, "NODE_NAME": "bench-node-compared"}
+                setups[f"in-cluster, {a.compare}"] = (exe, args, env)
+                runs[f"in-cluster, {a.compare}"] = []
             load_before = os.getloadavg()
             for r in range(a.rounds):
                 floor.append(one_start([sys.executable, "-c", "pass"], [], os.environ.copy())[0])
-                for name in list(setups)[r % 2 :] + list(setups)[: r % 2]:
+                order = list(setups)
+                for name in order[r % len(order) :] + order[: r % len(order)]:
                     runs[name].append(one_start(*setups[name]))
             load_after = os.getloadavg()
             # each configuration reached its own server: the in-cluster one with the token
             # file's bearer token, over TLS
-            assert tls.counts["create"] == plain.counts["create"] == 1, (tls.counts, plain.counts)
+            creates = 2 if a.compare else 1
+            assert tls.counts["create"] == creates and plain.counts["create"] == 1, (
+                tls.counts, plain.counts
+            )  # fmt: skip
             assert set(tls.auth) == {"bearer bench-token"}, set(tls.auth)
         finally:
             plain.stop()
