@@ -98,6 +98,10 @@ def main() -> int:
     ap.add_argument("--fixture", default="hgx-h100")
     ap.add_argument("--compare", metavar="TREE", help="another checkout, in-cluster beside")
     a = ap.parse_args()
+    if a.compare:  # from where it was typed; a tree without nfd_gpu would be this one again
+        a.compare = os.path.abspath(a.compare)
+        if not os.path.isfile(os.path.join(a.compare, "nfd_gpu", "__init__.py")):
+            raise SystemExit(f"--compare {a.compare}: no nfd_gpu package there")
     os.chdir(ROOT)  # agent_env puts the working directory first on the child's PYTHONPATH
     # the tree's bytecode first, as an install compiles it: with PYTHONDONTWRITEBYTECODE set
     # (or a stale __pycache__) every start would compile the changed modules again (~0.1 s)
@@ -161,11 +165,12 @@ def main() -> int:
             plain.stop()
             tls.stop()
     print(f"start-up to first publish ({a.fixture}, shipped rules, NodeFeature), {a.rounds} "
-          "rounds, the two configurations alternating")  # fmt: skip
+          f"rounds, the {len(runs)} setups in turn")  # fmt: skip
+    compared = f" ({a.compare} for the last setup)" if a.compare else ""
     print(
         f"load average before {', '.join(f'{x:.2f}' for x in load_before)}, after "
         f"{', '.join(f'{x:.2f}' for x in load_after)}; {os.cpu_count()} CPUs; "
-        f"{sys.executable}; nfd-gpu imported from {ROOT} (the child's PYTHONPATH); "
+        f"{sys.executable}; nfd-gpu imported from {ROOT}{compared} (the child's PYTHONPATH); "
         f"the floor, python -c pass: {statistics.median(floor) * 1000:.1f} ms CPU median "
         f"({min(floor) * 1000:.1f}-{max(floor) * 1000:.1f})\n"
     )

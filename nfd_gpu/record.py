@@ -59,12 +59,30 @@ def record(*, slots: bool = True) -> Callable[[type[R]], type[R]]:
 
     def make(cls: type[R]) -> type[R]:
         if cls.__doc__ is None:  # else dataclasses writes one by inspect.signature, ~1 ms
-            cls.__doc__ = f"{cls.__name__}({', '.join(vars(cls).get('__annotations__', ()))})"
+            names = dict.fromkeys(n for c in reversed(cls.__mro__) for n in _annotations(c))
+            cls.__doc__ = f"{cls.__name__}({', '.join(names)})"
         made = dataclasses.dataclass(slots=slots, eq=False, repr=False, init=False)(cls)
+        _check_order(made)
         made.__init__ = _first_init(made)  # type: ignore[method-assign]
         return made
 
     return make
+
+
+def _annotations(cls: type) -> Any:
+    return vars(cls).get("__annotations__", ())
+
+
+def _check_order(cls: type) -> None:
+    """Refuse at import, as ``dataclasses`` does, a field without default after one with."""
+    defaulted = None
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        if f.default is not _MISSING or f.default_factory is not _MISSING:
+            defaulted = defaulted or f.name
+        elif defaulted:
+            raise TypeError(f"non-default argument {f.name!r} follows default argument")
 
 
 def _first_init(cls: type) -> Callable[..., None]:
@@ -114,13 +132,20 @@ def _replace(obj: D, /, **changes: Any) -> D:
     cls = obj.__class__
     got = _INIT_FIELDS.get(cls)
     if got is None:
-        names = tuple(f.name for f in dataclasses.fields(obj) if f.init)
+        names = dict.fromkeys(f.name for f in dataclasses.fields(obj) if f.init)
         got = _INIT_FIELDS[cls] = (names, operator.attrgetter(*names) if names else None)
     names, values = got
+    if not changes.keys() <= names.keys():  # as dataclasses.replace refuses them
+        for f in dataclasses.fields(obj):
+            if not f.init and f.name in changes:
+                raise ValueError(
+                    f"field {f.name} is declared with init=False, it cannot be specified with "
+                    "replace()"
+                )
     if values is None:
         kwargs: dict[str, Any] = {}
     elif len(names) == 1:
-        kwargs = {names[0]: values(obj)}
+        kwargs = {next(iter(names)): values(obj)}
     else:
         kwargs = dict(zip(names, values(obj), strict=True))
     kwargs.update(changes)
@@ -128,7 +153,7 @@ def _replace(obj: D, /, **changes: Any) -> D:
 
 
 # dataclass -> the names of the fields its __init__ takes and a getter of their values
-_INIT_FIELDS: dict[type, tuple[tuple[str, ...], Callable[[Any], Any] | None]] = {}
+_INIT_FIELDS: dict[type, tuple[dict[str, None], Callable[[Any], Any] | None]] = {}
 
 if TYPE_CHECKING:  # the type checker checks the changes' names and types as for dataclasses'
     from dataclasses import replace as replace

@@ -112,8 +112,11 @@ def test_replace_is_dataclasses_replace() -> None:
         got = replace(m, **changes)  # type: ignore[arg-type]
         assert _state(got) == _state(dataclasses.replace(m, **changes))  # type: ignore[arg-type]
         assert type(got) is _Mixed and got is not m
-    with pytest.raises(TypeError):
-        replace(m, d=1)  # type: ignore[call-arg]
+    for fn in (replace, dataclasses.replace):  # the same refusals as dataclasses.replace
+        with pytest.raises(ValueError, match="init=False"):
+            fn(m, d=1)
+        with pytest.raises(TypeError):
+            fn(m, no_such_field=1)
     link = PcieLink(current_width=8, max_width=16)
     assert replace(link, current_width=16) == PcieLink(current_width=16, max_width=16)
 
@@ -125,3 +128,12 @@ def test_a_record_without_a_docstring_is_named_by_its_fields() -> None:
         y: int = 0
 
     assert Bare.__doc__ == "Bare(x, y)"  # not dataclasses' signature of the stand-in __init__
+
+
+def test_a_field_without_default_after_one_with_is_refused_at_the_declaration() -> None:
+    with pytest.raises(TypeError, match="non-default argument 'y' follows default argument"):
+
+        @record()
+        class Wrong(Record):
+            x: int = 0
+            y: int  # type: ignore[misc]

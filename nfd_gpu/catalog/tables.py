@@ -156,6 +156,8 @@ def _lines(vendor: str, key: str) -> list[str]:
     - The key is each table's first column, lower case: scripts/gen_tables.py writes
       them so, tests/test_tables_generated.py checks it.
     """
+    if "\t" in key or "\n" in key:  # no key holds one; it would match across columns
+        return []
     _, text = _text(vendor)
     needle, out = f"\n{key}\t", []
     at = text.find(needle)

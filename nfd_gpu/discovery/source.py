@@ -7,7 +7,7 @@ Every source has three fields, and :class:`Source` is those three:
   ``()`` means always run;
 - ``discover(ctx, snapshot) -> snapshot``. It reads the host through ``ctx.host``,
   a :class:`~nfd_gpu.host.HostRoot`. It returns the snapshot with its facts added.
-  The snapshot is frozen, so that is ``dataclasses.replace``.
+  The snapshot is frozen, so that is :func:`nfd_gpu.record.replace`.
 
 Sources never raise for hardware problems: those are warnings on the host.
 

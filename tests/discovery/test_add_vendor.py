@@ -23,6 +23,7 @@ from nfd_gpu.discovery.source import Context, Source, Vendor
 from nfd_gpu.featuremap import snapshot_features
 from nfd_gpu.host import HostRoot
 from nfd_gpu.model import Gpu, Snapshot
+from nfd_gpu.record import replace
 from nfd_gpu.scan import ScanResult, discover, label
 from tests.conftest import REPO
 
@@ -33,12 +34,12 @@ def _with_cores(host: HostRoot, g: Gpu) -> Gpu:
     if cores is None:
         return g
     provenance = {**g.provenance, "compute_units": "sysfs"}
-    return dataclasses.replace(g, compute_units=cores, provenance=provenance)
+    return replace(g, compute_units=cores, provenance=provenance)
 
 
 def _discover(ctx: Context, snap: Snapshot) -> Snapshot:
     gpus = tuple(_with_cores(ctx.host, g) if g.vendor == "acme" else g for g in snap.gpus)
-    return dataclasses.replace(snap, gpus=gpus)
+    return replace(snap, gpus=gpus)
 
 
 SOURCE = Source("acme", _discover, needs=("acme",))
