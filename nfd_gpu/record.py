@@ -17,8 +17,9 @@ Each record's ``__init__`` is compiled here, on its first call, not by ``datacla
 - The record is still a dataclass: ``dataclasses.fields``, ``replace`` and ``asdict`` work.
 
 :func:`replace` is ``dataclasses.replace`` without its per-call field loop: it reads the
-fields the ``__init__`` takes in one ``operator.attrgetter`` (a GPU's record is replaced
-by each of ~10 discovery steps at every scan: ~1.5 ms of a 5 ms agent pass, 0.3 ms here).
+fields the ``__init__`` takes in one ``operator.attrgetter``. A GPU's record (30 fields) is
+replaced by each of ~10 discovery steps at every scan: ~7 us a copy by ``dataclasses``,
+~5.5 us here; the ``__init__`` is most of both.
 
 Equality, hash and repr of the records, written once instead of compiled per class:
 
