@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import functools
+import io
 from pathlib import Path
 
 from nfd_gpu.record import Record, record
@@ -79,24 +80,16 @@ def vendor_names() -> tuple[str, ...]:
 
 @functools.cache
 def _index(vendor: str) -> tuple[list[str], dict[str, list[str]]]:
-    """Return the header and, per device id, its lines as read.
+    """Return the header and, per device id, its lines as read (the whole table listed).
 
-    A scan converts only the rows of the ids it looks up.
+    A scan converts only the rows of the ids it looks up (:func:`_lines`).
     Parsing every row of every table cost each start ~20 ms.
     """
-    try:
-        text = (DATA / f"{vendor}.tsv").read_text("utf-8")
-    except FileNotFoundError:
-        return [], {}
-    header: list[str] = []
-    col = 0
+    header, rows = _text(vendor)
+    col = header.index("device_id") if "device_id" in header else 0  # tegra: soc
     by_id: dict[str, list[str]] = {}
-    for line in text.splitlines():
+    for line in rows.splitlines():
         if not line.strip() or line.startswith("#"):
-            continue
-        if not header:
-            header = [c.strip() for c in line.split("\t")]
-            col = header.index("device_id") if "device_id" in header else 0  # tegra: soc
             continue
         cells = line.split("\t", col + 1)
         dev = cells[col].strip().lower() if col < len(cells) else ""
@@ -138,14 +131,11 @@ def _text(vendor: str) -> tuple[list[str], str]:
         text = "\n" + (DATA / f"{vendor}.tsv").read_text("utf-8")
     except FileNotFoundError:
         return [], ""
-    at = 0
-    while at < len(text):  # the header: the first line neither blank nor a comment
-        end = text.find("\n", at + 1)
-        end = len(text) if end < 0 else end
-        line = text[at + 1 : end]
-        if line.strip() and not line.startswith("#"):
-            return [c.strip() for c in line.split("\t")], text[end:]
-        at = end
+    for line in io.StringIO(text):  # line by line to the header, not all 2,000 split
+        line = line.rstrip("\r\n")
+        if line.strip() and not line.startswith("#"):  # the header; comments start with #
+            rows = text.index(f"\n{line}") + 1 + len(line)
+            return [c.strip() for c in line.split("\t")], text[rows:]
     return [], ""
 
 
