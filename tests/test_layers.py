@@ -44,6 +44,7 @@ LAYERS: list[tuple[tuple[str, ...], bool]] = [
             "nfd_gpu.names",
             "nfd_gpu.text",
             "nfd_gpu.lazypkg",  # a third-party package registered without its __init__
+            "nfd_gpu.yamllib",  # PyYAML, its import-time patterns compiled on first use
             "nfd_gpu.record",  # eq, hash and repr of frozen dataclasses, written once
             "nfd_gpu",
         ),

@@ -23,9 +23,8 @@ import typer.main
 from typer.core import TyperGroup
 
 from nfd_gpu import VERSION_FLAG, version_line
-from nfd_gpu.cli.common import say
+from nfd_gpu.cli.common import SCAN_API_VERSION, say
 from nfd_gpu.cli.options import SettingsCommand
-from nfd_gpu.cli.scan import SCAN_API_VERSION
 
 __all__ = ["SCAN_API_VERSION", "app", "main"]
 

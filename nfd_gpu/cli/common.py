@@ -9,6 +9,11 @@ import typer
 
 from nfd_gpu.text import shown
 
+# ``scan --format json`` / ``yaml`` documents: nfd_gpu/data/scan-v1.schema.json. Here, not in
+# scan.py, so that ``nfd_gpu.cli`` exports it without importing the scan command's module
+# (which ``run`` and the other commands do not need).
+SCAN_API_VERSION = "nfd-gpu/v1"
+
 
 def say(line: str, *, err: bool = False) -> None:
     """Print one line of the CLI's output, escaped by :func:`shown`."""

@@ -9,15 +9,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from nfd_gpu.cli.common import check_root, fail, say, say_lines
+from nfd_gpu.cli.common import SCAN_API_VERSION, check_root, fail, say, say_lines
 from nfd_gpu.cli.options import RootOption, scan_option
 from nfd_gpu.config.settings import Config, choices, words
 
 if TYPE_CHECKING:
     from nfd_gpu.scan import ScanResult
 
-# ``scan --format json`` / ``yaml`` documents: nfd_gpu/data/scan-v1.schema.json.
-SCAN_API_VERSION = "nfd-gpu/v1"
 # ``scan --format dra-preview``: the devices each DRA driver would publish (docs/dra.md)
 DRA_PREVIEW_API_VERSION = "nfd-gpu/dra-preview-v1"
 
@@ -142,7 +140,7 @@ def _print(result: "ScanResult", fmt: Format) -> None:
 
         typer.echo(json.dumps(doc, indent=2, sort_keys=True))
     elif fmt is Format.yaml:
-        import yaml  # lazy: only this format needs YAML
+        from nfd_gpu.yamllib import yaml  # lazy: only this format needs YAML
 
         typer.echo(yaml.safe_dump(doc, sort_keys=True), nl=False)
     else:

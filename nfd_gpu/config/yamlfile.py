@@ -15,10 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
-
 from nfd_gpu.host import boundedfile
 from nfd_gpu.host.boundedfile import CONFIG_MAX
+from nfd_gpu.yamllib import yaml
 
 
 class YamlFileError(Exception):

@@ -9,10 +9,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from nfd_gpu.features import Features
 from nfd_gpu.host import boundedfile
+from nfd_gpu.yamllib import yaml
 
 # A NodeFeature document is an API object (etcd stores at most 1.5 MiB): the cap of a rule
 # file (rules/loader.py's MAX_RULE_FILE).

@@ -23,11 +23,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import yaml
-
 from nfd_gpu.record import Record, record
 from nfd_gpu.rules.model import Rule, RuleObject
 from nfd_gpu.rules.yamldocs import YAML_LOADER, constructed
+from nfd_gpu.yamllib import yaml
 
 SENTINEL = "nfd-gpu-reload-sentinel"
 # where a RuleObject's rules list may be in a document (rule_objects_from_documents)

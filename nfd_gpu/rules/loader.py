@@ -23,8 +23,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from nfd_gpu.host import boundedfile
 from nfd_gpu.rules import incremental
 from nfd_gpu.rules.expressions import ExpressionError, MatchExpression, validate_expression
@@ -46,6 +44,7 @@ from nfd_gpu.rules.yamldocs import (  # noqa: F401 (load_yaml_documents, YAML_LO
     load_yaml_documents,
     trim_heap,
 )
+from nfd_gpu.yamllib import yaml
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
-import yaml
+from nfd_gpu.yamllib import yaml
 
 # YAML aliases may not expand a file beyond this many nodes (and ten times its own
 # size): an "alias bomb" of a few KB would otherwise expand to billions of nodes.

@@ -493,7 +493,7 @@ def _build(cfg: OutputSettings) -> NodeFeatureSink:
 
 def _dry_run(cfg: OutputSettings, stream: TextIO | None) -> DryRunSink:
     """The object as YAML, built with no API client; ``ownerReferences`` are left empty."""
-    import yaml  # lazy: only a dry run prints YAML
+    from nfd_gpu.yamllib import yaml  # lazy: only a dry run prints YAML
 
     assert cfg.node_name and cfg.namespace  # config fills them for a dry run
     sink = NodeFeatureSink(node_name=cfg.node_name, namespace=cfg.namespace, owner_refs=())
