@@ -81,16 +81,6 @@ def owned(features: Features) -> Features:
     }
 
 
-def copied(features: Features) -> Features:
-    """``copy.deepcopy(features)``, feature set by feature set (:func:`copied_set`)."""
-    return {
-        kind: {name: copied_set(kind, fs) for name, fs in sets.items()}
-        if type(sets) is dict
-        else copy.deepcopy(sets)
-        for kind, sets in features.items()
-    }
-
-
 def copied_set(kind: str, fs: Any) -> Any:
     """``copy.deepcopy(fs)`` of one feature set of ``kind``.
 

@@ -1,5 +1,5 @@
-"""features.copied / copied_set: deepcopy's result, cheaper, for every shape a feature set
-may take (the publisher keeps a copy of every published feature set)."""
+"""features.copied_set: deepcopy's result, cheaper, for every shape a feature set may take
+(``owned`` copies the gpu.* sets with it for the sinks)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from nfd_gpu.features import copied, owned
+from nfd_gpu.features import copied_set, owned
 from nfd_gpu.scan import run_scan
 from tests.conftest import fixture_root
 
@@ -34,9 +34,14 @@ ODD = {
 
 
 @pytest.mark.parametrize("which", ["fixture", "odd"])
-def test_copied_is_deepcopy(which: str) -> None:
+def test_copied_set_is_deepcopy(which: str) -> None:
     f = run_scan(fixture_root("hgx-h100")).features if which == "fixture" else ODD
-    got = copied(f)
+    got = {
+        kind: {name: copied_set(kind, fs) for name, fs in sets.items()}
+        if type(sets) is dict
+        else copy.deepcopy(sets)
+        for kind, sets in f.items()
+    }
     assert got == copy.deepcopy(f)
     assert not _containers(got, set()) & _containers(f, set())  # nothing mutable shared
     own = owned(f)

@@ -3,6 +3,7 @@ feature-file write log lines."""
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -195,6 +196,11 @@ def test_run_logs_startup_changes_and_file_writes(
     assert len(writes) == 1 and writes[0].startswith(f"wrote feature file {fd / 'nfd-gpu'}")
     assert "(first write)" in writes[0] and f"{n} labels" in writes[0]
 
+    # the publisher holds the published labels and features, not copies: a later pass must
+    # not change them (checked below, after the GPU is lost)
+    held = (agent.publisher._published, agent.publisher._published_features)
+    held_then = copy.deepcopy(held)
+
     # Same labels again: the sink does not write, nothing is logged.
     caplog.clear()
     assert agent.run_pass()
@@ -217,6 +223,7 @@ def test_run_logs_startup_changes_and_file_writes(
     ]
     writes = _messages(caplog, "nfd_gpu.sinks.featurefile")
     assert len(writes) == 1 and "(content changed)" in writes[0]
+    assert held == held_then
 
 
 def test_debug_logs_each_pass(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
