@@ -26,9 +26,14 @@ __all__ = ["DeferredPattern", "yaml"]
 
 
 class DeferredPattern:
-    """``re.compile(pattern, flags)``, compiled the first time one of its attributes is read."""
+    """``re.compile(pattern, flags)``, compiled the first time one of its attributes is read.
 
-    __slots__ = ("_args", "_compiled", "_lock")
+    - Each attribute read is then kept on the object: ``p.match`` is the compiled pattern's
+      own bound method, looked up at a dict's cost (a dump resolves thousands of scalars).
+    - A copy is the object itself; a pickle is the compiled pattern's.
+    - It is no ``re.Pattern``: ``isinstance``, ``re.match(p, s)`` and ``==`` do not see one.
+      PyYAML does none of them, nor does any module of the package.
+    """
 
     def __init__(self, pattern: Any, flags: int = 0) -> None:
         self._args = (pattern, flags)
@@ -44,7 +49,20 @@ class DeferredPattern:
         return self._compiled
 
     def __getattr__(self, name: str) -> Any:  # match, search, sub, pattern, flags ...
-        return getattr(self.compiled(), name)
+        if name.startswith("_"):  # copy's and pickle's probes, an unset slot of ours
+            raise AttributeError(name)
+        value = getattr(self.compiled(), name)
+        setattr(self, name, value)  # read from the object's dict from now on
+        return value
+
+    def __copy__(self) -> DeferredPattern:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> DeferredPattern:
+        return self
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, int]]:
+        return _COMPILE, self._args
 
     def __repr__(self) -> str:
         state = "compiled" if self._compiled is not None else "not compiled yet"

@@ -115,3 +115,28 @@ def test_the_package_imports_pyyaml_only_through_yamllib() -> None:
         if p.name != "yamllib.py" and direct.search(p.read_text(encoding="utf-8"))
     ]
     assert offenders == []
+
+
+def test_a_deferred_pattern_compiles_once_keeps_what_it_read_copies_and_pickles() -> None:
+    import copy
+    import pickle
+
+    from nfd_gpu.yamllib import DeferredPattern
+
+    p = DeferredPattern(r"a(b+)", re.I)
+    assert p._compiled is None and "not compiled yet" in repr(p)
+    m = p.match("ABBc")
+    assert m is not None and m.group(1) == "BB"
+    assert vars(p)["match"] == re.compile(r"a(b+)", re.I).match  # the bound method, kept
+    assert p.compiled() is p.compiled() and p.pattern == r"a(b+)" and p.flags & re.I
+    assert copy.copy(p) is p and copy.deepcopy({"k": p})["k"] is p
+    back = pickle.loads(pickle.dumps(p))
+    assert isinstance(back, re.Pattern) and back.pattern == p.pattern and back.flags == p.flags
+    fresh = DeferredPattern("x")
+    assert copy.copy(fresh) is fresh and fresh._compiled is None  # a copy compiles nothing
+    try:
+        fresh._missing  # noqa: B018
+    except AttributeError:
+        pass
+    else:
+        raise AssertionError("a private name must not be looked up on the compiled pattern")

@@ -104,6 +104,7 @@ def test_label_changes() -> None:
     assert label_changes({"a": "1", "b": "2"}, {"a": "1", "b": "3", "c": "4"}) == (1, 0, 1)
     assert label_changes({"a": "1", "b": "2"}, {}) == (0, 2, 0)
     assert label_changes({"a": "1"}, {"a": "1"}) == (0, 0, 0)
+    assert label_changes({"a": "", "b": "2"}, {"a": "x", "c": ""}) == (1, 1, 1)
 
 
 def test_nvml_state() -> None:
