@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 import sys
-import threading
 from typing import Any
 
 __all__ = ["DeferredPattern", "yaml"]
@@ -38,18 +37,15 @@ class DeferredPattern:
     def __init__(self, pattern: Any, flags: int = 0) -> None:
         self._args = (pattern, flags)
         self._compiled: re.Pattern[Any] | None = None
-        self._lock = threading.Lock()
 
     def compiled(self) -> re.Pattern[Any]:
-        """The compiled pattern (compiled once, whichever thread asks first)."""
+        """The compiled pattern. Two threads asking first may both compile it: the same one."""
         if self._compiled is None:
-            with self._lock:
-                if self._compiled is None:
-                    self._compiled = _COMPILE(*self._args)
+            self._compiled = _COMPILE(*self._args)
         return self._compiled
 
     def __getattr__(self, name: str) -> Any:  # match, search, sub, pattern, flags ...
-        if name.startswith("_"):  # copy's and pickle's probes, an unset slot of ours
+        if name.startswith("_"):  # a probe (copy's, pickle's): never the compiled pattern's
             raise AttributeError(name)
         value = getattr(self.compiled(), name)
         setattr(self, name, value)  # read from the object's dict from now on
