@@ -1,7 +1,7 @@
 """A small Kubernetes API server for tests: NodeFeature objects over real HTTP.
 
 Serves ``/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/<ns>/nodefeatures[/<name>]`` (GET, LIST,
-POST, PUT, DELETE) and ``/api/v1/namespaces/<ns>/pods/<name>`` (GET) on 127.0.0.1 with a
+POST, PUT, PATCH, DELETE) and ``/api/v1/namespaces/<ns>/pods/<name>`` (GET) on 127.0.0.1 with a
 random port. Like a real API server it:
 
 * assigns ``metadata.resourceVersion`` (one global counter), ``uid``,
@@ -9,6 +9,8 @@ random port. Like a real API server it:
 * answers a PUT whose ``resourceVersion`` is stale with 409 Conflict, a PUT without one
   with 422, a POST of an existing name with 409 AlreadyExists, a missing object with 404,
   all as ``Status`` bodies;
+* applies a PATCH as a JSON merge patch (RFC 7386, ``application/merge-patch+json``; any
+  other type: 415), with its ``metadata.resourceVersion``, if any, as the precondition (409);
 * validates every stored object against the NodeFeature ``openAPIV3Schema`` from NFD's CRD
   (``tests/data/nfd/nfd-api-crds.yaml``, a copy of NFD's
   ``deployment/base/nfd-crds/nfd-api-crds.yaml``) and answers 422 on violation.
@@ -54,6 +56,7 @@ CRD_PATH = os.path.join(os.path.dirname(__file__), "data", "nfd", "nfd-api-crds.
 NF_PATH = re.compile(
     r"^/apis/nfd\.k8s-sigs\.io/v1alpha1/namespaces/([^/]+)/nodefeatures(?:/([^/]+))?$"
 )
+MERGE_PATCH = "application/merge-patch+json"
 POD_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)$")
 
 
@@ -256,7 +259,7 @@ class FakeKubeAPI:
             return json.loads(json.dumps(obj)) if obj is not None else None
 
     def writes(self) -> int:
-        return self.counts["create"] + self.counts["update"]
+        return self.counts["create"] + self.counts["update"] + self.counts["patch"]
 
     def reset_counts(self) -> None:
         with self.lock:
@@ -324,9 +327,8 @@ class FakeKubeAPI:
         m = NF_PATH.match(path)
         if not m:
             return 0.0, False
-        verb = {("GET", True): "get", ("POST", False): "create", ("PUT", True): "update"}.get(
-            (method, m.group(2) is not None), ""
-        )
+        verb = {("GET", True): "get", ("POST", False): "create", ("PUT", True): "update",
+                ("PATCH", True): "patch"}.get((method, m.group(2) is not None), "")  # fmt: skip
         with self.lock:
             per_byte = self.trickles[verb].pop(0) if self.trickles[verb] else 0.0
             cut = self.cuts[verb] > 0
@@ -334,7 +336,9 @@ class FakeKubeAPI:
                 self.cuts[verb] -= 1
         return per_byte, cut
 
-    def handle(self, method: str, path: str, body: Any) -> tuple[int, dict[str, Any]]:
+    def handle(
+        self, method: str, path: str, body: Any, content_type: str = "application/json"
+    ) -> tuple[int, dict[str, Any]]:
         path = path.split("?", 1)[0]
         m = NF_PATH.match(path)
         pm = POD_PATH.match(path)
@@ -347,6 +351,7 @@ class FakeKubeAPI:
                 ("GET", True): "get",
                 ("POST", False): "create",
                 ("PUT", True): "update",
+                ("PATCH", True): "patch",
                 ("DELETE", True): "delete",
             }.get((method, name is not None), "")
             if not verb:
@@ -367,6 +372,8 @@ class FakeKubeAPI:
         if failure:
             msg = self.messages.get(verb, "injected failure")
             return failure, _status(failure, "InternalError", msg)
+        if verb == "patch" and content_type.split(";")[0].strip() != MERGE_PATCH:
+            return 415, _status(415, "UnsupportedMediaType", f"unsupported {content_type!r}")
         with self.lock:
             return self._dispatch(verb, key, body)
 
@@ -400,6 +407,17 @@ class FakeKubeAPI:
             return 200, _status(200, "", "deleted")
         if not isinstance(body, dict):
             return 400, _status(400, "BadRequest", "body must be a JSON object")
+        if verb == "patch":  # the stored object with the patch applied, then as an update
+            cur = self.objects.get(key)
+            if cur is None:
+                return 404, _status(404, "NotFound", f'nodefeatures "{name}" not found')
+            sent = body.get("metadata", {}).get(
+                "resourceVersion", cur["metadata"]["resourceVersion"]
+            )
+            if sent != cur["metadata"]["resourceVersion"]:
+                return 409, _conflict(name)
+            body = apply_merge_patch(json.loads(json.dumps(cur)), body)
+            verb = "update"
         meta = body.get("metadata") or {}
         if meta.get("namespace", ns) != ns or (verb == "update" and meta.get("name") != name):
             return 400, _status(400, "BadRequest", "metadata does not match the URL")
@@ -433,12 +451,7 @@ class FakeKubeAPI:
                 422, "Invalid", "metadata.resourceVersion: Invalid value: must be specified"
             )
         if sent_rv != cur["metadata"]["resourceVersion"]:
-            return 409, _status(
-                409,
-                "Conflict",
-                f'Operation cannot be fulfilled on nodefeatures "{name}": the object has been '
-                "modified; please apply your changes to the latest version and try again",
-            )
+            return 409, _conflict(name)
         self.rv += 1
         obj = json.loads(json.dumps(body))
         obj["metadata"].update(
@@ -450,6 +463,28 @@ class FakeKubeAPI:
         self.objects[key] = obj
         self._event("MODIFIED", obj)
         return 200, obj
+
+
+def apply_merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: ``patch`` applied to ``target``; an object merges key by key, null removes."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = apply_merge_patch(out.get(k), v)
+    return out
+
+
+def _conflict(name: str) -> dict[str, Any]:
+    return _status(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on nodefeatures "{name}": the object has been '
+        "modified; please apply your changes to the latest version and try again",
+    )
 
 
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -519,7 +554,8 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             code, payload = 400, _status(400, "BadRequest", "invalid JSON")
         else:
-            code, payload = self.server_api.handle(self.command, self.path, body)
+            kind = self.headers.get("Content-Type") or ""
+            code, payload = self.server_api.handle(self.command, self.path, body, kind)
         per_byte, cut = self.server_api.answer_mode(self.command, self.path)
         data = json.dumps(payload).encode()
         try:

@@ -37,6 +37,7 @@ RESOURCE = f"{PLURAL}.{GROUP}"
 NODE_NAME_LABEL = "nfd.node.kubernetes.io/node-name"
 COLLECTION_PATH = "/apis/{group}/{version}/namespaces/{namespace}/{plural}"
 OBJECT_PATH = COLLECTION_PATH + "/{name}"
+MERGE_PATCH = "application/merge-patch+json"  # RFC 7386, which custom resources accept
 OBJECT_PREFIX = "nfd-gpu-"  # the NodeFeature object is named <prefix><node name>
 # A node name is a DNS-1123 subdomain; nfd-gpu-<node> must be an object name (<= 253).
 NODE_NAME_MAX = PREFIX_MAX - len(OBJECT_PREFIX)
@@ -195,6 +196,10 @@ class TooLarge(SinkError):
     """Too large for the server or for ``MAX_OBJECT_BYTES``: the same object is not sent again."""
 
 
+class Forbidden(SinkError):
+    """A 403 from RBAC, not from an admission policy: the Role lacks the verb."""
+
+
 class ApiStatus(Exception):
     """A 404 or 409 answer: the state machine re-reads, creates or retries."""
 
@@ -300,7 +305,7 @@ class ObjectClient:
                 # RBAC allowed it; an admission policy (e.g. the shipped one that
                 # confines each node's agent to its own NodeFeature) refused it
                 return SinkError(f"forbidden by admission policy: {verb} {where} ({msg})")
-            return SinkError(
+            return Forbidden(
                 f"forbidden: the service account needs RBAC verb '{verb}' on {resource} "
                 f"in namespace {self.namespace!r} ({msg})"
             )
@@ -362,12 +367,25 @@ class ObjectClient:
         ApiStatus 409 means changed since, 404 deleted."""
         return self._send("update", "PUT", OBJECT_PATH, self._where(), body)
 
-    def _send(self, verb: str, method: str, path: str, where: dict[str, str], body: Obj) -> Any:
+    def patch(self, patch: Obj) -> Any:
+        """PATCH the object with a JSON merge patch; the server's answer. With
+        ``metadata.resourceVersion`` in ``patch``, ApiStatus 409 means changed since."""
+        return self._send("patch", "PATCH", OBJECT_PATH, self._where(), patch, MERGE_PATCH)
+
+    def _send(
+        self,
+        verb: str,
+        method: str,
+        path: str,
+        where: dict[str, str],
+        body: Obj,
+        content_type: str = "application/json",
+    ) -> Any:
         """A write under the deadline: the server's answer, decoded."""
         api_client = self.connect()
+        kw: dict[str, Any] = {"body": body, "content_type": content_type}
         return self.call(
-            verb,
-            lambda: json.loads(request(api_client, method, path, where, self.timeout, body=body)),
+            verb, lambda: json.loads(request(api_client, method, path, where, self.timeout, **kw))
         )
 
     def own_pod(self, pod_name: str) -> Any:
@@ -423,12 +441,14 @@ def request(
     *,
     query: dict[str, str] | None = None,
     body: Obj | None = None,
+    content_type: str = "application/json",
     stream: bool = False,
 ) -> Any:
     """One request through ``api_client``, with its host, TLS, token and proxy.
 
     It returns the body undecoded, or with ``stream`` the urllib3 response, its body unread.
-    A non-2xx answer raises ``ApiException`` as the generated APIs do. ``body`` is sent as JSON.
+    A non-2xx answer raises ``ApiException`` as the generated APIs do. ``body`` is sent as
+    JSON, of ``content_type``: a JSON merge patch is ``application/merge-patch+json``.
 
     Every request of the agent goes through here, not the generated API classes such as
     ``CustomObjectsApi`` and ``CoreV1Api``. kubernetes >= 35 builds pydantic validators for
@@ -443,7 +463,7 @@ def request(
     """
     headers = {"Accept": "application/json"}
     if body is not None:
-        headers["Content-Type"] = "application/json"
+        headers["Content-Type"] = content_type
     if isinstance(api_client, Transport):
         resp = _send_on(api_client, method, path, path_params, query, headers, body, timeout)
     elif hasattr(api_client, "param_serialize"):  # an ApiClient, kubernetes >= 35

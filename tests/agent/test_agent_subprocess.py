@@ -154,17 +154,17 @@ def test_agent_publishes_once_survives_faults_and_stops(
         add_gpu(root, "0000:18:00.0", "0000:f0:00.0")
         wait_for(lambda: obj_count(k8s_server) == "9", 10, agent.log)
         time.sleep(1.0)
-        assert k8s_server.counts["update"] == 1
+        assert k8s_server.counts["patch"] == 1
         assert k8s_server.writes() == 2
 
         # faults: a 500 on the next write and a concurrent writer (stale resourceVersion -> 409)
-        k8s_server.fail("update", 500)
+        k8s_server.fail("patch", 500)
         k8s_server.bump(NS, OBJ)
         remove_gpu(root, "0000:f0:00.0")
         wait_for(lambda: obj_count(k8s_server) == "8", 15, agent.log)
         assert agent.proc.poll() is None
         # 500, then 409, then the successful PUT
-        assert k8s_server.counts["update"] == 4, k8s_server.counts
+        assert k8s_server.counts["patch"] == 4, k8s_server.counts
         assert k8s_server.rejected == []
 
         def written() -> bool:
@@ -210,7 +210,7 @@ def test_sighup_triggers_a_pass_at_once(agent_env: dict[str, Any], k8s_server: F
         assert obj_count(k8s_server) == "8"  # 300 s interval: nothing yet
         agent.proc.send_signal(signal.SIGHUP)
         wait_for(lambda: obj_count(k8s_server) == "9", 10, agent.log)
-        assert k8s_server.counts["update"] == 1
+        assert k8s_server.counts["patch"] == 1
         t0 = time.monotonic()
         agent.proc.send_signal(signal.SIGTERM)
         assert agent.proc.wait(10) == 0

@@ -44,7 +44,7 @@ REQUEST_VERBS = {
     ("GET", "/api/v1/namespaces/{namespace}/pods/{name}"): ("", "pods", "get"),
 }
 SINK_NEEDS = {
-    ("nfd.k8s-sigs.io", "nodefeatures"): {"get", "create", "update", "watch"},
+    ("nfd.k8s-sigs.io", "nodefeatures"): {"get", "create", "patch", "update", "watch"},
     ("", "pods"): {"get"},
 }
 

@@ -68,6 +68,9 @@ def create(cluster: Cluster, token: str, obj: Obj) -> Obj:
     return out
 
 
+MERGE_PATCH = "application/merge-patch+json"
+
+
 def denied(cluster: Cluster, token: str, method: str, path: str, body: Obj) -> str:
     """The request must be refused by the policy (403 naming it); its message."""
     with pytest.raises(ApiError) as ei:
@@ -407,6 +410,11 @@ def test_labels_outside_the_profiles_namespaces_are_denied(
         upd = json.loads(json.dumps(own))
         upd["spec"]["labels"][key] = "FAKE"
         assert FOREIGN in denied(c, ta, "PUT", f"{NF}/{name}", upd)
+        # the sink's merge patch is an UPDATE to the policy: the patched object is judged
+        patch = {"spec": {"labels": {key: "FAKE"}}}
+        with pytest.raises(ApiError) as ei:
+            c.request("PATCH", f"{NF}/{name}", patch, token=ta, content_type=MERGE_PATCH)
+        assert ei.value.status == 403 and FOREIGN in str(ei.value.body.get("message"))
         upd["spec"]["labels"] = {"nvidia.com/gpu.product": "x", "amd.com/gpu.family": "y"}
         assert (
             c.request("PUT", f"{NF}/{name}", upd, token=ta)["spec"]["labels"]

@@ -62,7 +62,7 @@ class Env:
                 return None
             raise
 
-    def calls(self) -> list[tuple[str, str, int]]:
+    def calls(self, user: str = SA_USER) -> list[tuple[str, str, int]]:
         """(verb, resource, status) of the agent's requests since the last call; watches
         aside (audited when they end, e.g. an earlier test's, closed at its teardown; their
         cost is tests/e2e/test_own_object.py's)."""
@@ -72,7 +72,7 @@ class Env:
             (e["verb"], e["objectRef"]["resource"], e["responseStatus"]["code"])
             for e in new
             if e.get("stage") == "ResponseComplete"
-            and e["user"]["username"] == SA_USER
+            and e["user"]["username"] == user
             and e["verb"] != "watch"
         ]
 
@@ -104,15 +104,59 @@ def test_create_then_no_requests_when_unchanged(env: Env) -> None:
     assert env.calls() == []
 
 
-def test_change_is_one_replace(env: Env) -> None:
+def test_change_is_one_patch(env: Env) -> None:
     sink = env.sink()
     sink.publish(pub(8))
     env.calls()
     assert sink.publish(pub(9)) is True
-    assert env.calls() == [("update", "nodefeatures", 200)]
+    assert env.calls() == [("patch", "nodefeatures", 200)]
     obj = env.get()
     assert obj is not None and obj["spec"]["labels"][COUNT] == "9"
     assert len(obj["spec"]["features"]["instances"]["gpu.device"]["elements"]) == 9
+
+
+def test_patch_removes_what_is_gone_and_keeps_foreign_metadata(env: Env) -> None:
+    """The merge patch's nulls: a label and a feature set gone from the publication are
+    gone from the server's object, whose spec is then exactly the one published."""
+    sink = env.sink()
+    sink.publish(pub(8))
+    obj = env.get()
+    assert obj is not None
+    obj["metadata"].setdefault("annotations", {})["someone/else"] = "was-here"
+    env.cluster.request("PUT", env.path, obj)  # seen by the re-read below (no watch yet)
+    smaller = pub(8)
+    del smaller.labels["gpu.feature.node.kubernetes.io/present"]
+    del smaller.features["flags"]["gpu.capability"]
+    sink2 = env.sink(watch=False)  # a fresh sink: it reads the object first
+    env.calls()
+    assert sink2.publish(smaller) is True
+    assert env.calls() == [("get", "nodefeatures", 200), ("patch", "nodefeatures", 200)]
+    obj = env.get()
+    assert obj is not None
+    assert obj["spec"]["labels"] == smaller.labels
+    assert obj["spec"]["features"] == smaller.features
+    assert obj["metadata"]["annotations"]["someone/else"] == "was-here"
+    assert obj["metadata"]["labels"][NODE_NAME_LABEL] == env.node
+
+
+def test_a_role_without_patch_writes_with_update(env: Env, tmp_path: Path) -> None:
+    """An older release's Role (get, create, update, watch): the first patch is refused,
+    said once, and every write is then a PUT."""
+    kubeconfig = _account(env.cluster, tmp_path, "no-patch", ["get", "create", "update", "watch"])
+    try:
+        sink = env.sink(kubeconfig=kubeconfig)
+        sink.publish(pub(8))
+        env.calls()
+        assert sink.publish(pub(9)) is True
+        user = f"system:serviceaccount:{NS}:no-patch"
+        want = [("patch", "nodefeatures", 403), ("update", "nodefeatures", 200)]
+        assert env.calls(user) == want
+        assert sink.publish(pub(10)) is True
+        assert env.calls(user) == [("update", "nodefeatures", 200)]
+        obj = env.get()
+        assert obj is not None and obj["spec"]["labels"][COUNT] == "10"
+    finally:
+        _drop_account(env.cluster, "no-patch")
 
 
 def test_concurrent_writer_conflict_is_retried_with_fresh_resource_version(env: Env) -> None:
@@ -126,11 +170,11 @@ def test_concurrent_writer_conflict_is_retried_with_fresh_resource_version(env: 
     env.cluster.request("PUT", env.path, obj)
     env.calls()
     assert sink.publish(pub(9)) is True
-    # the server's 409, a re-GET, the PUT with the fresh resourceVersion
+    # the server's 409, a re-GET, the patch with the fresh resourceVersion
     assert env.calls() == [
-        ("update", "nodefeatures", 409),
+        ("patch", "nodefeatures", 409),
         ("get", "nodefeatures", 200),
-        ("update", "nodefeatures", 200),
+        ("patch", "nodefeatures", 200),
     ]
     obj = env.get()
     assert obj is not None and obj["spec"]["labels"][COUNT] == "9"
@@ -139,7 +183,7 @@ def test_concurrent_writer_conflict_is_retried_with_fresh_resource_version(env: 
 
 def test_foreign_write_seen_by_the_watch_costs_no_conflict(env: Env) -> None:
     """With the watch, the sink learns the foreign write's resourceVersion from the server
-    at once: the next change is one PUT, and the foreign annotation is kept."""
+    at once: the next change is one patch, and the foreign annotation is kept."""
     sink = env.sink()
     sink.publish(pub(8))
     time.sleep(1.0)  # the watch is up
@@ -150,7 +194,7 @@ def test_foreign_write_seen_by_the_watch_costs_no_conflict(env: Env) -> None:
     time.sleep(1.0)  # the watch delivers it
     env.calls()
     assert sink.publish(pub(9)) is True
-    assert env.calls() == [("update", "nodefeatures", 200)]
+    assert env.calls() == [("patch", "nodefeatures", 200)]
     obj = env.get()
     assert obj is not None and obj["spec"]["labels"][COUNT] == "9"
     assert obj["metadata"]["annotations"]["someone/else"] == "was-here"
@@ -174,44 +218,7 @@ def test_resync_get_heals_deleted_object(env: Env) -> None:
 
 def test_forbidden_names_the_verb(env: Env, tmp_path: Path) -> None:
     """A ServiceAccount whose Role lacks ``create``: the server's 403 names the verb."""
-    c = env.cluster
-    rbac = "/apis/rbac.authorization.k8s.io/v1"
-    c.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": "no-create", "namespace": NS},
-        }
-    )
-    c.apply(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": {"name": "no-create", "namespace": NS},
-            "rules": [
-                {"apiGroups": ["nfd.k8s-sigs.io"], "resources": ["nodefeatures"], "verbs": ["get"]}
-            ],
-        }
-    )
-    c.apply(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "no-create", "namespace": NS},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": "no-create",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "no-create", "namespace": NS}],
-        }
-    )
-    token = c.request(
-        "POST",
-        f"/api/v1/namespaces/{NS}/serviceaccounts/no-create/token",
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
-    )["status"]["token"]
-    kubeconfig = c.write_kubeconfig(tmp_path / "no-create.kubeconfig", {"token": token})
+    kubeconfig = _account(env.cluster, tmp_path, "no-create", ["get"])
     try:
         sink = env.sink(kubeconfig=kubeconfig)
         with pytest.raises(
@@ -221,8 +228,44 @@ def test_forbidden_names_the_verb(env: Env, tmp_path: Path) -> None:
         assert not ei.value.transient
         assert env.get() is None
     finally:
-        c.request("DELETE", f"{rbac}/namespaces/{NS}/rolebindings/no-create")
-        c.request("DELETE", f"{rbac}/namespaces/{NS}/roles/no-create")
+        _drop_account(env.cluster, "no-create")
+
+
+def _account(c: Cluster, tmp_path: Path, name: str, verbs: list[str]) -> Path:
+    """A kubeconfig of ServiceAccount ``name``, whose Role has ``verbs`` on nodefeatures."""
+    c.apply({"apiVersion": "v1", "kind": "ServiceAccount",
+             "metadata": {"name": name, "namespace": NS}})  # fmt: skip
+    c.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": name, "namespace": NS},
+            "rules": [
+                {"apiGroups": ["nfd.k8s-sigs.io"], "resources": ["nodefeatures"], "verbs": verbs}
+            ],
+        }
+    )
+    c.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": NS},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NS}],
+        }
+    )
+    token = c.request(
+        "POST",
+        f"/api/v1/namespaces/{NS}/serviceaccounts/{name}/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )["status"]["token"]
+    return c.write_kubeconfig(tmp_path / f"{name}.kubeconfig", {"token": token})
+
+
+def _drop_account(c: Cluster, name: str) -> None:
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    c.request("DELETE", f"{rbac}/namespaces/{NS}/rolebindings/{name}")
+    c.request("DELETE", f"{rbac}/namespaces/{NS}/roles/{name}")
 
 
 def test_owner_references_pod_and_daemonset(env: Env, agent_sa: dict[str, Any]) -> None:

@@ -132,7 +132,7 @@ def test_an_object_the_server_refuses_as_too_large_is_not_retried(
     reason = body.decode()
     print(f"\n{size} bytes sent: {refused}, later passes: {later}")
     print(f"/readyz {code}: {reason.strip()}")
-    assert len(refused) == 1 and refused[0][0] == "update", refused
+    assert len(refused) == 1 and refused[0][0] == "patch", refused
     assert refused[0][1] in (413, 500), refused
     assert later == [], later  # no retry loop
     assert code == 503 and code_later == 503, reason
@@ -140,7 +140,7 @@ def test_an_object_the_server_refuses_as_too_large_is_not_retried(
     assert f"{entries} entries" in reason and "attributes gpu.inventory" in reason, reason
     assert obj["spec"]["labels"] == good  # the last good labels stay on the object
     assert node_now == good  # and on the Node
-    assert recovered == [("update", 200)], recovered
+    assert recovered == [("patch", 200)], recovered
     assert ready == (200, b"ok\n"), ready
 
 

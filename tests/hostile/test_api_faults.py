@@ -92,17 +92,18 @@ def _inject(api: FakeKubeAPI, host: Host, fault: str) -> None:
     big = 10_000
     if fault == "500 outage":
         api.fail("get", 500, big)
-        api.fail("update", 500, big)
+        api.fail("patch", 500, big)
     elif fault == "409 forever":
-        api.fail("update", 409, big)
-    elif fault == "403 forbidden":
+        api.fail("patch", 409, big)
+    elif fault == "403 forbidden":  # the Role refuses every write (without patch: a PUT)
+        api.deny("patch")
         api.deny("update")
     elif fault == "slow (> timeout)":
-        api.delay("update", TIMEOUT * 4, big)
+        api.delay("patch", TIMEOUT * 4, big)
     elif fault == "trickled answer":
-        api.trickle("update", 0.05, big)
+        api.trickle("patch", 0.05, big)
     elif fault == "cut-off answer":
-        api.cut("update", big)
+        api.cut("patch", big)
     elif fault == "scan incomplete (EMFILE)":
         host.mode = "incomplete"
     elif fault == "scan raises":

@@ -17,7 +17,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
 
 def test_sigterm_ends_a_trickled_write_within_5_s(tmp_path: Path, k8s_server: FakeKubeAPI) -> None:
     k8s_server.trickle("create", 0.2, 100)
-    k8s_server.trickle("update", 0.2, 100)
+    k8s_server.trickle("patch", 0.2, 100)
     args = [
         "--root", str(FIXTURES / "hgx-h100"),
         "--output", "nodefeature",
@@ -27,7 +27,7 @@ def test_sigterm_ends_a_trickled_write_within_5_s(tmp_path: Path, k8s_server: Fa
     ]  # fmt: skip
     with agent_process(args, agent_env(NODE_NAME="node-t", POD_NAMESPACE="nfd")) as proc:
         t0 = time.monotonic()
-        while k8s_server.counts["create"] + k8s_server.counts["update"] == 0:
+        while k8s_server.counts["create"] + k8s_server.counts["patch"] == 0:
             assert time.monotonic() - t0 < 30, "agent never wrote"
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             time.sleep(0.05)

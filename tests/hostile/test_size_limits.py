@@ -129,7 +129,7 @@ def test_object_over_the_byte_limit_is_not_sent(k8s_server: FakeKubeAPI) -> None
         assert "not sent" in str(e) and not e.transient
     else:
         raise AssertionError("a 1 MiB object was sent")
-    assert k8s_server.counts["create"] == 0 and k8s_server.counts["update"] == 0
+    assert k8s_server.counts["create"] == 0 and k8s_server.counts["patch"] == 0
 
 
 def test_an_object_over_1_mib_as_the_server_stores_it_is_not_sent(
@@ -146,7 +146,7 @@ def test_an_object_over_1_mib_as_the_server_stores_it_is_not_sent(
     }
     with pytest.raises(SinkError, match=r"would be 18\d{5} bytes: .* not sent"):
         sink.publish(Publication({"example.com/a": "b"}, features))
-    assert k8s_server.counts["create"] == 0 and k8s_server.counts["update"] == 0
+    assert k8s_server.counts["create"] == 0 and k8s_server.counts["patch"] == 0
 
 
 def test_features_grown_past_the_byte_limit_under_the_same_labels_are_not_sent(
@@ -162,10 +162,10 @@ def test_features_grown_past_the_byte_limit_under_the_same_labels_are_not_sent(
     add_attributes(big, "gpu.blob", {f"a{i}": "x" * 90 for i in range(MAX_OBJECT_BYTES // 180)})
     with pytest.raises(SinkError, match="not sent"):
         sink.publish(Publication(labels, big))
-    assert k8s_server.counts["update"] == 0
+    assert k8s_server.counts["patch"] == 0
     small = empty()
     add_attributes(small, "gpu.blob", {"a": "x"})
-    assert sink.publish(Publication(labels, small)) and k8s_server.counts["update"] == 1
+    assert sink.publish(Publication(labels, small)) and k8s_server.counts["patch"] == 1
 
 
 def test_label_measure_is_the_json_size_and_the_keys_outside_over_label_changes() -> None:

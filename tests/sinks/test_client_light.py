@@ -98,7 +98,7 @@ def test_the_sink_imports_only_what_it_uses(how: str) -> None:
     assert got["refs"] == ["Pod", "DaemonSet"]
     counts = got["counts"]
     assert isinstance(counts, dict)
-    assert counts["get-pod"] == 1 and counts["create"] == 1 and counts["update"] == 1
+    assert counts["get-pod"] == 1 and counts["create"] == 1 and counts["patch"] == 1
     assert got["auth"] == (["Bearer test-token"] if how == "kubeconfig" else ["bearer t"])
     mods = got["modules"]
     assert isinstance(mods, list)

@@ -34,11 +34,11 @@ def make_sink(api_client: object, clock: Clock | None = None, **kw: Any) -> Node
 def test_conflicts_are_bounded(k8s_server: FakeKubeAPI, api_client: object) -> None:
     sink = make_sink(api_client, max_conflict_retries=2)
     sink.publish(pub(8))
-    k8s_server.fail("update", 409, count=10)
+    k8s_server.fail("patch", 409, count=10)
     with pytest.raises(SinkError, match="gave up after 3") as ei:
         sink.publish(pub(9))
     assert ei.value.transient
-    assert k8s_server.counts["update"] == 3
+    assert k8s_server.counts["patch"] == 3
 
 
 def test_server_error_is_transient_and_keeps_object(
@@ -46,7 +46,7 @@ def test_server_error_is_transient_and_keeps_object(
 ) -> None:
     sink = make_sink(api_client)
     sink.publish(pub(8))
-    k8s_server.fail("update", 500)
+    k8s_server.fail("patch", 500)
     with pytest.raises(SinkError) as ei:
         sink.publish(pub(9))
     assert ei.value.transient
@@ -197,16 +197,16 @@ def test_drift_reported_while_a_write_is_in_flight_is_repaired_next_pass(
     is neither erased by the write's answer nor lost from the repair count."""
     sink = make_sink(api_client, watch=False)
     sink.publish(pub(8))
-    replace = sink.api.replace
+    patch = sink.api.patch
 
-    def replace_then_edit(body: dict[str, Any]) -> Any:
-        answer = replace(body)
+    def patch_then_edit(body: dict[str, Any]) -> Any:
+        answer = patch(body)
         _edit_and_report(k8s_server, sink)
         return answer
 
-    sink.api.replace = replace_then_edit  # type: ignore[method-assign]
+    sink.api.patch = patch_then_edit  # type: ignore[method-assign]
     assert sink.publish(pub(9)) is True
-    sink.api.replace = replace  # type: ignore[method-assign]
+    sink.api.patch = patch  # type: ignore[method-assign]
     assert sink.publish(pub(9)) is True  # the edit is restored
     what = sink.take_repair()
     assert what is not None and "count=99 " in what
@@ -240,7 +240,8 @@ def test_a_replacement_copies_neither_the_old_spec_nor_managed_fields() -> None:
     """The update body is the server's object with the new spec: its old spec (every rule
     label of the last write) and managedFields are dropped, not deep-copied first (a third
     of a changed pass's CPU with 1,000 rules' labels)."""
-    from nfd_gpu.sinks.nodefeature import NodeFeatureSink
+    from nfd_gpu.sinks.nodefeature import STATE_ANNOTATION
+    from nfd_gpu.sinks.nodefeature_patch import replacement
 
     class NoCopy:
         def __deepcopy__(self, memo: object) -> object:
@@ -259,7 +260,7 @@ def test_a_replacement_copies_neither_the_old_spec_nor_managed_fields() -> None:
         "metadata": {"labels": {"l": "1"}, "ownerReferences": []},
         "spec": {"labels": {"new": "v"}},
     }
-    body = NodeFeatureSink._replacement(current, want)
+    body = replacement(current, want, STATE_ANNOTATION)
     assert body["spec"] is want["spec"]
     assert body["metadata"] == {"name": "n", "resourceVersion": "5", "annotations": {"x": "y"},
                                 "labels": {"a": "b", "l": "1"}, "ownerReferences": []}  # fmt: skip

@@ -124,3 +124,40 @@ def test_a_foreign_edit_after_the_agent_s_writes_is_seen_and_repaired(
         assert "count=99 (want 4)" in (sink.take_repair() or "")
     finally:
         sink.close()
+
+
+def test_an_echo_before_its_write_s_answer_waits_for_that_write(
+    k8s_server: FakeKubeAPI, api_client: object
+) -> None:
+    """The echo of a write whose answer is not in yet is known once the write ends, so it is
+    not decoded; another version waits for that write too, then is decoded as any event."""
+    sink = make_sink(api_client, watch=False)
+    sink.publish(pub(8))
+    answered, release = threading.Event(), threading.Event()
+    patch = sink.api.patch
+
+    def held(body: dict[str, Any]) -> Any:
+        answer = patch(body)
+        answered.set()
+        assert release.wait(5)
+        return answer
+
+    sink.api.patch = held  # type: ignore[method-assign]
+    write = threading.Thread(target=sink.publish, args=(pub(9),))
+    write.start()
+    assert answered.wait(5)
+    rv = k8s_server.get(NS, "nfd-gpu-node-a")["metadata"]["resourceVersion"]  # type: ignore[index]
+    got: dict[str, bool] = {}
+    asks = [threading.Thread(target=lambda v=v: got.update({v: sink._own_write(v)}))
+            for v in (rv, "999")]  # fmt: skip
+    for t in asks:
+        t.start()
+    time.sleep(0.3)
+    assert got == {}  # both wait while the write is out
+    release.set()
+    for t in (*asks, write):
+        t.join(5)
+    assert got == {rv: True, "999": False}
+    t0 = time.monotonic()
+    assert sink._own_write("1000") is False  # no write out: no wait
+    assert time.monotonic() - t0 < 0.1
