@@ -411,7 +411,7 @@ class FakeKubeAPI:
             cur = self.objects.get(key)
             if cur is None:
                 return 404, _status(404, "NotFound", f'nodefeatures "{name}" not found')
-            sent = body.get("metadata", {}).get(
+            sent = (body.get("metadata") or {}).get(
                 "resourceVersion", cur["metadata"]["resourceVersion"]
             )
             if sent != cur["metadata"]["resourceVersion"]:

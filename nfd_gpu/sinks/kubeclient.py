@@ -197,7 +197,7 @@ class TooLarge(SinkError):
 
 
 class Forbidden(SinkError):
-    """A 403 from RBAC, not from an admission policy: the Role lacks the verb."""
+    """A 403 whose message names no admission policy or webhook: RBAC, the Role lacks the verb."""
 
 
 class ApiStatus(Exception):

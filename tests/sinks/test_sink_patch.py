@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nfd_gpu.sinks import Publication
+from nfd_gpu.sinks import Publication, SinkError
 from nfd_gpu.sinks.nodefeature import NODE_NAME_LABEL, STATE_ANNOTATION, NodeFeatureSink
 from nfd_gpu.sinks.nodefeature_patch import diff, merge_patch
 from tests.k8s_api_server import FakeKubeAPI, apply_merge_patch
@@ -109,7 +109,7 @@ def test_a_role_without_patch_falls_back_to_update_once(
         assert sink.publish(pub(9)) is True
         assert sink.publish(pub(10)) is True
     assert k8s_server.counts["patch"] == 1 and k8s_server.counts["update"] == 2
-    said = [r.getMessage() for r in caplog.records if "instead" in r.getMessage()]
+    said = [r.getMessage() for r in caplog.records if "from now on" in r.getMessage()]
     assert len(said) == 1 and "RBAC verb 'patch'" in said[0], said
     obj = k8s_server.get(NS, OBJ)
     assert obj is not None and obj["spec"]["labels"][COUNT] == "10"
@@ -173,3 +173,41 @@ def test_the_patch_applied_to_the_old_object_is_the_new_one(old: Any, new: dict[
     if isinstance(old, dict):
         assert set(patch) <= set(old) | set(new)  # only what differs
         assert all(old.get(k) != v for k, v in new.items() if k in patch)
+
+
+def test_a_role_refusing_both_writes_keeps_patching(
+    k8s_server: FakeKubeAPI, api_client: object
+) -> None:
+    """A PUT refused too says the Role refuses writes, not that it lacks patch: once the
+    Role allows update, the next refused patch falls back; with patch allowed, patches."""
+    sink, _ = make_sink(api_client)
+    sink.publish(pub(8))
+    k8s_server.deny("patch")
+    k8s_server.deny("update")
+    with pytest.raises(SinkError, match="RBAC verb 'update'"):
+        sink.publish(pub(9))
+    assert k8s_server.counts["patch"] == 1 and k8s_server.counts["update"] == 1
+    k8s_server.allow("update")
+    assert sink.publish(pub(9)) is True
+    assert k8s_server.counts["patch"] == 2 and k8s_server.counts["update"] == 2
+    assert sink.publish(pub(10)) is True  # the Role lacks patch: PUTs from now on
+    assert k8s_server.counts["patch"] == 2 and k8s_server.counts["update"] == 3
+
+
+def test_the_version_a_write_was_made_against_is_no_news(
+    k8s_server: FakeKubeAPI, api_client: object
+) -> None:
+    """A foreign edit's event that comes during the write made against it (a 409, a re-read,
+    the patch) and is applied after the write's answer is neither drift nor the object."""
+    sink, _ = make_sink(api_client)
+    woke: list[int] = []
+    sink.on_drift = lambda: woke.append(1)
+    sink.publish(pub(8))
+    k8s_server.edit(NS, OBJ, lambda o: o["metadata"].update(annotations={"someone/else": "x"}))
+    edited = k8s_server.get(NS, OBJ)
+    assert sink.publish(pub(9)) is True
+    assert k8s_server.counts["patch"] == 2  # the 409, then the patch of the re-read object
+    now = k8s_server.get(NS, OBJ)["metadata"]["resourceVersion"]  # type: ignore[index]
+    sink.on_watch_event("MODIFIED", edited)  # its event, late
+    assert woke == [] and sink._obj["metadata"]["resourceVersion"] == now  # type: ignore[index]
+    assert sink.publish(pub(9)) is False and sink.take_repair() is None
