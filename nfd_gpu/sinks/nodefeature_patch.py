@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from nfd_gpu.sinks.owners import owner_key
-
 Obj = dict[str, Any]
 _ABSENT = object()  # a key the old object lacks
 
@@ -40,7 +38,7 @@ def merge_patch(current: Obj, want: Obj, node_label: str, state_key: str) -> Obj
     node = want_meta["labels"][node_label]
     if (meta.get("labels") or {}).get(node_label) != node:
         patch_meta["labels"] = {node_label: node}
-    if owner_key(meta.get("ownerReferences") or []) != owner_key(want_meta["ownerReferences"]):
+    if (meta.get("ownerReferences") or []) != want_meta["ownerReferences"]:  # as a PUT states them
         patch_meta["ownerReferences"] = want_meta["ownerReferences"]
     have = meta.get("annotations")
     held = have.get(state_key) if isinstance(have, dict) else None
