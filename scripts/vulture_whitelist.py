@@ -25,6 +25,7 @@ cli.inventory.inventory
 rules.__getattr__
 # kubernetes / urllib3 configuration attributes set for the library to read
 kubeclient.build_api_client.retries
+kubeclient.new_configuration.connection_pool_maxsize
 kubeclient.track_sockets.pool_classes_by_scheme
 # google-re2 Options attribute read by the library
 expressions.compile_go_regexp.log_errors

@@ -77,6 +77,15 @@ def namespace_fallback() -> str | None:
 # requests-oauthlib, which an in-cluster client never uses). :func:`client_modules` leaves
 # them unrun (nfd_gpu/lazypkg.py): the agent imports only the modules it calls.
 LAZY_PACKAGES = ("kubernetes", "kubernetes.utils", "kubernetes.config")
+# ``kubernetes.client.configuration`` imports ``multiprocessing`` only for ``cpu_count()``,
+# the default pool size of a ``Configuration()`` given none: its package ``__init__`` (its
+# context module, with ``multiprocessing.process``, ``reduction``, ``pickle`` ...) costs
+# the agent's start ~3 ms. :func:`new_configuration` gives the size, so the package is
+# registered unrun too; a ``Configuration()`` made elsewhere runs it on first use.
+DEFERRED_STDLIB = ("multiprocessing",)
+# connections a pool keeps to the API server: the agent's client has one request out at a
+# time (a write, a read, a Pod's read), its watch another on its own pool
+POOL_MAXSIZE = 4
 # urllib3's HTTP/2 package, whose ``__init__`` imports ``importlib.metadata`` (with zipfile,
 # csv, importlib.resources: ~8 ms of the agent's start) for its opt-in h2 support, which the
 # agent never turns on: its connection module runs ``from .http2 import probe``, the probe
@@ -87,16 +96,21 @@ URLLIB3_HTTP2 = ("urllib3.http2", ("probe",))
 def client_modules() -> Any:
     """What the agent uses of the kubernetes client, as attributes of one namespace.
 
-    They are imported without the packages' eager ``__init__``, :data:`LAZY_PACKAGES`:
-    ``Configuration`` and its REST layer ``RESTClientObject``, for TLS, client certificates,
-    proxy, the urllib3 pool; ``ApiException``, ``ConfigException``, the two configuration
-    loaders. ``ImportError`` when the client is not installed.
+    - They are imported without the packages' eager ``__init__``, :data:`LAZY_PACKAGES`
+      and :data:`DEFERRED_STDLIB`.
+    - ``Configuration`` and its REST layer ``RESTClientObject``, for TLS, client
+      certificates, proxy, the urllib3 pool; ``ApiException``, ``ConfigException``, the two
+      configuration loaders.
+    - ``ImportError`` when the client is not installed.
     """
     import types
 
     with lazypkg.LOCK:
         for pkg in LAZY_PACKAGES:
             lazypkg.lazy_package(pkg)
+        for pkg in DEFERRED_STDLIB:
+            with contextlib.suppress(ImportError):  # blocked or absent: imported as usual
+                lazypkg.lazy_package(pkg)
         with contextlib.suppress(ImportError):  # urllib3 < 2.3 has no HTTP/2 package
             lazypkg.lazy_package(*URLLIB3_HTTP2)
         try:
@@ -123,6 +137,23 @@ def client_modules() -> Any:
         load_incluster_config=load_incluster_config,
         load_kube_config=load_kube_config,
     )
+
+
+def new_configuration() -> Any:
+    """A client ``Configuration`` with the pool size :data:`POOL_MAXSIZE`.
+
+    - kubernetes >= 35 takes it in the constructor. Without it, it asks
+      ``multiprocessing.cpu_count()`` for ``cpu_count * 5``.
+    - Older clients take no such argument and set ``cpu_count * 5`` themselves. The size is
+      set after, so the pool is the same size with either.
+    """
+    configuration = client_modules().Configuration
+    if "connection_pool_maxsize" in configuration.__init__.__code__.co_varnames:
+        cfg = configuration(connection_pool_maxsize=POOL_MAXSIZE)
+    else:
+        cfg = configuration()
+        cfg.connection_pool_maxsize = POOL_MAXSIZE
+    return cfg
 
 
 class Transport:
@@ -156,7 +187,7 @@ def build_api_client(kubeconfig: str | None = None) -> Any:
             "the nodefeature output needs the kubernetes client: pip install 'nfd-gpu[kubernetes]'"
         ) from None
 
-    cfg = k.Configuration()
+    cfg = new_configuration()
     try:
         if kubeconfig:
             # the bounded reader refuses a FIFO, a device or an oversized file first (the

@@ -24,7 +24,7 @@ CHILD = r"""
 import json, os, sys, tempfile
 from tests.k8s_api_server import FakeKubeAPI
 from nfd_gpu.sinks import Publication
-from nfd_gpu.sinks.kubeclient import build_api_client, client_for, client_modules
+from nfd_gpu.sinks.kubeclient import build_api_client, client_for, new_configuration
 from nfd_gpu.sinks.nodefeature import NodeFeatureSink
 
 api = FakeKubeAPI().start()
@@ -33,8 +33,7 @@ api.add_pod("nfd-gpu", "nfd-gpu-x1", "pod-1", [ds])
 if sys.argv[1] == "kubeconfig":
     client = build_api_client(api.kubeconfig(os.path.join(tempfile.mkdtemp(), "kc")))
 else:  # what load_incluster_config sets, with the in-cluster loader's imports
-    k = client_modules()
-    cfg = k.Configuration()
+    cfg = new_configuration()
     cfg.host, cfg.retries = api.url, 0
     cfg.api_key["authorization"] = "bearer t"  # the key both client generations read
     client = client_for(cfg)
@@ -45,6 +44,8 @@ sink.publish(Publication({"nvidia.com/gpu.present": "false"}))
 obj = api.get("nfd-gpu", "nfd-gpu-n1")
 modules = sorted(sys.modules)
 http2_init_ran = "inject_into_urllib3" in vars(sys.modules["urllib3.http2"])
+mp_init_ran = "cpu_count" in vars(sys.modules["multiprocessing"])
+pool_maxsize = client.configuration.connection_pool_maxsize
 sink.close()
 api.stop()
 import kubernetes  # the whole package, for whoever asks for it later
@@ -55,6 +56,9 @@ print(json.dumps({
     "auth": sorted(set(api.auth)),
     "modules": modules,
     "http2_init_ran": http2_init_ran,
+    "mp_init_ran": mp_init_ran,
+    "pool_maxsize": pool_maxsize,
+    "cpus": __import__("multiprocessing").cpu_count() == os.cpu_count(),
     "later": [sys.modules["urllib3.http2"].inject_into_urllib3.__name__,
               kubernetes.__version__, kubernetes.watch.Watch.__name__,
               kubernetes.client.CustomObjectsApi.__name__,
@@ -109,6 +113,11 @@ def test_the_sink_imports_only_what_it_uses(how: str) -> None:
     assert {"kubernetes.client.rest", "kubernetes.client.configuration"} <= set(mods)
     # urllib3's HTTP/2 package: its probe only, not its __init__ (importlib.metadata)
     assert "urllib3.http2.probe" in mods and got["http2_init_ran"] is False
+    # multiprocessing, which the client's configuration imports for cpu_count() alone: the
+    # pool's size is given, so its __init__ did not run (it runs on first use: "cpus")
+    assert got["pool_maxsize"] == 4 and got["cpus"] is True
+    if how == "in-cluster":  # the kubeconfig reader's ApiClient imports multiprocessing.pool
+        assert got["mp_init_ran"] is False
     loaded = sorted(m for m in mods if m in NEVER or m.startswith(tuple(f"{n}." for n in NEVER)))
     assert loaded == []
     # the kubeconfig reader (requests-oauthlib; it imports the ApiClient, with pydantic):
