@@ -70,31 +70,30 @@ class LabelMeasure:
     def update(self, labels: dict[str, str], allowed: tuple[str, ...]) -> tuple[int, list[str]]:
         """``json_size(labels)`` and the sorted keys that start with none of ``allowed``.
 
-        One look-up per label; the last set's keys are walked only when some are gone, and
-        the keys outside sorted again only when one of them came or went.
+        - Only the entries that differ from the last set are walked: the symmetric
+          difference of the items, built in C. A changed label is in it twice, with its new
+          value and its old one; it is measured again at the new one.
+        - The keys outside are sorted again only when one of them came or went.
         """
         old = self._labels
         if labels == old:
             return 2 + self._entries + max(len(labels) - 1, 0), self._sorted
-        get, kept, outside = old.get, 0, len(self._outside)
-        for k, v in labels.items():
-            was = get(k)
-            if was is None:  # a new key (values are strings)
+        outside, gone = len(self._outside), False
+        for k, v in labels.items() ^ old.items():  # values are strings
+            if k not in labels:  # gone
+                self._entries -= _entry(k, v)
+                gone = gone or k in self._outside
+                self._outside.discard(k)
+                continue
+            if labels[k] is not v:  # the old value of a changed label: measured at the new one
+                continue
+            was = old.get(k)
+            if was is None:  # a new key
                 if not k.startswith(allowed):
                     self._outside.add(k)
             else:
-                kept += 1
-                if was == v:
-                    continue
                 self._entries -= _entry(k, was)
             self._entries += _entry(k, v)
-        gone = False
-        if kept < len(old):
-            for k, was in old.items():
-                if k not in labels:
-                    self._entries -= _entry(k, was)
-                    gone = gone or k in self._outside
-                    self._outside.discard(k)
         if gone or len(self._outside) != outside:
             self._sorted = sorted(self._outside)
         self._labels = dict(labels)
