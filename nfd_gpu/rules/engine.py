@@ -397,6 +397,8 @@ def evaluate(
       without it.
     """
     feats = _working_copy(features)
+    if memo is not None:
+        memo.copied(features, feats)  # the prints its fingerprint() took, for its run
     errors: list[tuple[str, str]] = []
     got = _run_rules(rules, feats, errors, memo)
     extra_ns = tuple(extra_label_ns)

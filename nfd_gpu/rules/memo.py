@@ -211,6 +211,16 @@ class RuleMemo:
             return self._next[1]
         return {k: _fingerprint(feats, k, names) for k, names in self._keys.items()}
 
+    def copied(self, features: Features, copy: Features) -> None:
+        """``copy`` is the evaluation's working copy of ``features``, made after
+        :meth:`fingerprint` of ``features``: its prints are those, not taken again.
+
+        - The copy holds the same flags and instances, and its attributes are copied.
+        - So the elements the prints read are the same, and the prints equal.
+        """
+        if self._next is not None and self._next[0] is features:
+            self._next = (copy, self._next[1])
+
     def fingerprint(self, rules: RuleSet, features: Features) -> Any:
         """All that an evaluation of ``rules`` reads of ``features``.
 

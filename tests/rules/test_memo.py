@@ -206,6 +206,34 @@ def test_rule_output_reused_while_what_the_rules_read_is_unchanged(
     assert len(calls) == 3 and out.labels.get("example.com/dyn") == "99"
 
 
+def test_a_changed_pass_takes_the_prints_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent's RuleOutputs fingerprints the features, then evaluates on a working copy of
+    them: the memo's run reuses the prints its fingerprint took (one per feature the rules
+    read), and the output is a full evaluation's, over a long sequence of changes."""
+    from nfd_gpu.rules import memo as memo_module
+    from nfd_gpu.scan import RuleOutputs
+
+    rules = ruleset_from_documents([{"rules": _rules()}], strict=False)
+    feats = run_scan(fixture_root("hgx-h100")).features
+    reuse = RuleOutputs()
+    reuse.output(rules, feats, evaluate)
+    prints: list[str] = []
+    real = memo_module._fingerprint
+
+    def counted(features: Features, key: str, names: Any) -> Any:
+        prints.append(key)
+        return real(features, key, names)
+
+    monkeypatch.setattr(memo_module, "_fingerprint", counted)
+    rng = random.Random(5)
+    for _ in range(40):
+        _mutate(rng, feats)
+        prints.clear()
+        got = reuse.output(rules, feats, evaluate)
+        assert sorted(prints) == sorted(set(prints))  # each feature's prints once
+        assert got.to_json() == evaluate(rules, copy.deepcopy(feats)).to_json()
+
+
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_a_pass_no_rule_input_moved_is_the_last_output_without_the_rules_loop(
     dynamic: bool, monkeypatch: pytest.MonkeyPatch
