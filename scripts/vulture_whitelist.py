@@ -13,7 +13,7 @@ from nfd_gpu.discovery.nvidia import replay as nvml_replay
 from nfd_gpu.health import signals as health_signals
 from nfd_gpu.labels import amd, intel, neutral, nvidia
 from nfd_gpu.rules import expressions, yamldocs
-from nfd_gpu.sinks import kubeclient
+from nfd_gpu.sinks import kubeclient, kubesockets
 
 # typer: callbacks and commands registered by decorator
 cli._root
@@ -26,7 +26,7 @@ rules.__getattr__
 # kubernetes / urllib3 configuration attributes set for the library to read
 kubeclient.build_api_client.retries
 kubeclient.new_configuration.connection_pool_maxsize
-kubeclient.track_sockets.pool_classes_by_scheme
+kubesockets.track_sockets.pool_classes_by_scheme
 # google-re2 Options attribute read by the library
 expressions.compile_go_regexp.log_errors
 # dataclass fields written to the snapshot JSON (nfd-gpu scan --format json, snapshots)

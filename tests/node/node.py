@@ -378,10 +378,12 @@ class Node:
         pids: set[int] = set()
         for h in cgroup_hierarchies():
             root = h / self.cgroup_root.lstrip("/")
-            if root.exists():
-                for f in root.rglob("cgroup.procs"):
+            # os.walk, not rglob: the kubelet removes pod cgroups while we walk, and a
+            # directory gone under rglob raises; os.walk skips it (onerror unset).
+            for d, _dirs, files in os.walk(root):
+                if "cgroup.procs" in files:
                     with contextlib.suppress(OSError):
-                        pids |= {int(x) for x in f.read_text().split()}
+                        pids |= {int(x) for x in Path(d, "cgroup.procs").read_text().split()}
         return pids
 
     def _remove_cgroups(self) -> None:
@@ -389,7 +391,8 @@ class Node:
             root = h / self.cgroup_root.lstrip("/")
             if not root.exists():
                 continue
-            dirs = sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
+            found = [Path(d) for d, _dirs, _files in os.walk(root) if Path(d) != root]
+            dirs = sorted(found, key=lambda p: -len(p.parts))
             for d in [*dirs, root]:
                 for _ in range(50):
                     try:
