@@ -5,6 +5,9 @@ This is the only module importing prometheus_client.
 - ``/metrics``: the text exposition.
 - ``/healthz``: 200 while the agent loop is alive.
 - ``/readyz``: 200 when **this agent scans and can publish**.
+- ``/startedz``: 200 once the agent's first pass has ended, whatever its outcome: the
+  manifests' startup probe, polled each second until then, so the kubelet runs the
+  readiness probe as soon as there is something to judge (docs/install.md).
 
 Ready means the last pass scanned completely, and every sink either holds its result or
 failed only in a way that passes by itself. Such a failure is an API outage: 5xx, 429,
@@ -147,6 +150,7 @@ class Metrics:
         self.ready = threading.Event()
         self.not_ready_reason = "not published yet"
         self.heartbeat = time.monotonic()
+        self.started = False  # a pass has ended: /startedz
         self.liveness_timeout = 300.0
 
     def _own_output_metrics(self, pc: Any, r: Any) -> None:
@@ -255,7 +259,9 @@ class Metrics:
         self.ready.clear()
 
     def beat(self) -> None:
+        """A pass ended (every pass ends here, whatever its outcome)."""
         self.heartbeat = time.monotonic()
+        self.started = True
 
     def exposition(self) -> bytes:
         data: bytes = _exposition().generate_latest(self.registry)
@@ -335,7 +341,7 @@ class HealthMetrics:
 
 
 class MetricsServer:
-    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on an ``httpserve.py`` thread."""
+    """Serve ``/metrics``, ``/healthz``, ``/readyz``, ``/startedz`` on a ``httpserve.py`` thread."""
 
     def __init__(self, metrics: Metrics, host: str, port: int) -> None:
         self.metrics = metrics
@@ -351,6 +357,8 @@ class MetricsServer:
         if path == "/readyz":
             code, body = m.readyz()
             return code, TEXT, body
+        if path == "/startedz":
+            return (200, TEXT, b"ok\n") if m.started else (503, TEXT, b"first pass not ended\n")
         return 404, TEXT, b"not found\n"
 
     @property

@@ -328,8 +328,8 @@ class Config(Record):
     metrics_address: str = setting(
         "",
         Setting(
-            "host:port for /metrics /healthz /readyz; empty disables",
-            "host:port for /metrics /healthz /readyz (default: off)",
+            "host:port for /metrics /healthz /readyz /startedz; empty disables",
+            "host:port for /metrics /healthz /readyz /startedz (default: off)",
         ),
     )
     log_format: str = setting(

@@ -254,6 +254,7 @@ def test_daemonset_least_privilege(overlay: str) -> None:
     assert "--root=/host" in c["args"]
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["startupProbe"]["httpGet"]["path"] == "/startedz"
     assert {"cpu", "memory"} <= set(c["resources"]["requests"]) <= set(c["resources"]["limits"])
     env = {e["name"]: e for e in c["env"]}
     for var, field in [

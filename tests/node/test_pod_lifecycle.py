@@ -109,6 +109,11 @@ def test_pod_ends_within_2s_of_deletion_ready_or_starting(
             pod = wait_for(lambda: _running(inst), 120, lambda: "no container running")
             starting.append(_delete_and_time(control_plane, node, inst, pod))
         ready = inst.ready_pod()  # the DaemonSet's replacement
+        # A Ready pod in its loop: its startup probe's pass and then its readiness probe's
+        # each make the kubelet sync the pod, and a deletion in the next 1-2 s waits for a
+        # relist as a starting pod's does (1.9 s measured right after Ready, 0.3 s 2 s later;
+        # the agent's share was 0.06 s in both)
+        time.sleep(2)
         took_ready, agent_ready, _ = _delete_and_time(control_plane, node, inst, ready)
         said = ", ".join(
             f"{took:.2f} s (SIGTERM {kubelet:.2f} s after the deletion, the exit {agent:.3f} s "
@@ -142,9 +147,13 @@ def test_first_readiness_probe_passes(control_plane: Cluster, node: Node, tmp_pa
             for e in events
             if e["involvedObject"].get("name") == name and e["reason"] == "Unhealthy"
         ]
+        ready = next(c for c in pod["status"]["conditions"] if c["type"] == "Ready")
+        # the kubelet's own timestamps (whole seconds): issue 37's Ready <= 5 s from the
+        # container's start, at the shipped CPU limit
+        after = _seconds(ready["lastTransitionTime"]) - _seconds(started)
         print(
-            f"\npod Ready {inst.ready_s:.1f} s after install (container started {started}); "
-            f"probe failures: {bad}"
+            f"\npod Ready {inst.ready_s:.1f} s after install, {after:.0f} s after its container "
+            f"started ({started}, by the kubelet's timestamps); probe failures: {bad}"
         )
         assert bad == []
     finally:
@@ -163,3 +172,8 @@ def test_pod_starts_on_a_host_without_proc_modules(
         wait_for(inst.nodefeature, 60, lambda: "no NodeFeature published")
     finally:
         inst.uninstall(set(direct_scan(str(root))))
+
+
+def _seconds(stamp: str) -> float:
+    """An RFC 3339 timestamp of the API (``2026-12-04T18:16:29Z``) as seconds since the epoch."""
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
