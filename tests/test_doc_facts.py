@@ -96,7 +96,7 @@ def test_resource_figures_are_the_shipped_ones() -> None:
     row = [ln for ln in (CHART / "README.md").read_text().splitlines()
            if ln.startswith("| `resources` |")]  # fmt: skip
     assert row and f"`{json.dumps(r)}`" in row[0]
-    assert f"at {lim['cpu']} (the readiness probe" in row[0]
+    assert f"at {lim['cpu']} (the startup probe" in row[0]
 
 
 def test_image_docs_say_what_is_pinned() -> None:
