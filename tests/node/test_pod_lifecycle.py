@@ -39,6 +39,15 @@ def _running(inst: Install) -> Obj | None:
     return None
 
 
+def _seconds(stamp: str) -> float:
+    """A UTC RFC 3339 timestamp as seconds since the epoch: the API's whole seconds
+    (``2026-12-04T18:16:29Z``) or containerd's fraction (``2026-12-02T16:28:00.709Z``, up to
+    9 digits, which Python 3.10's ``fromisoformat`` refuses)."""
+    whole, _, frac = stamp.rstrip("Z").partition(".")
+    at = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+    return at.timestamp() + float("0." + (frac or "0"))
+
+
 def containerd_times(node: Node, cid: str) -> dict[str, float]:
     """When containerd sent the container SIGTERM, saw it exit and answered StopContainer.
 
@@ -55,9 +64,7 @@ def containerd_times(node: Node, cid: str) -> dict[str, float]:
         for what, mark in marks.items():
             if mark in line and what not in found:
                 stamp = line.split('time="', 1)[1].split('"', 1)[0]  # 2026-12-02T16:28:00.709Z
-                whole, frac = stamp.rstrip("Z").split(".")
-                at = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
-                found[what] = at.timestamp() + float("0." + frac)
+                found[what] = _seconds(stamp)
     return found
 
 
@@ -172,8 +179,3 @@ def test_pod_starts_on_a_host_without_proc_modules(
         wait_for(inst.nodefeature, 60, lambda: "no NodeFeature published")
     finally:
         inst.uninstall(set(direct_scan(str(root))))
-
-
-def _seconds(stamp: str) -> float:
-    """An RFC 3339 timestamp of the API (``2026-12-04T18:16:29Z``) as seconds since the epoch."""
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
